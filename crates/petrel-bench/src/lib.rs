@@ -1,0 +1,1 @@
+//! Petrel's benchmarks: load generators, measurement, JSON results and reports.
