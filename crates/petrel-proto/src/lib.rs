@@ -5,5 +5,12 @@
 //! a clock: time is always an argument, which makes every protocol test a
 //! deterministic simulation.
 //!
+//! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection
+//!   establishment, plus the per-connection keepalive / idle / close control plane.
+//!
 //! What does not live here: sockets, timers and tasks (`petrel`), the impairment
 //! emulator (`petrel-netem`), benchmarks (`petrel-bench`).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod handshake;
