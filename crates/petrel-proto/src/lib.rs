@@ -5,5 +5,14 @@
 //! a clock: time is always an argument, which makes every protocol test a
 //! deterministic simulation.
 //!
+//! What lives here:
+//! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO,
+//!   fragmentation, window probing, dead-link detection);
+//! - [`cc`]: the congestion-control seam the ARQ calls, with "none" and NewReno.
+//!
 //! What does not live here: sockets, timers and tasks (`petrel`), the impairment
 //! emulator (`petrel-netem`), benchmarks (`petrel-bench`).
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod cc;
+pub mod kcp;
