@@ -5,12 +5,17 @@
 //! a clock: time is always an argument, which makes every protocol test a
 //! deterministic simulation.
 //!
+//! What lives here:
+//! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO,
+//!   fragmentation, window probing, dead-link detection);
+//! - [`cc`]: the congestion-control seam the ARQ calls, with "none" and NewReno;
 //! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection
 //!   establishment, plus the per-connection keepalive / idle / close control plane.
 //!
 //! What does not live here: sockets, timers and tasks (`petrel`), the impairment
 //! emulator (`petrel-netem`), benchmarks (`petrel-bench`).
-
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod cc;
 pub mod handshake;
+pub mod kcp;

@@ -1,0 +1,187 @@
+//! NewReno congestion control as RFC 9002 §7 specifies it for QUIC (slow start,
+//! congestion avoidance, one window reduction per recovery period as RFC 6582 intends),
+//! with the retransmission timeout collapsing the window to the minimum (RFC 9002
+//! §7.6.2 persistent congestion; RFC 5681 §3.1 loss window). KCP has no probe timeout,
+//! so an RTO is the persistent-congestion signal.
+
+use std::time::Instant;
+
+use super::{AckEvent, CongestionController, LossEvent, LossKind, SentEvent};
+
+/// NewReno state. All windows are in bytes.
+#[derive(Debug, Clone)]
+pub struct NewReno {
+    max_datagram_size: u64,
+    cwnd: u64,
+    ssthresh: u64,
+    /// Bytes acked in congestion avoidance not yet turned into window growth.
+    acked_in_avoidance: u64,
+    recovery_start: Option<Instant>,
+}
+
+impl NewReno {
+    /// A controller for datagrams of at most `max_datagram_size` bytes, starting at the
+    /// RFC 9002 §7.2 initial window `min(10·mds, max(14720, 2·mds))`.
+    pub fn new(max_datagram_size: u64) -> Self {
+        let mds = max_datagram_size.max(1);
+        Self {
+            max_datagram_size: mds,
+            cwnd: (10 * mds).min(14_720.max(2 * mds)),
+            ssthresh: u64::MAX,
+            acked_in_avoidance: 0,
+            recovery_start: None,
+        }
+    }
+
+    /// Minimum window, `2·mds` (RFC 9002 §7.2).
+    pub fn min_window(&self) -> u64 {
+        2 * self.max_datagram_size
+    }
+
+    /// Slow-start threshold, bytes (`u64::MAX` before the first loss).
+    pub fn ssthresh(&self) -> u64 {
+        self.ssthresh
+    }
+
+    fn in_recovery(&self, sent_time: Instant) -> bool {
+        self.recovery_start.is_some_and(|start| sent_time <= start)
+    }
+
+    /// RFC 9002 §7.3.2 `OnCongestionEvent`: halve once per recovery period.
+    fn congestion_event(&mut self, sent_time: Instant, now: Instant) {
+        if self.in_recovery(sent_time) {
+            return;
+        }
+        self.recovery_start = Some(now);
+        self.ssthresh = (self.cwnd / 2).max(self.min_window());
+        self.cwnd = self.ssthresh;
+        self.acked_in_avoidance = 0;
+    }
+}
+
+impl CongestionController for NewReno {
+    fn on_sent(&mut self, _event: &SentEvent) {}
+
+    fn on_ack(&mut self, event: &AckEvent) {
+        if self.in_recovery(event.sent_time) {
+            return;
+        }
+        if self.cwnd < self.ssthresh {
+            self.cwnd = self.cwnd.saturating_add(event.acked_bytes);
+            return;
+        }
+        // Congestion avoidance: one max_datagram_size per cwnd of acked bytes.
+        self.acked_in_avoidance += event.acked_bytes;
+        if self.acked_in_avoidance >= self.cwnd {
+            self.acked_in_avoidance -= self.cwnd;
+            self.cwnd = self.cwnd.saturating_add(self.max_datagram_size);
+        }
+    }
+
+    fn on_loss(&mut self, event: &LossEvent) {
+        self.congestion_event(event.sent_time, event.now);
+        if event.kind == LossKind::Timeout {
+            self.cwnd = self.min_window();
+            self.acked_in_avoidance = 0;
+        }
+    }
+
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+
+    fn name(&self) -> &'static str {
+        "newreno"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    const MDS: u64 = 1200;
+
+    fn ack(now: Instant, bytes: u64, sent: Instant) -> AckEvent {
+        AckEvent::new(now, bytes, sent)
+    }
+
+    #[test]
+    fn initial_window_follows_rfc9002() {
+        assert_eq!(NewReno::new(1200).cwnd(), 12_000);
+        assert_eq!(NewReno::new(1472).cwnd(), 14_720);
+        assert_eq!(NewReno::new(9000).cwnd(), 18_000);
+    }
+
+    #[test]
+    fn slow_start_grows_by_acked_bytes() {
+        let t0 = Instant::now();
+        let mut cc = NewReno::new(MDS);
+        let start = cc.cwnd();
+        for i in 0..10 {
+            cc.on_ack(&ack(t0 + Duration::from_millis(i), MDS, t0));
+        }
+        assert_eq!(cc.cwnd(), start + 10 * MDS);
+    }
+
+    #[test]
+    fn loss_halves_once_per_recovery_period() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(100);
+        let mut cc = NewReno::new(MDS);
+        let before = cc.cwnd();
+        cc.on_loss(&LossEvent::new(t1, LossKind::FastRetransmit, MDS, t0));
+        assert_eq!(cc.cwnd(), before / 2);
+        assert_eq!(cc.ssthresh(), before / 2);
+        // More losses of segments sent before recovery began: no further reduction.
+        cc.on_loss(&LossEvent::new(t1 + Duration::from_millis(1), LossKind::FastRetransmit, MDS, t0));
+        assert_eq!(cc.cwnd(), before / 2);
+        // Acks of segments sent before recovery do not grow the window.
+        cc.on_ack(&ack(t1 + Duration::from_millis(2), MDS, t0));
+        assert_eq!(cc.cwnd(), before / 2);
+        // A loss of a segment sent after recovery began is a new congestion event.
+        let t2 = t1 + Duration::from_millis(50);
+        cc.on_loss(&LossEvent::new(t2 + Duration::from_millis(50), LossKind::FastRetransmit, MDS, t2));
+        assert_eq!(cc.cwnd(), (before / 4).max(2 * MDS));
+    }
+
+    #[test]
+    fn congestion_avoidance_adds_one_datagram_per_window() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        let mut cc = NewReno::new(MDS);
+        cc.on_loss(&LossEvent::new(t1, LossKind::FastRetransmit, MDS, t0));
+        let cwnd = cc.cwnd();
+        let sent = t1 + Duration::from_millis(1);
+        let mut acked = 0;
+        while acked + MDS < cwnd {
+            cc.on_ack(&ack(sent, MDS, sent));
+            acked += MDS;
+        }
+        assert_eq!(cc.cwnd(), cwnd);
+        cc.on_ack(&ack(sent, MDS, sent));
+        assert_eq!(cc.cwnd(), cwnd + MDS);
+    }
+
+    #[test]
+    fn timeout_collapses_to_min_window() {
+        let t0 = Instant::now();
+        let mut cc = NewReno::new(MDS);
+        for _ in 0..100 {
+            cc.on_ack(&ack(t0, MDS, t0));
+        }
+        let big = cc.cwnd();
+        cc.on_loss(&LossEvent::new(t0 + Duration::from_secs(1), LossKind::Timeout, MDS, t0));
+        assert_eq!(cc.cwnd(), 2 * MDS);
+        assert_eq!(cc.ssthresh(), big / 2);
+        // Slow start again from the minimum window after recovery.
+        let later = t0 + Duration::from_secs(2);
+        cc.on_ack(&ack(later, MDS, later));
+        assert_eq!(cc.cwnd(), 3 * MDS);
+    }
+}

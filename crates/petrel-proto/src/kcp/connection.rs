@@ -1,0 +1,376 @@
+//! [`Kcp`]: one KCP connection's state, the application side (`send`, `recv`) and the
+//! input path. Output and timers are in `output.rs`.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::cc::{AckEvent, CongestionController, LossEvent, LossKind};
+
+use super::config::{ConfigError, KcpConfig};
+use super::error::{InputError, KcpError, SendError};
+use super::recv_buf::{Insert, RecvBuffer};
+use super::rtt::RttEstimator;
+use super::segment::{segments, Command};
+use super::send_buf::SendBuffer;
+use super::stats::KcpStats;
+
+/// The peer's receive window assumed before it tells us (`IKCP_WND_RCV`), segments.
+const INITIAL_RMT_WND: u16 = 128;
+/// Most fragments per message: `frg` is one byte, and 255 keeps the count in a byte.
+const MAX_FRAGMENTS: usize = 255;
+/// Fast retransmit stops after this many transmissions of a segment
+/// (`IKCP_FASTACK_LIMIT`); the timer takes over, so a lossy path does not flood.
+pub(super) const FAST_RESEND_LIMIT: u32 = 5;
+
+/// One KCP connection: a sans-IO state machine (see the [module docs](super)).
+#[derive(Debug)]
+pub struct Kcp {
+    pub(super) conv: u32,
+    pub(super) config: KcpConfig,
+    pub(super) mss: usize,
+    pub(super) max_fragments: usize,
+    /// Origin of the millisecond `ts` clock on the wire.
+    pub(super) epoch: Instant,
+    pub(super) snd: SendBuffer,
+    pub(super) rcv: RecvBuffer,
+    pub(super) rmt_wnd: u16,
+    /// Acks to send: `(sn, ts)` of received data segments.
+    pub(super) acks: VecDeque<(u32, u32)>,
+    /// With `ack_nodelay` off: when the held acks go out.
+    pub(super) ack_deadline: Option<Instant>,
+    pub(super) acks_released: bool,
+    /// Zero-window probing (persist timer): next WASK and the current wait.
+    pub(super) probe_at: Option<Instant>,
+    pub(super) probe_wait: Duration,
+    pub(super) ask_pending: bool,
+    pub(super) tell_pending: bool,
+    pub(super) rtt: RttEstimator,
+    pub(super) delivered: u64,
+    pub(super) cc: Box<dyn CongestionController>,
+    pub(super) error: Option<KcpError>,
+    pub(super) stats: KcpStats,
+}
+
+impl Kcp {
+    /// A connection with conversation id `conv`, created at `now`.
+    ///
+    /// # Errors
+    /// The config's [`ConfigError`].
+    pub fn new(conv: u32, config: KcpConfig, now: Instant) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let mss = config.mss();
+        let max_fragments = MAX_FRAGMENTS
+            .min(usize::from(config.rcv_wnd))
+            .min(config.send_queue_limit);
+        Ok(Self {
+            conv,
+            mss,
+            max_fragments,
+            epoch: now,
+            snd: SendBuffer::new(config.snd_wnd),
+            rcv: RecvBuffer::new(config.rcv_wnd),
+            rmt_wnd: INITIAL_RMT_WND,
+            acks: VecDeque::with_capacity(usize::from(config.rcv_wnd).min(1024)),
+            ack_deadline: None,
+            acks_released: false,
+            probe_at: None,
+            probe_wait: Duration::ZERO,
+            ask_pending: false,
+            tell_pending: false,
+            rtt: RttEstimator::new(config.min_rto, config.interval),
+            delivered: 0,
+            cc: config.congestion.build(config.mtu as u64),
+            error: None,
+            stats: KcpStats::default(),
+            config,
+        })
+    }
+
+    /// Conversation id.
+    pub fn conv(&self) -> u32 {
+        self.conv
+    }
+
+    /// Payload bytes per segment, `mtu − 24`.
+    pub fn mss(&self) -> usize {
+        self.mss
+    }
+
+    /// Largest message `send` accepts, bytes: `mss × min(rcv_wnd, 255, send_queue_limit)`
+    /// (1176 × 255 = 299 880 with the defaults).
+    ///
+    /// Why: a receiver delivers a message only once all its fragments sit in its
+    /// receive queue of `rcv_wnd` segments, so a message of more fragments than the
+    /// peer's `rcv_wnd` could never be delivered; we assume the peer's `rcv_wnd` is at
+    /// least ours (same config on both ends). A reference C peer with its default
+    /// window of 128 needs messages of at most 127 segments. `frg` is one byte, hence
+    /// 255, and a message must fit in the send queue.
+    pub fn max_message_size(&self) -> usize {
+        self.mss * self.max_fragments
+    }
+
+    /// Segments for a message of `len` bytes; a zero-length message is one empty
+    /// segment, delivered as an empty message (as the reference does).
+    fn fragments(&self, len: usize) -> usize {
+        len.div_ceil(self.mss).max(1)
+    }
+
+    /// Queues one message. It goes out on the next `poll_transmit` if the windows allow.
+    ///
+    /// # Errors
+    /// [`SendError::MessageTooLarge`] above [`Kcp::max_message_size`];
+    /// [`SendError::QueueFull`] when its segments do not fit under `send_queue_limit`
+    /// (wait for acks and retry); [`SendError::Dead`] after a dead link.
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        if self.error.is_some() {
+            return Err(SendError::Dead);
+        }
+        let max = self.max_message_size();
+        if msg.len() > max {
+            return Err(SendError::MessageTooLarge {
+                len: msg.len(),
+                max,
+            });
+        }
+        let count = self.fragments(msg.len());
+        if self.snd.queue.len() + count > self.config.send_queue_limit {
+            self.stats.send_queue_full += 1;
+            return Err(SendError::QueueFull);
+        }
+        self.snd.push_message(msg, self.mss, count);
+        self.stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// Whether a message of `len` bytes would be accepted by `send` now.
+    pub fn can_send(&self, len: usize) -> bool {
+        self.error.is_none()
+            && len <= self.max_message_size()
+            && self.snd.queue.len() + self.fragments(len) <= self.config.send_queue_limit
+    }
+
+    /// Next complete in-order message, if any.
+    pub fn recv(&mut self) -> Option<Bytes> {
+        let (message, was_full) = self.rcv.pop_message()?;
+        if was_full {
+            // The peer saw a zero window; tell it the window reopened (`IKCP_ASK_TELL`).
+            self.tell_pending = true;
+        }
+        self.stats.messages_received += 1;
+        Some(message)
+    }
+
+    /// Segments queued or sent and unacknowledged; 0 means everything sent was acked.
+    pub fn pending_segments(&self) -> usize {
+        self.snd.queue.len() + self.snd.unacked()
+    }
+
+    /// The connection's failure, once it has failed.
+    pub fn error(&self) -> Option<&KcpError> {
+        self.error.as_ref()
+    }
+
+    /// Counters and gauges now.
+    pub fn stats(&self) -> KcpStats {
+        let mut s = self.stats;
+        s.srtt_us = self.rtt.srtt().as_micros() as u64;
+        s.rttvar_us = self.rtt.rttvar().as_micros() as u64;
+        s.rto_us = self.rtt.rto().as_micros() as u64;
+        s.cwnd = self.cc.cwnd();
+        s.pacing_rate = self.cc.pacing_rate().unwrap_or(0);
+        s.snd_wnd = self.config.snd_wnd;
+        s.rcv_wnd = self.rcv.free_window();
+        s.rmt_wnd = self.rmt_wnd;
+        s.in_flight = self.snd.unacked() as u64;
+        s.in_flight_bytes = self.snd.in_flight_bytes;
+        s.send_queue = self.snd.queue.len() as u64;
+        s
+    }
+
+    /// The wire clock: ms since creation, wrapping (the peer only echoes it).
+    pub(super) fn ts_ms(&self, now: Instant) -> u32 {
+        now.saturating_duration_since(self.epoch).as_millis() as u32
+    }
+
+    /// Feeds one received datagram, which may hold several segments.
+    ///
+    /// The datagram is validated whole first, so a rejected one changes nothing but
+    /// the `input_errors` counter.
+    ///
+    /// # Errors
+    /// [`InputError::Malformed`], [`InputError::ConvMismatch`], [`InputError::Dead`].
+    pub fn input(&mut self, now: Instant, datagram: &[u8]) -> Result<(), InputError> {
+        if self.error.is_some() {
+            return Err(InputError::Dead);
+        }
+        if let Err(e) = self.validate(datagram) {
+            self.stats.input_errors += 1;
+            return Err(e);
+        }
+        self.stats.datagrams_received += 1;
+        self.stats.bytes_received += datagram.len() as u64;
+        let mut max_ack: Option<u32> = None;
+        for seg in segments(datagram).flatten() {
+            let h = seg.header;
+            self.stats.segments_received += 1;
+            self.rmt_wnd = h.wnd;
+            self.on_una(h.una, now);
+            match h.cmd {
+                Command::Ack => {
+                    self.stats.acks_received += 1;
+                    self.on_ack(h.sn, h.ts, now);
+                    if max_ack.is_none_or(|m| (h.sn.wrapping_sub(m) as i32) > 0) {
+                        max_ack = Some(h.sn);
+                    }
+                }
+                Command::Push => self.on_push(h.sn, h.ts, h.frg, seg.payload, now),
+                Command::WindowAsk => self.tell_pending = true,
+                Command::WindowTell => {}
+            }
+        }
+        self.snd.shrink();
+        if let Some(max_ack) = max_ack {
+            self.on_fast_ack(max_ack, now);
+        }
+        self.update_probe(now);
+        Ok(())
+    }
+
+    fn validate(&self, datagram: &[u8]) -> Result<(), InputError> {
+        for seg in segments(datagram) {
+            let conv = seg?.header.conv;
+            if conv != self.conv {
+                return Err(InputError::ConvMismatch {
+                    expected: self.conv,
+                    got: conv,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Cumulative ack: everything below `una` arrived.
+    fn on_una(&mut self, una: u32, now: Instant) {
+        let ahead = una.wrapping_sub(self.snd.snd_una) as i32;
+        if ahead <= 0 {
+            return;
+        }
+        let count = (ahead as usize).min(self.snd.buf.len());
+        for index in 0..count {
+            self.acked(index, None, now);
+        }
+    }
+
+    /// Selective ack of `sn`, echoing our transmission's `ts`.
+    fn on_ack(&mut self, sn: u32, ts: u32, now: Instant) {
+        let Some(index) = self.snd.index(sn) else {
+            return;
+        };
+        let seg = &self.snd.buf[index];
+        if seg.acked || seg.xmit == 0 {
+            return;
+        }
+        // The echoed ts names the transmission. For the latest one, measure with µs
+        // precision from our own send time; for an earlier one, use the ms echo.
+        let rtt = match seg.last_sent {
+            Some(sent) if seg.ts == ts => Some(now.saturating_duration_since(sent)),
+            _ => {
+                let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
+                (ms >= 0).then(|| Duration::from_millis(ms as u64))
+            }
+        };
+        if let Some(sample) = rtt {
+            self.rtt.on_sample(sample);
+        }
+        self.acked(index, rtt, now);
+    }
+
+    fn acked(&mut self, index: usize, rtt: Option<Duration>, now: Instant) {
+        let Some((bytes, last_sent)) = self.snd.mark_acked(index) else {
+            return;
+        };
+        // A segment acked before we sent it (a lying peer) is not a delivery.
+        let Some(sent_time) = last_sent else {
+            return;
+        };
+        self.delivered += bytes;
+        let mut event = AckEvent::new(now, bytes, sent_time);
+        event.rtt = rtt;
+        event.in_flight = self.snd.in_flight_bytes;
+        event.delivered = self.delivered;
+        self.cc.on_ack(&event);
+    }
+
+    fn on_push(&mut self, sn: u32, ts: u32, frg: u8, payload: &[u8], now: Instant) {
+        if !self.rcv.acceptable(sn) {
+            self.stats.segments_dropped_window += 1;
+            return;
+        }
+        match self.rcv.insert(sn, frg, payload) {
+            Insert::Accepted => {}
+            Insert::Duplicate => self.stats.duplicate_segments += 1,
+            Insert::OutsideWindow | Insert::Undeliverable => {
+                self.stats.segments_dropped_window += 1;
+                return;
+            }
+        }
+        // Acks are idempotent and the peer retransmits, so dropping one is safe;
+        // the bound stops a flood of duplicates from growing the list.
+        if self.acks.len() >= 2 * usize::from(self.config.rcv_wnd) {
+            self.stats.acks_dropped += 1;
+            return;
+        }
+        self.acks.push_back((sn, ts));
+        if !self.config.ack_nodelay && self.ack_deadline.is_none() {
+            self.ack_deadline = Some(now + self.config.interval);
+        }
+    }
+
+    /// Fast retransmit: every unacked segment below the highest sn acked in this
+    /// datagram was skipped once more (`ikcp_parse_fastack`).
+    fn on_fast_ack(&mut self, max_ack: u32, now: Instant) {
+        let threshold = self.config.fast_resend;
+        for index in 0..self.snd.buf.len() {
+            let sn = self.snd.snd_una.wrapping_add(index as u32);
+            if (max_ack.wrapping_sub(sn) as i32) <= 0 {
+                break;
+            }
+            let seg = &mut self.snd.buf[index];
+            if seg.acked || seg.due || seg.xmit == 0 {
+                continue;
+            }
+            seg.fastack += 1;
+            if threshold == 0 || seg.fastack < threshold || seg.xmit > FAST_RESEND_LIMIT {
+                continue;
+            }
+            seg.fastack = 0;
+            let mut event = LossEvent::new(
+                now,
+                LossKind::FastRetransmit,
+                seg.wire_len,
+                seg.last_sent.unwrap_or(now),
+            );
+            event.in_flight = self.snd.in_flight_bytes;
+            self.snd.make_due(index);
+            self.stats.retransmissions_fast += 1;
+            self.cc.on_loss(&event);
+        }
+    }
+
+    /// Arms the persist timer while data waits behind a zero remote window, and
+    /// disarms it otherwise. The first probe waits one RTO and each further one twice
+    /// as long, up to 60 s (RFC 9293 §3.8.6.1; the reference waits 7 s, then ×1.5).
+    pub(super) fn update_probe(&mut self, now: Instant) {
+        if self.rmt_wnd == 0 && !self.snd.queue.is_empty() {
+            if self.probe_at.is_none() {
+                self.probe_wait = self.rtt.rto();
+                self.probe_at = Some(now + self.probe_wait);
+            }
+        } else {
+            self.probe_at = None;
+        }
+    }
+
+}

@@ -1,0 +1,192 @@
+//! The output side of [`Kcp`]: building datagrams, timers and the next deadline
+//! (reference `ikcp_flush` / `ikcp_check`, driven by events instead of a fixed tick).
+
+use std::time::Instant;
+
+use crate::cc::{LossEvent, LossKind, SentEvent};
+
+use super::config::MAX_RTO;
+use super::connection::Kcp;
+use super::error::KcpError;
+use super::rtt::backoff;
+use super::segment::{encode_segment, Command, Header, HEADER_LEN};
+
+impl Kcp {
+    fn control_header(&self, cmd: Command, ts: u32, sn: u32) -> Header {
+        Header {
+            conv: self.conv,
+            cmd,
+            frg: 0,
+            wnd: self.rcv.free_window(),
+            ts,
+            sn,
+            una: self.rcv.rcv_nxt(),
+            len: 0,
+        }
+    }
+
+    /// Writes the next datagram into `out` (cleared first, at most `mtu` bytes) and
+    /// returns true, or returns false when there is nothing to send.
+    ///
+    /// A datagram packs, in order: pending acks (held until the next interval tick
+    /// when `ack_nodelay` is off, unless data goes out anyway), a window probe or
+    /// window tell, then data segments due for (re)transmission. New messages enter the
+    /// send window here while fewer than `min(snd_wnd, rmt_wnd)` segments and fewer than
+    /// `cwnd` bytes are in flight. Call it until it returns false after every `send`,
+    /// `input`, `recv` and `handle_timeout`.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        out.clear();
+        if self.error.is_some() {
+            return false;
+        }
+        let window = usize::from(self.config.snd_wnd.min(self.rmt_wnd));
+        self.snd.promote(window, self.cc.cwnd());
+        self.update_probe(now);
+        let mtu = self.config.mtu;
+        if out.capacity() < mtu {
+            out.reserve(mtu);
+        }
+
+        if self.config.ack_nodelay || self.acks_released || !self.snd.due.is_empty() {
+            while out.len() + HEADER_LEN <= mtu {
+                let Some((sn, ts)) = self.acks.pop_front() else {
+                    break;
+                };
+                encode_segment(&self.control_header(Command::Ack, ts, sn), &[], out);
+                self.stats.acks_sent += 1;
+                self.stats.segments_sent += 1;
+            }
+            if self.acks.is_empty() {
+                self.acks_released = false;
+                self.ack_deadline = None;
+            }
+        }
+
+        let ts = self.ts_ms(now);
+        if self.ask_pending && out.len() + HEADER_LEN <= mtu {
+            encode_segment(&self.control_header(Command::WindowAsk, ts, 0), &[], out);
+            self.ask_pending = false;
+            self.stats.window_probes_sent += 1;
+            self.stats.segments_sent += 1;
+        }
+        if self.tell_pending && out.len() + HEADER_LEN <= mtu {
+            encode_segment(&self.control_header(Command::WindowTell, ts, 0), &[], out);
+            self.tell_pending = false;
+            self.stats.window_tells_sent += 1;
+            self.stats.segments_sent += 1;
+        }
+
+        self.write_data(now, ts, out);
+
+        if out.is_empty() {
+            return false;
+        }
+        self.stats.datagrams_sent += 1;
+        self.stats.bytes_sent += out.len() as u64;
+        true
+    }
+
+    fn write_data(&mut self, now: Instant, ts: u32, out: &mut Vec<u8>) {
+        let mtu = self.config.mtu;
+        let mut header = self.control_header(Command::Push, ts, 0);
+        while let Some(&sn) = self.snd.due.front() {
+            let Some(index) = self.snd.index(sn) else {
+                self.snd.due.pop_front();
+                continue;
+            };
+            let seg = &mut self.snd.buf[index];
+            if seg.acked || !seg.due {
+                self.snd.due.pop_front();
+                continue;
+            }
+            if !out.is_empty() && out.len() + HEADER_LEN + seg.payload.len() > mtu {
+                break;
+            }
+            self.snd.due.pop_front();
+            header.sn = sn;
+            header.frg = seg.frg;
+            encode_segment(&header, &seg.payload, out);
+            seg.xmit += 1;
+            seg.due = false;
+            seg.fastack = 0;
+            seg.ts = ts;
+            seg.last_sent = Some(now);
+            if seg.xmit == 1 {
+                seg.rto = self.rtt.rto();
+                // Outside nodelay mode the reference adds rto/8 to the first timer.
+                let slack = if self.config.nodelay {
+                    std::time::Duration::ZERO
+                } else {
+                    seg.rto / 8
+                };
+                seg.resend_at = Some(now + seg.rto + slack);
+                self.stats.data_segments_sent += 1;
+            } else {
+                seg.resend_at = Some(now + seg.rto);
+            }
+            self.stats.segments_sent += 1;
+            let event = SentEvent::new(now, seg.wire_len, self.snd.in_flight_bytes, seg.xmit > 1);
+            self.cc.on_sent(&event);
+        }
+    }
+
+    /// Runs the timers due at `now`: held acks, the zero-window probe, and
+    /// retransmission timeouts (with backoff and dead-link detection). Harmless when
+    /// nothing is due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.error.is_some() {
+            return;
+        }
+        if self.ack_deadline.is_some_and(|d| d <= now) {
+            self.acks_released = true;
+            self.ack_deadline = None;
+        }
+        if self.probe_at.is_some_and(|p| p <= now) {
+            self.ask_pending = true;
+            self.probe_wait = (self.probe_wait * 2).min(MAX_RTO);
+            self.probe_at = Some(now + self.probe_wait);
+        }
+        for index in 0..self.snd.buf.len() {
+            let seg = &mut self.snd.buf[index];
+            if seg.acked || seg.due || seg.resend_at.is_none_or(|at| at > now) {
+                continue;
+            }
+            let retransmissions = seg.xmit.saturating_sub(1);
+            if retransmissions >= self.config.dead_link {
+                let sn = self.snd.snd_una.wrapping_add(index as u32);
+                tracing::debug!(conv = self.conv, sn, retransmissions, "kcp dead link");
+                self.error = Some(KcpError::DeadLink {
+                    sn,
+                    retransmissions,
+                });
+                return;
+            }
+            seg.rto = backoff(seg.rto, self.rtt.rto(), self.config.nodelay);
+            let mut event = LossEvent::new(
+                now,
+                LossKind::Timeout,
+                seg.wire_len,
+                seg.last_sent.unwrap_or(now),
+            );
+            event.in_flight = self.snd.in_flight_bytes;
+            self.snd.make_due(index);
+            self.stats.retransmissions_timeout += 1;
+            self.cc.on_loss(&event);
+        }
+    }
+
+    /// Earliest instant at which [`Kcp::handle_timeout`] has work: a retransmission
+    /// timeout, a zero-window probe, or held acks (`ack_nodelay` off). `None` when idle
+    /// (nothing unacked or queued, no held ack, no probe) or dead, so an idle
+    /// connection costs no wake-ups. Work that `poll_transmit` can do at once is not a
+    /// timeout.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.error.is_some() {
+            return None;
+        }
+        [self.snd.earliest_resend(), self.ack_deadline, self.probe_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+}

@@ -1,0 +1,170 @@
+//! The send side's storage: the send queue (messages split into segments, no sn yet)
+//! and the send buffer (segments with an sn, sent or about to be, not yet acked),
+//! as the reference's `snd_queue` / `snd_buf`.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::segment::HEADER_LEN;
+
+/// Message bytes are copied into chunks of this size (see `recv_buf`).
+const ARENA_CHUNK: usize = 64 * 1024;
+
+/// A fragment waiting for room in the send window.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) frg: u8,
+    pub(crate) payload: Bytes,
+}
+
+/// A segment in the send window.
+#[derive(Debug)]
+pub(crate) struct InFlight {
+    pub(crate) frg: u8,
+    /// Emptied once acked, to release the memory early.
+    pub(crate) payload: Bytes,
+    /// Wire length (header included), bytes; kept after the payload is released.
+    pub(crate) wire_len: u64,
+    /// `ts` of the last transmission, ms (what the peer's ACK echoes).
+    pub(crate) ts: u32,
+    pub(crate) last_sent: Option<Instant>,
+    /// Retransmission deadline; `None` while unsent or queued for (re)transmission.
+    pub(crate) resend_at: Option<Instant>,
+    pub(crate) rto: Duration,
+    /// Acks of later segments seen since the last transmission.
+    pub(crate) fastack: u32,
+    /// Transmissions so far.
+    pub(crate) xmit: u32,
+    pub(crate) acked: bool,
+    /// Waiting in the due list for (re)transmission.
+    pub(crate) due: bool,
+}
+
+/// Send queue, send buffer and the list of segments due for transmission.
+#[derive(Debug)]
+pub(crate) struct SendBuffer {
+    pub(crate) queue: VecDeque<Queued>,
+    /// `buf[i]` is segment `snd_una + i`.
+    pub(crate) buf: VecDeque<InFlight>,
+    pub(crate) snd_una: u32,
+    pub(crate) snd_nxt: u32,
+    /// sns waiting for (re)transmission, oldest decision first. Entries whose segment
+    /// was acked meanwhile are skipped when popped.
+    pub(crate) due: VecDeque<u32>,
+    /// Wire bytes of unacked segments in `buf`.
+    pub(crate) in_flight_bytes: u64,
+    arena: BytesMut,
+}
+
+impl SendBuffer {
+    pub(crate) fn new(snd_wnd: u16) -> Self {
+        let wnd = usize::from(snd_wnd);
+        Self {
+            queue: VecDeque::new(),
+            buf: VecDeque::with_capacity(wnd.min(1024)),
+            snd_una: 0,
+            snd_nxt: 0,
+            due: VecDeque::with_capacity(wnd.min(1024)),
+            in_flight_bytes: 0,
+            arena: BytesMut::new(),
+        }
+    }
+
+    /// Splits `msg` into `count` fragments of at most `mss` bytes with `frg` counting
+    /// down to 0 and queues them. The caller has checked `count` against the limits.
+    pub(crate) fn push_message(&mut self, msg: &[u8], mss: usize, count: usize) {
+        if self.arena.capacity() < msg.len() {
+            self.arena.reserve(msg.len().max(ARENA_CHUNK));
+        }
+        self.arena.extend_from_slice(msg);
+        let mut data = self.arena.split().freeze();
+        for i in (0..count).rev() {
+            let take = data.len().min(mss);
+            let payload = data.split_to(take);
+            let frg = u8::try_from(i).unwrap_or(u8::MAX);
+            self.queue.push_back(Queued { frg, payload });
+        }
+    }
+
+    /// Moves queued segments into the window while fewer than `max_segments` are in it
+    /// and fewer than `cwnd` bytes are in flight; each gets the next sn and is due.
+    pub(crate) fn promote(&mut self, max_segments: usize, cwnd: u64) {
+        while self.buf.len() < max_segments && self.in_flight_bytes < cwnd {
+            let Some(q) = self.queue.pop_front() else {
+                break;
+            };
+            let wire_len = (HEADER_LEN + q.payload.len()) as u64;
+            self.in_flight_bytes += wire_len;
+            self.buf.push_back(InFlight {
+                frg: q.frg,
+                payload: q.payload,
+                wire_len,
+                ts: 0,
+                last_sent: None,
+                resend_at: None,
+                rto: Duration::ZERO,
+                fastack: 0,
+                xmit: 0,
+                acked: false,
+                due: true,
+            });
+            self.due.push_back(self.snd_nxt);
+            self.snd_nxt = self.snd_nxt.wrapping_add(1);
+        }
+    }
+
+    /// Index in `buf` of `sn`, if it is in the window.
+    pub(crate) fn index(&self, sn: u32) -> Option<usize> {
+        let offset = sn.wrapping_sub(self.snd_una) as i32;
+        (offset >= 0 && (offset as usize) < self.buf.len()).then_some(offset as usize)
+    }
+
+    /// Marks `buf[index]` acked; returns its wire length and last send time if it was
+    /// not acked before.
+    pub(crate) fn mark_acked(&mut self, index: usize) -> Option<(u64, Option<Instant>)> {
+        let seg = self.buf.get_mut(index)?;
+        if seg.acked {
+            return None;
+        }
+        seg.acked = true;
+        seg.payload = Bytes::new();
+        seg.resend_at = None;
+        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(seg.wire_len);
+        Some((seg.wire_len, seg.last_sent))
+    }
+
+    /// Drops acked segments from the front of the window, advancing `snd_una`.
+    pub(crate) fn shrink(&mut self) {
+        while self.buf.front().is_some_and(|s| s.acked) {
+            self.buf.pop_front();
+            self.snd_una = self.snd_una.wrapping_add(1);
+        }
+        if self.buf.is_empty() {
+            // Stale due entries can only refer to acked segments now.
+            self.due.clear();
+        }
+    }
+
+    /// Marks `buf[index]` due for retransmission.
+    pub(crate) fn make_due(&mut self, index: usize) {
+        if let Some(seg) = self.buf.get_mut(index) {
+            if !seg.acked && !seg.due {
+                seg.due = true;
+                seg.resend_at = None;
+                self.due.push_back(self.snd_una.wrapping_add(index as u32));
+            }
+        }
+    }
+
+    /// Unacked segments in the window.
+    pub(crate) fn unacked(&self) -> usize {
+        self.buf.iter().filter(|s| !s.acked).count()
+    }
+
+    /// Earliest retransmission deadline in the window.
+    pub(crate) fn earliest_resend(&self) -> Option<Instant> {
+        self.buf.iter().filter_map(|s| s.resend_at).min()
+    }
+}

@@ -1,0 +1,175 @@
+//! A deterministic in-memory network for KCP simulations: a seeded lossy link and a
+//! two-endpoint simulator with a simulated clock that jumps to the next event
+//! (the earlier of a delivery and either endpoint's `poll_timeout`).
+#![allow(dead_code)]
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use petrel_proto::kcp::Kcp;
+use rand::Rng;
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+/// Impairments of one direction.
+#[derive(Debug, Clone, Copy)]
+pub struct LinkConfig {
+    /// Probability a datagram is dropped.
+    pub loss: f64,
+    /// Probability a datagram is delivered twice.
+    pub duplicate: f64,
+    /// One-way base delay.
+    pub delay: Duration,
+    /// Extra uniform random delay per datagram (reorders datagrams).
+    pub jitter: Duration,
+}
+
+impl LinkConfig {
+    pub fn clean(delay: Duration) -> Self {
+        Self {
+            loss: 0.0,
+            duplicate: 0.0,
+            delay,
+            jitter: Duration::ZERO,
+        }
+    }
+}
+
+/// One direction of the network: datagrams in transit, ordered by delivery time.
+#[derive(Debug)]
+pub struct Link {
+    pub config: LinkConfig,
+    rng: ChaCha8Rng,
+    /// (delivery time, insertion number for stable order, datagram)
+    queue: BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>,
+    next_id: u64,
+    pub sent: u64,
+    pub dropped: u64,
+}
+
+impl Link {
+    pub fn new(config: LinkConfig, seed: u64) -> Self {
+        Self {
+            config,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            queue: BinaryHeap::new(),
+            next_id: 0,
+            sent: 0,
+            dropped: 0,
+        }
+    }
+
+    pub fn send(&mut self, now: Instant, datagram: &[u8]) {
+        self.sent += 1;
+        if self.rng.gen_bool(self.config.loss) {
+            self.dropped += 1;
+            return;
+        }
+        let copies = if self.rng.gen_bool(self.config.duplicate) { 2 } else { 1 };
+        for _ in 0..copies {
+            let jitter = self.config.jitter.mul_f64(self.rng.gen::<f64>());
+            let at = now + self.config.delay + jitter;
+            self.queue.push(Reverse((at, self.next_id, datagram.to_vec())));
+            self.next_id += 1;
+        }
+    }
+
+    pub fn next_delivery(&self) -> Option<Instant> {
+        self.queue.peek().map(|Reverse((at, _, _))| *at)
+    }
+
+    pub fn pop_due(&mut self, now: Instant) -> Option<Vec<u8>> {
+        if self.next_delivery()? <= now {
+            self.queue.pop().map(|Reverse((_, _, d))| d)
+        } else {
+            None
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+}
+
+/// Two endpoints `a` and `b` joined by links `ab` (a → b) and `ba` (b → a).
+#[derive(Debug)]
+pub struct Sim {
+    pub now: Instant,
+    pub start: Instant,
+    pub a: Kcp,
+    pub b: Kcp,
+    pub ab: Link,
+    pub ba: Link,
+    buf: Vec<u8>,
+}
+
+impl Sim {
+    pub fn new(start: Instant, a: Kcp, b: Kcp, ab: Link, ba: Link) -> Self {
+        Self {
+            now: start,
+            start,
+            a,
+            b,
+            ab,
+            ba,
+            buf: Vec::with_capacity(2048),
+        }
+    }
+
+    /// Sends everything both endpoints have to send now.
+    pub fn flush(&mut self) {
+        while self.a.poll_transmit(self.now, &mut self.buf) {
+            self.ab.send(self.now, &self.buf);
+        }
+        while self.b.poll_transmit(self.now, &mut self.buf) {
+            self.ba.send(self.now, &self.buf);
+        }
+    }
+
+    /// The next instant anything happens, `None` when the whole system is idle.
+    pub fn next_event(&self) -> Option<Instant> {
+        [
+            self.a.poll_timeout(),
+            self.b.poll_timeout(),
+            self.ab.next_delivery(),
+            self.ba.next_delivery(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Flushes, advances the clock to the next event (never past `limit`) and runs
+    /// it. Returns false when nothing is left to happen before `limit`.
+    pub fn step(&mut self, limit: Instant) -> bool {
+        self.flush();
+        let Some(next) = self.next_event() else {
+            return false;
+        };
+        if next > limit {
+            self.now = limit;
+            return false;
+        }
+        self.now = self.now.max(next);
+        while let Some(d) = self.ab.pop_due(self.now) {
+            // Dead endpoints reject input; that is fine here.
+            let _ = self.b.input(self.now, &d);
+        }
+        while let Some(d) = self.ba.pop_due(self.now) {
+            let _ = self.a.input(self.now, &d);
+        }
+        if self.a.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.a.handle_timeout(self.now);
+        }
+        if self.b.poll_timeout().is_some_and(|t| t <= self.now) {
+            self.b.handle_timeout(self.now);
+        }
+        self.flush();
+        true
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+}
