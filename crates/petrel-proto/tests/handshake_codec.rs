@@ -145,8 +145,8 @@ proptest! {
             HandshakeMode::Raw { conv: 7 },
         ];
         for mode in modes {
-            let mut server = ServerHandshake::new(mode.clone(), [3; 32], 1).unwrap();
-            let mut client = ClientHandshake::new(mode.clone(), t0, 1_000, 2).unwrap();
+            let mut server = ServerHandshake::new(mode, [3; 32], 1).unwrap();
+            let mut client = ClientHandshake::new(mode, t0, 1_000, 2).unwrap();
             let est = Established {
                 conv: 9,
                 params: RAW_PARAMS,

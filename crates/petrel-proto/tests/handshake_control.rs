@@ -46,7 +46,7 @@ fn earliest(times: impl IntoIterator<Item = Option<Instant>>) -> Option<Instant>
 fn pair(mode: HandshakeMode) -> (Established, Established) {
     let t0 = Instant::now();
     let peer = "192.0.2.10:40000".parse().unwrap();
-    let mut client = ClientHandshake::new(mode.clone(), t0, 0x1_2345_6789, 7).unwrap();
+    let mut client = ClientHandshake::new(mode, t0, 0x1_2345_6789, 7).unwrap();
     let mut server = ServerHandshake::new(mode, [7; 32], 7).unwrap();
     let (mut out, mut reply) = (Vec::new(), Vec::new());
     loop {

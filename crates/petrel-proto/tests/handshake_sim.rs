@@ -69,7 +69,7 @@ fn handshake(
 ) -> Result<Outcome, HandshakeError> {
     let t0 = Instant::now();
     let peer: SocketAddr = "192.0.2.10:40000".parse().unwrap();
-    let mut client = ClientHandshake::new(mode.clone(), t0, 0x1_2345_6789, seed).unwrap();
+    let mut client = ClientHandshake::new(mode, t0, 0x1_2345_6789, seed).unwrap();
     let mut server = ServerHandshake::new(mode, [seed as u8; 32], seed ^ 0xABCD).unwrap();
     let mut session: Option<Established> = None;
     let (mut c2s, mut s2c) = (Link::new(loss_c2s, seed), Link::new(loss_s2c, seed + 1000));
@@ -146,7 +146,7 @@ fn native_handshake_survives_heavy_loss() {
         ..NativeConfig::default()
     };
     for seed in 0..100 {
-        let out = handshake(HandshakeMode::Native(cfg.clone()), 0.3, 0.3, seed).unwrap();
+        let out = handshake(HandshakeMode::Native(cfg), 0.3, 0.3, seed).unwrap();
         assert_eq!(out.client.conv, out.server.conv, "seed {seed}");
         assert_eq!(
             out.client.params.fec,
@@ -216,7 +216,7 @@ fn handshake_times_out_when_the_server_never_answers() {
 fn raw_mode_needs_no_handshake() {
     let t0 = Instant::now();
     let mode = HandshakeMode::Raw { conv: 99 };
-    let mut client = ClientHandshake::new(mode.clone(), t0, 0, 1).unwrap();
+    let mut client = ClientHandshake::new(mode, t0, 0, 1).unwrap();
     let est = client.established().cloned().unwrap();
     assert_eq!((est.conv, est.binding), (99, Binding::Raw));
     let mut buf = Vec::new();

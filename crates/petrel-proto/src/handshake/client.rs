@@ -247,7 +247,7 @@ impl ClientHandshake {
         };
         match established {
             Some(e) => {
-                self.state = State::Established(e.clone());
+                self.state = State::Established(e);
                 Ok(Some(e))
             }
             None => {

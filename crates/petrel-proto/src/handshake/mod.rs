@@ -109,7 +109,7 @@ pub use wire::{
 };
 
 /// How a connection is established.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandshakeMode {
     /// Petrel's own handshake.
     Native(NativeConfig),
@@ -184,7 +184,7 @@ pub enum Binding {
 }
 
 /// An established connection, on either side.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Established {
     /// KCP conversation id (never 0 in native and legacy modes).
     pub conv: u32,

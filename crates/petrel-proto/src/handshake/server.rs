@@ -16,6 +16,9 @@ use super::wire::{
 };
 use super::{Binding, Established, HandshakeMode};
 
+/// A KCP segment header, bytes (`specs/kcp.md` §1): the shortest raw-mode datagram.
+const KCP_HEADER_LEN: usize = 24;
+
 /// Why [`ServerHandshake::handle`] dropped a datagram. Every reason has a
 /// counter in [`HandshakeStats`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -151,7 +154,7 @@ impl ServerHandshake {
         reply: &mut Vec<u8>,
     ) -> ServerEvent {
         reply.clear();
-        let event = match self.mode.clone() {
+        let event = match self.mode {
             HandshakeMode::Native(cfg) => self.handle_native(now, &cfg, peer, datagram, reply),
             HandshakeMode::Legacy(cfg) => match LegacyMessage::decode(datagram) {
                 Ok(LegacyMessage::Syn { sync_id }) => {
@@ -167,7 +170,7 @@ impl ServerHandshake {
                 Err(_) => ServerEvent::Drop(DropReason::Malformed),
             },
             HandshakeMode::Raw { conv } => match datagram.get(..4) {
-                Some(head) if datagram.len() >= 24 => {
+                Some(head) if datagram.len() >= KCP_HEADER_LEN => {
                     if head == conv.to_le_bytes() {
                         ServerEvent::Accept(Established {
                             conv,
