@@ -145,8 +145,8 @@ proptest! {
             HandshakeMode::Raw { conv: 7 },
         ];
         for mode in modes {
-            let mut server = ServerHandshake::new(mode.clone(), [3; 32], 1).unwrap();
-            let mut client = ClientHandshake::new(mode.clone(), t0, 1_000, 2).unwrap();
+            let mut server = ServerHandshake::new(mode, [3; 32], 1).unwrap();
+            let mut client = ClientHandshake::new(mode, t0, 1_000, 2).unwrap();
             let est = Established {
                 conv: 9,
                 params: RAW_PARAMS,
@@ -173,26 +173,28 @@ proptest! {
         }
     }
 
-    /// A well-formed INITIAL of any shape gets a reply no larger than itself.
+    /// A well-formed INITIAL of any shape, with or without a (forged) cookie,
+    /// gets a reply no larger than itself, and never an ACCEPT.
     #[test]
     fn initial_reply_never_exceeds_request(
         nonce in any::<u64>(),
         params in params(),
-        len in MIN_INITIAL_LEN..1500,
-        version in any::<u8>(),
+        cookie in proptest::option::of(any::<Cookie>()),
+        len in prop_oneof![MIN_INITIAL_LEN..MIN_INITIAL_LEN + 4, MIN_INITIAL_LEN..1500],
+        version in prop_oneof![3 => Just(VERSION), 1 => 2u8..=255],
     ) {
         let mut server = ServerHandshake::new(HandshakeMode::Native(NativeConfig::default()), [5; 32], 1).unwrap();
         let mut d = Vec::new();
-        NativeMessage::Initial { nonce, params, cookie: None, len }.encode(&mut d);
+        NativeMessage::Initial { nonce, params, cookie, len }.encode(&mut d);
         d[8] = version;
         let mut reply = Vec::new();
         let event = server.handle(Instant::now(), peer(), &d, &mut reply);
-        prop_assert!(reply.len() <= d.len());
-        prop_assert!(!matches!(event, ServerEvent::Accept(_)));
-        if version == VERSION {
-            prop_assert_eq!(event, ServerEvent::Reply(ReplyKind::Retry));
-        } else if version != 0 {
-            prop_assert_eq!(event, ServerEvent::Reply(ReplyKind::VersionNegotiation));
-        }
+        prop_assert!(reply.len() <= d.len(), "{} byte reply to {} bytes", reply.len(), d.len());
+        let expected = match (version == VERSION, cookie) {
+            (false, _) => ReplyKind::VersionNegotiation,
+            (true, None) => ReplyKind::Retry,
+            (true, Some(_)) => ReplyKind::RetryAfterRejectedCookie(CookieRejection::Invalid),
+        };
+        prop_assert_eq!(event, ServerEvent::Reply(expected));
     }
 }

@@ -87,6 +87,10 @@ fn valid_cookie_is_accepted_by_a_server_that_kept_no_state() {
     assert_eq!(other.stats().accepted, 1);
 }
 
+fn rejected(why: CookieRejection) -> ServerEvent {
+    ServerEvent::Reply(ReplyKind::RetryAfterRejectedCookie(why))
+}
+
 #[test]
 fn forged_expired_and_misaddressed_cookies_are_rejected_and_counted() {
     let t0 = Instant::now();
@@ -95,47 +99,89 @@ fn forged_expired_and_misaddressed_cookies_are_rejected_and_counted() {
 
     let mut forged = cookie;
     forged[10] ^= 0x40;
-    assert_eq!(
-        echo(&mut server, t0, addr(1), 5, forged),
-        ServerEvent::Drop(DropReason::BadCookie)
-    );
-    assert_eq!(
-        echo(&mut server, t0, addr(1), 5, [0; COOKIE_LEN]),
-        ServerEvent::Drop(DropReason::BadCookie)
-    );
-    assert_eq!(
-        echo(&mut server, t0, addr(2), 5, cookie),
-        ServerEvent::Drop(DropReason::BadCookie)
-    );
-    assert_eq!(
-        echo(&mut server, t0, addr(1), 6, cookie),
-        ServerEvent::Drop(DropReason::BadCookie)
-    );
+    let invalid = rejected(CookieRejection::Invalid);
+    assert_eq!(echo(&mut server, t0, addr(1), 5, forged), invalid);
+    assert_eq!(echo(&mut server, t0, addr(1), 5, [0; COOKIE_LEN]), invalid);
+    assert_eq!(echo(&mut server, t0, addr(2), 5, cookie), invalid);
+    assert_eq!(echo(&mut server, t0, addr(1), 6, cookie), invalid);
     // Lifetime 10 s, timestamps in whole seconds: 11 s later is expired.
+    let late = t0 + Duration::from_secs(11);
     assert_eq!(
-        echo(
-            &mut server,
-            t0 + Duration::from_secs(11),
-            addr(1),
-            5,
-            cookie
-        ),
-        ServerEvent::Drop(DropReason::ExpiredCookie)
+        echo(&mut server, late, addr(1), 5, cookie),
+        rejected(CookieRejection::Expired)
     );
     let stats = server.stats();
-    assert_eq!(stats.dropped_bad_cookie, 4);
-    assert_eq!(stats.dropped_expired_cookie, 1);
+    assert_eq!(stats.rejected_bad_cookie, 4);
+    assert_eq!(stats.rejected_expired_cookie, 1);
+    assert_eq!(stats.retries, 6);
     assert_eq!(stats.accepted, 0);
+    let at_limit = t0 + Duration::from_secs(10);
     assert!(matches!(
-        echo(
-            &mut server,
-            t0 + Duration::from_secs(10),
-            addr(1),
-            5,
-            cookie
-        ),
+        echo(&mut server, at_limit, addr(1), 5, cookie),
         ServerEvent::Accept(_)
     ));
+}
+
+#[test]
+fn rejected_cookie_gets_a_fresh_retry_no_larger_than_the_request() {
+    let t0 = Instant::now();
+    let mut server = native_server();
+    let stale = get_cookie(&mut server, t0, addr(1), 5);
+    let late = t0 + Duration::from_secs(30);
+    let request = initial(5, Some(stale));
+    let mut reply = Vec::new();
+    assert_eq!(
+        server.handle(late, addr(1), &request, &mut reply),
+        rejected(CookieRejection::Expired)
+    );
+    assert!(reply.len() <= request.len());
+    let NativeMessage::Retry {
+        nonce: 5,
+        cookie: fresh,
+    } = NativeMessage::decode(&reply).unwrap()
+    else {
+        panic!("expected RETRY")
+    };
+    assert!(matches!(
+        echo(&mut server, late, addr(1), 5, fresh),
+        ServerEvent::Accept(_)
+    ));
+}
+
+#[test]
+fn client_answers_only_the_first_retry_immediately() {
+    let t0 = Instant::now();
+    let mut client =
+        ClientHandshake::new(HandshakeMode::Native(NativeConfig::default()), t0, 0, 8).unwrap();
+    let mut out = Vec::new();
+    assert!(client.poll_transmit(t0, &mut out));
+    let NativeMessage::Initial { nonce, .. } = NativeMessage::decode(&out).unwrap() else {
+        panic!()
+    };
+    let mut server = native_server();
+    let first = get_cookie(&mut server, t0, addr(1), nonce);
+    let second = get_cookie(&mut server, t0 + Duration::from_secs(2), addr(1), nonce);
+    let retry = |cookie| {
+        let mut d = Vec::new();
+        NativeMessage::Retry { nonce, cookie }.encode(&mut d);
+        d
+    };
+    let t1 = t0 + Duration::from_millis(100);
+    assert_eq!(client.handle_input(t1, &retry(first)), Ok(None));
+    assert!(
+        client.poll_transmit(t1, &mut out),
+        "first RETRY is answered at once"
+    );
+    assert_eq!(client.handle_input(t1, &retry(second)), Ok(None));
+    assert!(
+        !client.poll_transmit(t1, &mut out),
+        "later RETRYs wait for the resend timer"
+    );
+    assert!(client.poll_transmit(t1 + Duration::from_millis(500), &mut out));
+    let NativeMessage::Initial { cookie, .. } = NativeMessage::decode(&out).unwrap() else {
+        panic!()
+    };
+    assert_eq!(cookie, Some(second));
 }
 
 #[test]
@@ -151,7 +197,7 @@ fn previous_secret_survives_one_rotation_not_two() {
     server.rotate_secret([3; 32]);
     assert_eq!(
         echo(&mut server, t0, addr(1), 9, cookie),
-        ServerEvent::Drop(DropReason::BadCookie)
+        rejected(CookieRejection::Invalid)
     );
     // Cookies minted after the rotations verify.
     let fresh = get_cookie(&mut server, t0, addr(1), 9);

@@ -7,8 +7,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 use thiserror::Error;
 
+use super::legacy::LegacyMessage;
 use super::params::{ConfigError, NegotiatedParams, RAW_PARAMS};
-use super::wire::{Cookie, LegacyMessage, NativeMessage, WireParams, MIN_INITIAL_LEN, VERSION};
+use super::wire::{Cookie, NativeMessage, WireParams, MIN_INITIAL_LEN, VERSION};
 use super::{Binding, Established, HandshakeMode};
 
 /// Why a client handshake failed.
@@ -190,9 +191,13 @@ impl ClientHandshake {
         let established = match &self.mode {
             HandshakeMode::Native(cfg) => match NativeMessage::decode(datagram) {
                 Ok(NativeMessage::Retry { nonce, cookie }) if nonce == self.nonce => {
-                    self.cookie = Some(cookie);
-                    if let State::Connecting { next_send, .. } = &mut self.state {
-                        *next_send = now;
+                    // Only the first RETRY is answered at once; later ones (a
+                    // rejected cookie) just replace the cookie for the next
+                    // scheduled resend, so RETRYs cannot drive our send rate.
+                    if self.cookie.replace(cookie).is_none() {
+                        if let State::Connecting { next_send, .. } = &mut self.state {
+                            *next_send = now;
+                        }
                     }
                     return Ok(None);
                 }
@@ -242,7 +247,7 @@ impl ClientHandshake {
         };
         match established {
             Some(e) => {
-                self.state = State::Established(e.clone());
+                self.state = State::Established(e);
                 Ok(Some(e))
             }
             None => {

@@ -6,8 +6,9 @@ use std::time::{Duration, Instant};
 
 use thiserror::Error;
 
+use super::legacy::LegacyMessage;
 use super::params::ConfigError;
-use super::wire::{ConnRef, LegacyMessage, NativeMessage};
+use super::wire::{ConnRef, NativeMessage};
 use super::{Binding, Established};
 
 /// Control-plane timers. Defaults: keepalive 5 s, idle timeout 30 s, CLOSE

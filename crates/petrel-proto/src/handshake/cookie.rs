@@ -20,9 +20,9 @@ fn keyed(secret: &[u8; 32]) -> HmacSha256 {
     HmacSha256::new_from_slice(secret).unwrap_or_else(|_| HmacSha256::new(&Default::default()))
 }
 
-/// Why a cookie was rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum CookieError {
+/// Why an echoed cookie was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CookieRejection {
     /// The tag does not verify under the current or previous secret: forged,
     /// minted for another address or nonce, or minted before the last two rotations.
     Invalid,
@@ -96,7 +96,7 @@ impl CookieKeys {
         peer: SocketAddr,
         nonce: u64,
         now_s: u32,
-    ) -> Result<(), CookieError> {
+    ) -> Result<(), CookieRejection> {
         let mut ts_bytes = [0u8; 4];
         ts_bytes.copy_from_slice(&cookie[..4]);
         let ts = u32::from_le_bytes(ts_bytes);
@@ -109,10 +109,10 @@ impl CookieKeys {
                     .is_ok()
             });
         if !valid || ts > now_s {
-            return Err(CookieError::Invalid);
+            return Err(CookieRejection::Invalid);
         }
         if now_s - ts > self.lifetime_s {
-            return Err(CookieError::Expired);
+            return Err(CookieRejection::Expired);
         }
         Ok(())
     }
@@ -195,25 +195,25 @@ mod tests {
         assert_eq!(keys.verify(&cookie, peer, 42, 110), Ok(()));
         assert_eq!(
             keys.verify(&cookie, peer, 42, 111),
-            Err(CookieError::Expired)
+            Err(CookieRejection::Expired)
         );
         assert_eq!(
             keys.verify(&cookie, other, 42, 100),
-            Err(CookieError::Invalid)
+            Err(CookieRejection::Invalid)
         );
         assert_eq!(
             keys.verify(&cookie, peer, 43, 100),
-            Err(CookieError::Invalid)
+            Err(CookieRejection::Invalid)
         );
         assert_eq!(
             keys.verify(&cookie, peer, 42, 99),
-            Err(CookieError::Invalid)
+            Err(CookieRejection::Invalid)
         );
         let mut tampered = cookie;
         tampered[0] ^= 1;
         assert_eq!(
             keys.verify(&tampered, peer, 42, 105),
-            Err(CookieError::Invalid)
+            Err(CookieRejection::Invalid)
         );
     }
 }

@@ -66,7 +66,9 @@
 //!    received before a cookie validates.
 //! 3. Client → INITIAL echoing the cookie (same nonce, same padding).
 //! 4. Server verifies the cookie under its current or previous secret, and its
-//!    age (≤ `cookie_lifetime`, 10 s), then chooses a random non-zero `conv`
+//!    age (≤ `cookie_lifetime`, 10 s). A rejected cookie is counted and answered
+//!    with a fresh RETRY (never more bytes than the INITIAL). A valid one: the
+//!    server chooses a random non-zero `conv`
 //!    and a random 64-bit `token` and answers ACCEPT with its own `params`:
 //!    `mtu` = min of both, its windows, and the client's FEC request clamped to
 //!    `fec_max_data` / `fec_max_parity`. The runtime creates the connection.
@@ -84,6 +86,7 @@
 mod client;
 mod control;
 mod cookie;
+mod legacy;
 mod params;
 mod server;
 mod wire;
@@ -92,19 +95,21 @@ pub use client::{ClientHandshake, HandshakeError};
 pub use control::{
     Control, ControlConfig, ControlError, ControlEvent, ControlState, ControlStats, IgnoreReason,
 };
+pub use cookie::CookieRejection;
+pub use legacy::{LegacyMessage, LEGACY_SYN_ACK_LEN, LEGACY_SYN_LEN};
 pub use params::{
     ConfigError, FecDescriptor, LegacyConfig, NativeConfig, NegotiatedParams, DATA_SHARDS_RANGE,
     MTU_RANGE, PARITY_SHARDS_RANGE, RAW_PARAMS, WND_RANGE,
 };
 pub use server::{DropReason, HandshakeStats, ReplyKind, ServerEvent, ServerHandshake};
 pub use wire::{
-    ConnRef, Cookie, LegacyMessage, NativeMessage, WireError, WireParams, ACCEPT_LEN,
-    CONN_CONTROL_LEN, COOKIE_LEN, LEGACY_SYN_ACK_LEN, LEGACY_SYN_LEN, MAGIC, MAX_OFFERED_VERSIONS,
-    MIN_INITIAL_LEN, RETRY_LEN, SUPPORTED_VERSIONS, VERSION,
+    ConnRef, Cookie, NativeMessage, WireError, WireParams, ACCEPT_LEN, CONN_CONTROL_LEN,
+    COOKIE_LEN, MAGIC, MAX_OFFERED_VERSIONS, MIN_INITIAL_LEN, RETRY_LEN, SUPPORTED_VERSIONS,
+    VERSION,
 };
 
 /// How a connection is established.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandshakeMode {
     /// Petrel's own handshake.
     Native(NativeConfig),
@@ -179,7 +184,7 @@ pub enum Binding {
 }
 
 /// An established connection, on either side.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Established {
     /// KCP conversation id (never 0 in native and legacy modes).
     pub conv: u32,

@@ -134,7 +134,7 @@ impl FecDescriptor {
 
 /// Native (Petrel) handshake configuration. One struct serves both roles;
 /// each field says which role reads it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NativeConfig {
     /// Largest UDP payload this endpoint sends, bytes (both roles; the
     /// connection uses the minimum of both sides). Default 1200.
@@ -216,7 +216,7 @@ impl NativeConfig {
 
 /// Legacy (arknet/ARK) handshake configuration. Defaults follow the legacy
 /// servers (`specs/kcp.md` §3): MTU 1400, windows 128/512, SYN every 500 ms.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LegacyConfig {
     /// UDP payload limit, bytes. Not negotiated: both sides must be configured alike.
     pub mtu: u16,

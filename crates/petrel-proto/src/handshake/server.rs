@@ -7,13 +7,17 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use super::cookie::{ConvAllocator, CookieError, CookieKeys};
+use super::cookie::{ConvAllocator, CookieKeys, CookieRejection};
+use super::legacy::LegacyMessage;
 use super::params::{ConfigError, NativeConfig, NegotiatedParams, RAW_PARAMS};
 use super::wire::{
-    read_invariant_nonce, LegacyMessage, NativeMessage, WireError, WireParams, HEADER_LEN,
-    INITIAL_TYPE, SUPPORTED_VERSIONS, TYPE_OFFSET, VERSION,
+    read_invariant_nonce, NativeMessage, WireError, WireParams, HEADER_LEN, INITIAL_TYPE,
+    SUPPORTED_VERSIONS, TYPE_OFFSET, VERSION,
 };
 use super::{Binding, Established, HandshakeMode};
+
+/// A KCP segment header, bytes (`specs/kcp.md` §1): the shortest raw-mode datagram.
+const KCP_HEADER_LEN: usize = 24;
 
 /// Why [`ServerHandshake::handle`] dropped a datagram. Every reason has a
 /// counter in [`HandshakeStats`].
@@ -26,11 +30,6 @@ pub enum DropReason {
     /// Well-formed, but not a message that opens a connection (e.g. KEEPALIVE
     /// or CLOSE for a connection the runtime does not know).
     Unexpected,
-    /// Cookie tag did not verify: forged, other address or nonce, or minted
-    /// under a secret older than the previous one.
-    BadCookie,
-    /// Cookie verified but is older than `cookie_lifetime`.
-    ExpiredCookie,
     /// Unknown version and the request was too small to answer without
     /// amplification (or was not an INITIAL).
     UnsupportedVersion,
@@ -55,6 +54,11 @@ pub enum ServerEvent {
 pub enum ReplyKind {
     /// RETRY with a cookie for the client to echo.
     Retry,
+    /// The INITIAL echoed a cookie that was rejected (counted); it gets a
+    /// fresh RETRY, as a QUIC server does for an invalid token, so a client
+    /// whose cookie expired or whose NAT rebound can still connect. The reply
+    /// is no larger than the request, so this gives an attacker nothing.
+    RetryAfterRejectedCookie(CookieRejection),
     /// VERSION-NEGOTIATION listing the versions this server speaks.
     VersionNegotiation,
 }
@@ -62,7 +66,7 @@ pub enum ReplyKind {
 /// Counters per outcome of [`ServerHandshake::handle`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct HandshakeStats {
-    /// RETRY replies sent (native INITIAL without a cookie).
+    /// RETRY replies sent (INITIAL without a cookie or with a rejected one).
     pub retries: u64,
     /// VERSION-NEGOTIATION replies sent.
     pub version_negotiations: u64,
@@ -72,10 +76,11 @@ pub struct HandshakeStats {
     pub dropped_malformed: u64,
     /// Dropped: [`DropReason::Unexpected`].
     pub dropped_unexpected: u64,
-    /// Dropped: [`DropReason::BadCookie`].
-    pub dropped_bad_cookie: u64,
-    /// Dropped: [`DropReason::ExpiredCookie`].
-    pub dropped_expired_cookie: u64,
+    /// Cookies rejected as [`CookieRejection::Invalid`]: forged, minted for
+    /// another address or nonce, or under a secret older than the previous one.
+    pub rejected_bad_cookie: u64,
+    /// Cookies rejected as [`CookieRejection::Expired`] (older than `cookie_lifetime`).
+    pub rejected_expired_cookie: u64,
     /// Dropped: [`DropReason::UnsupportedVersion`].
     pub dropped_unsupported_version: u64,
     /// Dropped: [`DropReason::ConvMismatch`].
@@ -85,6 +90,10 @@ pub struct HandshakeStats {
 /// Server handshake: owns the cookie secrets (native), the conv allocator and
 /// a token RNG. It keeps NO per-peer state; the runtime keeps the connection
 /// map and calls [`ServerHandshake::handle`] only for peers not in it.
+///
+/// Cookie timestamps count whole seconds from the first INITIAL this
+/// instance handled (there is no clock to read), so a cookie only validates
+/// at the instance that minted it, or one sharing its secret and that epoch.
 #[derive(Debug)]
 pub struct ServerHandshake {
     mode: HandshakeMode,
@@ -145,7 +154,7 @@ impl ServerHandshake {
         reply: &mut Vec<u8>,
     ) -> ServerEvent {
         reply.clear();
-        let event = match self.mode.clone() {
+        let event = match self.mode {
             HandshakeMode::Native(cfg) => self.handle_native(now, &cfg, peer, datagram, reply),
             HandshakeMode::Legacy(cfg) => match LegacyMessage::decode(datagram) {
                 Ok(LegacyMessage::Syn { sync_id }) => {
@@ -161,7 +170,7 @@ impl ServerHandshake {
                 Err(_) => ServerEvent::Drop(DropReason::Malformed),
             },
             HandshakeMode::Raw { conv } => match datagram.get(..4) {
-                Some(head) if datagram.len() >= 24 => {
+                Some(head) if datagram.len() >= KCP_HEADER_LEN => {
                     if head == conv.to_le_bytes() {
                         ServerEvent::Accept(Established {
                             conv,
@@ -206,15 +215,17 @@ impl ServerHandshake {
         let epoch = *self.epoch.get_or_insert(now);
         let now_s =
             u32::try_from(now.saturating_duration_since(epoch).as_secs()).unwrap_or(u32::MAX);
-        let Some(cookie) = cookie else {
+        let verdict = match cookie {
+            None => Err(ReplyKind::Retry),
+            Some(cookie) => self
+                .cookies
+                .verify(&cookie, peer, nonce, now_s)
+                .map_err(ReplyKind::RetryAfterRejectedCookie),
+        };
+        if let Err(kind) = verdict {
             let cookie = self.cookies.mint(peer, nonce, now_s);
             NativeMessage::Retry { nonce, cookie }.encode(reply);
-            return ServerEvent::Reply(ReplyKind::Retry);
-        };
-        match self.cookies.verify(&cookie, peer, nonce, now_s) {
-            Err(CookieError::Invalid) => return ServerEvent::Drop(DropReason::BadCookie),
-            Err(CookieError::Expired) => return ServerEvent::Drop(DropReason::ExpiredCookie),
-            Ok(()) => {}
+            return ServerEvent::Reply(kind);
         }
         let conv = self.convs.next_conv();
         let token = self.rng.gen();
@@ -324,12 +335,17 @@ impl ServerHandshake {
         let counter = match event {
             ServerEvent::Accept(_) => &mut s.accepted,
             ServerEvent::Reply(ReplyKind::Retry) => &mut s.retries,
+            ServerEvent::Reply(ReplyKind::RetryAfterRejectedCookie(why)) => {
+                s.retries += 1;
+                match why {
+                    CookieRejection::Invalid => &mut s.rejected_bad_cookie,
+                    CookieRejection::Expired => &mut s.rejected_expired_cookie,
+                }
+            }
             ServerEvent::Reply(ReplyKind::VersionNegotiation) => &mut s.version_negotiations,
             ServerEvent::Drop(reason) => match reason {
                 DropReason::Malformed => &mut s.dropped_malformed,
                 DropReason::Unexpected => &mut s.dropped_unexpected,
-                DropReason::BadCookie => &mut s.dropped_bad_cookie,
-                DropReason::ExpiredCookie => &mut s.dropped_expired_cookie,
                 DropReason::UnsupportedVersion => &mut s.dropped_unsupported_version,
                 DropReason::ConvMismatch => &mut s.dropped_conv_mismatch,
             },

@@ -1,4 +1,4 @@
-//! Encoders and decoders for native and legacy control datagrams.
+//! Encoders and decoders for native control datagrams.
 //!
 //! The byte layouts are documented in the [module docs](super). Decoders
 //! never panic and never allocate more than the datagram they were given.
@@ -37,11 +37,6 @@ pub const ACCEPT_LEN: usize = HEADER_LEN + 8 + 4 + 8 + PARAMS_LEN;
 pub const CONN_CONTROL_LEN: usize = HEADER_LEN + 4 + 8;
 /// Most versions a VERSION-NEGOTIATION may list (bounded by the request size).
 pub const MAX_OFFERED_VERSIONS: usize = 16;
-
-/// Legacy SYN length, bytes.
-pub const LEGACY_SYN_LEN: usize = 5;
-/// Legacy SYN-ACK and FIN length, bytes.
-pub const LEGACY_SYN_ACK_LEN: usize = 9;
 
 const T_INITIAL: u8 = 1;
 const T_RETRY: u8 = 2;
@@ -175,13 +170,13 @@ pub enum NativeMessage {
     CloseAck(ConnRef),
 }
 
-struct Reader<'a> {
+pub(crate) struct Reader<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Reader<'a> {
-    fn new(buf: &'a [u8], pos: usize) -> Self {
+    pub(crate) fn new(buf: &'a [u8], pos: usize) -> Self {
         Self { buf, pos }
     }
     fn take<const N: usize>(&mut self) -> Result<[u8; N], WireError> {
@@ -195,13 +190,13 @@ impl<'a> Reader<'a> {
         self.pos = end;
         Ok(out)
     }
-    fn u8(&mut self) -> Result<u8, WireError> {
+    pub(crate) fn u8(&mut self) -> Result<u8, WireError> {
         Ok(self.take::<1>()?[0])
     }
     fn u16(&mut self) -> Result<u16, WireError> {
         Ok(u16::from_le_bytes(self.take()?))
     }
-    fn u32(&mut self) -> Result<u32, WireError> {
+    pub(crate) fn u32(&mut self) -> Result<u32, WireError> {
         Ok(u32::from_le_bytes(self.take()?))
     }
     fn u64(&mut self) -> Result<u64, WireError> {
@@ -209,7 +204,7 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn exact(message: &'static str, expected: usize, got: usize) -> Result<(), WireError> {
+pub(crate) fn exact(message: &'static str, expected: usize, got: usize) -> Result<(), WireError> {
     if expected == got {
         Ok(())
     } else {
@@ -452,72 +447,4 @@ fn put_conn(out: &mut Vec<u8>, ty: u8, c: &ConnRef) {
     put_header(out, VERSION, ty);
     out.extend_from_slice(&c.conv.to_le_bytes());
     out.extend_from_slice(&c.token.to_le_bytes());
-}
-
-/// A legacy (arknet/ARK) control datagram, `specs/kcp.md` §3.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LegacyMessage {
-    /// `flag=1 u8, sync_id u32` (5 bytes).
-    Syn {
-        /// Client's low 32 bits of wall-clock ms.
-        sync_id: u32,
-    },
-    /// `flag=2 u8, sync_id u32, conv u32` (9 bytes).
-    SynAck {
-        /// Echo of the SYN's sync_id.
-        sync_id: u32,
-        /// Server-chosen conv.
-        conv: u32,
-    },
-    /// `flag=3 u8, sync_id u32, conv u32` (9 bytes).
-    Fin {
-        /// The connection's sync_id.
-        sync_id: u32,
-        /// The connection's conv.
-        conv: u32,
-    },
-}
-
-impl LegacyMessage {
-    /// Appends the encoding to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let (flag, sync_id, conv) = match *self {
-            Self::Syn { sync_id } => (1u8, sync_id, None),
-            Self::SynAck { sync_id, conv } => (2, sync_id, Some(conv)),
-            Self::Fin { sync_id, conv } => (3, sync_id, Some(conv)),
-        };
-        out.push(flag);
-        out.extend_from_slice(&sync_id.to_le_bytes());
-        if let Some(conv) = conv {
-            out.extend_from_slice(&conv.to_le_bytes());
-        }
-    }
-
-    /// Decodes a legacy control datagram; the length must be exactly 5 (SYN) or 9.
-    ///
-    /// # Errors
-    /// [`WireError::BadLength`] or [`WireError::UnknownType`] for a wrong flag.
-    pub fn decode(datagram: &[u8]) -> Result<Self, WireError> {
-        let mut r = Reader::new(datagram, 0);
-        let flag = r.u8()?;
-        let (name, expected) = match flag {
-            1 => ("SYN", LEGACY_SYN_LEN),
-            2 => ("SYN-ACK", LEGACY_SYN_ACK_LEN),
-            3 => ("FIN", LEGACY_SYN_ACK_LEN),
-            other => return Err(WireError::UnknownType(other)),
-        };
-        exact(name, expected, datagram.len())?;
-        let sync_id = r.u32()?;
-        Ok(match flag {
-            1 => Self::Syn { sync_id },
-            2 => Self::SynAck {
-                sync_id,
-                conv: r.u32()?,
-            },
-            _ => Self::Fin {
-                sync_id,
-                conv: r.u32()?,
-            },
-        })
-    }
 }
