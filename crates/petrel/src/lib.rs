@@ -1,5 +1,55 @@
-//! Petrel's tokio runtime for reliable UDP: `Endpoint` and `Connection`.
+//! Petrel's tokio runtime for reliable UDP: [`Endpoint`] and [`Connection`].
 //!
 //! A thin layer over the sans-IO state machines of `petrel-proto`: it owns the UDP
-//! socket, routes datagrams to connections, sleeps until each connection's next
-//! deadline, and exposes an async message API.
+//! socket, routes datagrams to connections, sleeps until each connection's next deadline
+//! (an idle connection has none, so it costs no wake-ups), and exposes an async message
+//! API with backpressure.
+//!
+//! ```no_run
+//! use bytes::Bytes;
+//! use petrel::{Endpoint, EndpointConfig};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let server = Endpoint::bind("127.0.0.1:7000".parse()?, EndpointConfig::server()).await?;
+//! tokio::spawn(async move {
+//!     while let Some(conn) = server.accept().await {
+//!         tokio::spawn(async move {
+//!             while let Ok(Some(msg)) = conn.recv().await {
+//!                 if conn.send(msg).await.is_err() {
+//!                     break;
+//!                 }
+//!             }
+//!         });
+//!     }
+//! });
+//!
+//! let client = Endpoint::bind("127.0.0.1:0".parse()?, EndpointConfig::default()).await?;
+//! let conn = client.connect("127.0.0.1:7000".parse()?).await?;
+//! conn.send(Bytes::from_static(b"hello")).await?;
+//! assert_eq!(conn.recv().await?.as_deref(), Some(&b"hello"[..]));
+//! conn.close().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! What lives here: the socket, the datagram router, per-connection timer tasks, the
+//! application handles. What does not: protocol logic (`petrel-proto`), impairment
+//! (`petrel-netem`), benchmarks (`petrel-bench`).
+
+mod config;
+mod conn;
+mod connect;
+mod connection;
+mod endpoint;
+mod error;
+mod socket;
+mod stats;
+
+pub use config::{ConfigError, EndpointConfig, Mode};
+pub use connection::Connection;
+pub use endpoint::Endpoint;
+pub use error::{ConnectError, ConnectionError};
+pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
+pub use petrel_proto::kcp::{KcpConfig, KcpStats};
+pub use socket::SocketBuffers;
+pub use stats::{ConnectionStats, EndpointStats};

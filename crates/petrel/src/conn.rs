@@ -1,0 +1,257 @@
+//! One connection's state behind a lock, and the task that sleeps until its deadline.
+//!
+//! Three parties touch a connection: the endpoint's reader task (datagrams in), the
+//! connection's timer task (deadlines), and the application (`send`/`recv`/`close`).
+//! Each locks [`ConnShared::state`] briefly, feeds the sans-IO machines, writes any
+//! datagrams they produce straight to the socket, and wakes the others through
+//! [`tokio::sync::Notify`]. An idle connection's timer task sleeps with no deadline, so
+//! idle connections cost no wake-ups at all.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use petrel_proto::handshake::{Control, ControlError, ControlEvent, ControlState, Established};
+use petrel_proto::kcp::Kcp;
+
+use crate::endpoint::EndpointIo;
+use crate::error::ConnectionError;
+use crate::stats::{ConnectionStats, EndpointCounters};
+
+/// State shared by a connection's handles, its timer task and the endpoint reader.
+#[derive(Debug)]
+pub(crate) struct ConnShared {
+    pub(crate) peer: SocketAddr,
+    pub(crate) conv: u32,
+    /// What the handshake settled on; repeated opening datagrams are answered from it.
+    pub(crate) established: Established,
+    pub(crate) state: Mutex<ConnState>,
+    /// Woken when a message may be readable or the connection ended.
+    pub(crate) readable: tokio::sync::Notify,
+    /// Woken when send-queue space may have freed or the connection ended.
+    pub(crate) writable: tokio::sync::Notify,
+    /// Woken when the connection's earliest deadline moved earlier or it ended.
+    pub(crate) timer: tokio::sync::Notify,
+    pub(crate) io: Arc<EndpointIo>,
+}
+
+#[derive(Debug)]
+pub(crate) struct ConnState {
+    pub(crate) kcp: Kcp,
+    /// Keepalive, idle timeout and graceful close (in raw mode: idle timeout only).
+    control: Control,
+    out: Vec<u8>,
+    /// The deadline the timer task is sleeping towards.
+    armed: Option<Instant>,
+    /// `close()` was called or every handle was dropped: flush, then close.
+    pub(crate) app_closing: bool,
+    /// The peer started a graceful close; we flush our side and acknowledge.
+    pub(crate) peer_closing: bool,
+    /// Set once the connection is over; `Closed` for a clean end.
+    pub(crate) end: Option<ConnectionError>,
+    pub(crate) stats: ConnectionStats,
+}
+
+impl ConnState {
+    fn new(kcp: Kcp, control: Control) -> Self {
+        Self {
+            kcp,
+            control,
+            out: Vec::with_capacity(2048),
+            armed: None,
+            app_closing: false,
+            peer_closing: false,
+            end: None,
+            stats: ConnectionStats::default(),
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        if self.end.is_some() {
+            return None;
+        }
+        let kcp = self.kcp.poll_timeout();
+        let control = self.control.poll_timeout();
+        match (kcp, control) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Writes every datagram the machines have ready; a full socket buffer drops the
+    /// datagram (counted) and the ARQ retransmits it like any other loss.
+    fn flush(&mut self, now: Instant, io: &EndpointIo, peer: SocketAddr) {
+        while self.control.poll_transmit(now, &mut self.out) {
+            io.send_datagram(&self.out, peer, &mut self.stats);
+        }
+        while self.kcp.poll_transmit(now, &mut self.out) {
+            io.send_datagram(&self.out, peer, &mut self.stats);
+        }
+    }
+
+    /// Moves a requested close forward once the ARQ has nothing left in flight, and
+    /// records the end of the connection.
+    fn progress(&mut self, now: Instant) {
+        if self.end.is_some() {
+            return;
+        }
+        if self.kcp.error().is_some() {
+            self.end = Some(ConnectionError::DeadLink);
+            return;
+        }
+        let flushed = self.kcp.pending_segments() == 0;
+        let state = self.control.state();
+        let wants_close = match state {
+            ControlState::Open => self.app_closing,
+            ControlState::PeerClosing => true,
+            ControlState::Closing | ControlState::Closed => false,
+        };
+        if wants_close && flushed {
+            self.control.start_close(now);
+        }
+        if self.control.state() == ControlState::Closed {
+            self.end = Some(ConnectionError::Closed);
+        }
+    }
+}
+
+impl ConnShared {
+    pub(crate) fn new(
+        peer: SocketAddr,
+        established: Established,
+        kcp: Kcp,
+        control: Control,
+        io: Arc<EndpointIo>,
+    ) -> Self {
+        Self {
+            peer,
+            conv: established.conv,
+            established,
+            state: Mutex::new(ConnState::new(kcp, control)),
+            readable: tokio::sync::Notify::new(),
+            writable: tokio::sync::Notify::new(),
+            timer: tokio::sync::Notify::new(),
+            io,
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ConnState> {
+        // A panic while holding the lock would be a bug in Petrel; the state is still the
+        // best information there is, so keep serving it rather than poisoning every caller.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `f` on the state, flushes what it produced and wakes the timer task if its
+    /// deadline moved earlier. Application waiters are woken when the connection ended or
+    /// when `wake_app` says `f` may have made a message readable or freed queue space.
+    pub(crate) fn with_state<R>(
+        &self,
+        now: Instant,
+        wake_app: bool,
+        f: impl FnOnce(&mut ConnState) -> R,
+    ) -> R {
+        let mut st = self.lock();
+        let result = f(&mut st);
+        st.flush(now, &self.io, self.peer);
+        st.progress(now);
+        st.flush(now, &self.io, self.peer);
+        let ended = st.end.is_some();
+        let rearm = match (st.deadline(), st.armed) {
+            (Some(new), Some(armed)) => new < armed,
+            (Some(_), None) => true,
+            (None, _) => false,
+        };
+        drop(st);
+        if ended || rearm {
+            self.timer.notify_one();
+        }
+        if ended || wake_app {
+            self.readable.notify_waiters();
+            self.writable.notify_waiters();
+        }
+        result
+    }
+
+    /// A KCP datagram from the peer.
+    pub(crate) fn on_data(&self, now: Instant, datagram: &[u8]) {
+        self.with_state(now, true, |st| {
+            st.control.on_datagram_received(now);
+            if st.kcp.input(now, datagram).is_err() {
+                st.stats.input_errors += 1;
+            }
+        });
+    }
+
+    /// A control datagram (keepalive, close, FIN) addressed to this connection.
+    pub(crate) fn on_control(&self, now: Instant, datagram: &[u8]) {
+        self.with_state(now, true, |st| {
+            match st.control.handle_control(now, datagram) {
+                ControlEvent::PeerClosing => st.peer_closing = true,
+                ControlEvent::Ignored(_) => st.stats.input_errors += 1,
+                _ => {}
+            }
+        });
+    }
+
+    fn on_timeout(&self, now: Instant) {
+        self.with_state(now, true, |st| {
+            st.kcp.handle_timeout(now);
+            if let Some(err) = st.control.handle_timeout(now) {
+                st.end = Some(match err {
+                    ControlError::IdleTimeout(_) => ConnectionError::IdleTimeout,
+                    // The peer went away during close; everything we sent was acked.
+                    ControlError::CloseTimeout(_) => ConnectionError::Closed,
+                });
+            }
+        });
+    }
+
+    /// Asks for a graceful close: flush what is queued, then close the control plane.
+    pub(crate) fn request_close(&self, now: Instant) {
+        self.with_state(now, false, |st| st.app_closing = true);
+    }
+
+    /// Ends the connection at once (endpoint shut down).
+    pub(crate) fn abort(&self, reason: ConnectionError) {
+        let mut st = self.lock();
+        if st.end.is_none() {
+            st.end = Some(reason);
+        }
+        drop(st);
+        self.timer.notify_one();
+        self.readable.notify_waiters();
+        self.writable.notify_waiters();
+    }
+}
+
+/// The connection's timer task: sleeps until the earliest deadline of its state machines,
+/// runs their timers, and exits (unregistering the connection) once the connection ended.
+pub(crate) async fn run_timer(shared: Arc<ConnShared>) {
+    loop {
+        let notified = shared.timer.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let deadline = {
+            let mut st = shared.lock();
+            if st.end.is_some() {
+                break;
+            }
+            let deadline = st.deadline();
+            st.armed = deadline;
+            deadline
+        };
+        match deadline {
+            Some(at) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(at.into()) => {
+                        EndpointCounters::add(&shared.io.counters.timer_wakeups, 1);
+                        shared.on_timeout(Instant::now());
+                    }
+                    () = &mut notified => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+    shared.io.unregister(shared.peer, shared.conv);
+}

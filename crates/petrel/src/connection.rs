@@ -1,0 +1,162 @@
+//! [`Connection`]: the application's handle on one reliable, ordered message stream.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use petrel_proto::kcp::SendError;
+
+use crate::conn::ConnShared;
+use crate::endpoint::EndpointGuard;
+use crate::error::ConnectionError;
+use crate::stats::ConnectionStats;
+
+/// A reliable, ordered, message-oriented connection (KCP message mode).
+///
+/// Cheap to clone; all clones share the connection. `send` and `recv` may run
+/// concurrently from different tasks. When the last clone is dropped without
+/// [`close`](Self::close), the connection flushes and closes in the background for as long
+/// as its [`Endpoint`](crate::Endpoint) lives.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    inner: Arc<Handle>,
+}
+
+#[derive(Debug)]
+struct Handle {
+    shared: Arc<ConnShared>,
+    _endpoint: Arc<EndpointGuard>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.shared.request_close(Instant::now());
+    }
+}
+
+impl Connection {
+    pub(crate) fn new(shared: Arc<ConnShared>, endpoint: Arc<EndpointGuard>) -> Self {
+        Self {
+            inner: Arc::new(Handle {
+                shared,
+                _endpoint: endpoint,
+            }),
+        }
+    }
+
+    fn shared(&self) -> &ConnShared {
+        &self.inner.shared
+    }
+
+    /// The peer's UDP address.
+    pub fn peer_addr(&self) -> SocketAddr {
+        self.shared().peer
+    }
+
+    /// The KCP conversation id of this connection.
+    pub fn conv(&self) -> u32 {
+        self.shared().conv
+    }
+
+    /// The largest message [`send`](Self::send) accepts, in bytes.
+    pub fn max_message_size(&self) -> usize {
+        self.shared().lock().kcp.max_message_size()
+    }
+
+    /// Queues one message for reliable, in-order delivery.
+    ///
+    /// Waits while the send queue is full (backpressure): a message is never dropped and the
+    /// queue never grows past `KcpConfig::send_queue_limit`. Errors:
+    /// [`ConnectionError::MessageTooLarge`] above [`max_message_size`](Self::max_message_size),
+    /// or why the connection ended.
+    pub async fn send(&self, msg: Bytes) -> Result<(), ConnectionError> {
+        let shared = self.shared();
+        loop {
+            let notified = shared.writable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let outcome = shared.with_state(Instant::now(), false, |st| {
+                if let Some(end) = &st.end {
+                    return Some(Err(end.clone()));
+                }
+                if st.app_closing {
+                    return Some(Err(ConnectionError::Closed));
+                }
+                let max = st.kcp.max_message_size();
+                if msg.len() > max {
+                    let len = msg.len();
+                    return Some(Err(ConnectionError::MessageTooLarge { len, max }));
+                }
+                if !st.kcp.can_send(msg.len()) {
+                    return None;
+                }
+                match st.kcp.send(&msg) {
+                    Ok(()) => Some(Ok(())),
+                    Err(SendError::QueueFull) => None,
+                    Err(e) => Some(Err(ConnectionError::from_send(e))),
+                }
+            });
+            match outcome {
+                Some(result) => return result,
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Receives the next message in order.
+    ///
+    /// `Ok(None)` means the peer closed the connection gracefully and every message it sent
+    /// has been received. `Err` says why the connection ended otherwise.
+    pub async fn recv(&self) -> Result<Option<Bytes>, ConnectionError> {
+        let shared = self.shared();
+        loop {
+            let notified = shared.readable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let outcome = shared.with_state(Instant::now(), false, |st| {
+                if let Some(msg) = st.kcp.recv() {
+                    return Some(Ok(Some(msg)));
+                }
+                match &st.end {
+                    Some(ConnectionError::Closed) => Some(Ok(None)),
+                    Some(err) => Some(Err(err.clone())),
+                    None if st.peer_closing => Some(Ok(None)),
+                    None => None,
+                }
+            });
+            match outcome {
+                Some(result) => return result,
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Closes gracefully: waits until everything sent was acknowledged, tells the peer, and
+    /// waits for its acknowledgement (or the close timeout). Raw KCP mode has no close
+    /// message, so there this returns once everything sent was acknowledged.
+    pub async fn close(&self) -> Result<(), ConnectionError> {
+        let shared = self.shared();
+        shared.request_close(Instant::now());
+        loop {
+            let notified = shared.readable.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            match shared.lock().end.clone() {
+                Some(ConnectionError::Closed) => return Ok(()),
+                Some(err) => return Err(err),
+                None => {}
+            }
+            notified.await;
+        }
+    }
+
+    /// A snapshot of the connection's counters.
+    pub fn stats(&self) -> ConnectionStats {
+        let st = self.shared().lock();
+        ConnectionStats {
+            kcp: st.kcp.stats(),
+            ..st.stats
+        }
+    }
+}

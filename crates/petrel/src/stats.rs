@@ -1,0 +1,83 @@
+//! Counters of connections and endpoints.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use petrel_proto::kcp::KcpStats;
+use serde::Serialize;
+
+/// A snapshot of one connection's counters.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct ConnectionStats {
+    /// The ARQ's counters: segments, retransmissions, srtt/rto, windows.
+    pub kcp: KcpStats,
+    /// Datagrams from the peer the ARQ or control plane rejected as malformed.
+    pub input_errors: u64,
+    /// Datagrams not sent because the socket send buffer was full (the ARQ resends them).
+    pub send_dropped: u64,
+    /// Datagrams the socket refused with an error other than a full buffer.
+    pub send_errors: u64,
+}
+
+macro_rules! endpoint_counters {
+    ($($(#[$doc:meta])* $name:ident),* $(,)?) => {
+        /// A snapshot of an endpoint's counters.
+        #[derive(Debug, Clone, Copy, Default, Serialize)]
+        pub struct EndpointStats {
+            $($(#[$doc])* pub $name: u64,)*
+            /// Connections currently registered.
+            pub connections_open: u64,
+        }
+
+        #[derive(Debug, Default)]
+        pub(crate) struct EndpointCounters {
+            $(pub(crate) $name: AtomicU64,)*
+        }
+
+        impl EndpointCounters {
+            pub(crate) fn snapshot(&self, connections_open: u64) -> EndpointStats {
+                EndpointStats {
+                    $($name: self.$name.load(Ordering::Relaxed),)*
+                    connections_open,
+                }
+            }
+        }
+    };
+}
+
+endpoint_counters! {
+    /// Datagrams read from the socket.
+    datagrams_received,
+    /// Bytes read from the socket (UDP payload).
+    bytes_received,
+    /// Datagrams written to the socket.
+    datagrams_sent,
+    /// Bytes written to the socket (UDP payload).
+    bytes_sent,
+    /// Data datagrams for no known connection (unknown peer or `conv`), dropped.
+    dropped_unknown,
+    /// Datagrams too short or malformed to route, dropped.
+    dropped_malformed,
+    /// Control datagrams a handshake rejected (bad cookie, wrong state, …), dropped.
+    dropped_handshake,
+    /// Stateless handshake replies sent (retry, version negotiation).
+    handshake_replies,
+    /// Connections accepted.
+    connections_accepted,
+    /// Connections established by `connect`.
+    connections_connected,
+    /// Incoming connections refused because `accept_queue` was full.
+    refused_accept_queue_full,
+    /// Handshakes refused because `max_connections` was reached.
+    refused_max_connections,
+    /// Socket read errors (other than would-block).
+    recv_errors,
+    /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).
+    /// Idle connections add nothing here.
+    timer_wakeups,
+}
+
+impl EndpointCounters {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}

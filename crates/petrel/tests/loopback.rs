@@ -1,0 +1,317 @@
+//! Integration tests of the tokio runtime on real loopback sockets.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use petrel::{Connection, ConnectionError, Endpoint, EndpointConfig, Mode};
+
+fn localhost() -> SocketAddr {
+    "127.0.0.1:0".parse().unwrap()
+}
+
+/// Message `i` of a test stream: its index, then a body derived from it.
+fn message(i: u32, len: usize) -> Bytes {
+    let mut v = i.to_be_bytes().to_vec();
+    v.extend((0..len).map(|j| (i as usize * 31 + j) as u8));
+    Bytes::from(v)
+}
+
+async fn echo_server(config: EndpointConfig) -> (Endpoint, SocketAddr) {
+    let server = Endpoint::bind(localhost(), config).await.unwrap();
+    let addr = server.local_addr();
+    (server, addr)
+}
+
+fn spawn_echo(conn: Connection) {
+    tokio::spawn(async move {
+        while let Ok(Some(msg)) = conn.recv().await {
+            if conn.send(msg).await.is_err() {
+                break;
+            }
+        }
+    });
+}
+
+/// Sends `count` messages of assorted sizes (including multi-fragment ones) and checks
+/// every echo arrives once, in order, byte-identical; then closes gracefully.
+async fn round_trip(mode: Mode) {
+    let server_config = EndpointConfig {
+        mode,
+        ..EndpointConfig::server()
+    };
+    let (server, addr) = echo_server(server_config).await;
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            mode,
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let accepted = tokio::time::timeout(Duration::from_secs(5), async {
+        // Raw mode accepts on the first data datagram, so send before accepting.
+        if let Mode::Raw { .. } = mode {
+            conn.send(message(0, 10)).await.unwrap();
+        }
+        server.accept().await.unwrap()
+    })
+    .await
+    .unwrap();
+    spawn_echo(accepted);
+
+    let count = 500u32;
+    let first = if let Mode::Raw { .. } = mode { 1 } else { 0 };
+    let sender = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            for i in first..count {
+                let len = [1usize, 100, 1200, 3000, 20_000][i as usize % 5];
+                conn.send(message(i, len)).await.unwrap();
+            }
+        })
+    };
+    for i in 0..count {
+        let len = if i == 0 && first == 1 {
+            10
+        } else {
+            [1usize, 100, 1200, 3000, 20_000][i as usize % 5]
+        };
+        let got = tokio::time::timeout(Duration::from_secs(10), conn.recv())
+            .await
+            .expect("echo timed out")
+            .unwrap()
+            .expect("connection closed early");
+        assert_eq!(got, message(i, len), "message {i} differs");
+    }
+    sender.await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), conn.close())
+        .await
+        .unwrap()
+        .unwrap();
+    let stats = conn.stats();
+    assert_eq!(stats.input_errors, 0);
+    assert!(stats.kcp.messages_received >= u64::from(count));
+}
+
+#[tokio::test]
+async fn native_mode_round_trip_and_close() {
+    round_trip(Mode::Native).await;
+}
+
+#[tokio::test]
+async fn legacy_mode_round_trip_and_close() {
+    round_trip(Mode::Legacy).await;
+}
+
+#[tokio::test]
+async fn raw_mode_round_trip_and_close() {
+    round_trip(Mode::Raw { conv: 0x1234_5678 }).await;
+}
+
+#[tokio::test]
+async fn native_close_reaches_the_peer_after_its_data() {
+    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let accepted = server.accept().await.unwrap();
+    for i in 0..100 {
+        conn.send(message(i, 500)).await.unwrap();
+    }
+    let closing = tokio::spawn(async move { conn.close().await });
+    for i in 0..100 {
+        assert_eq!(accepted.recv().await.unwrap(), Some(message(i, 500)));
+    }
+    assert_eq!(
+        accepted.recv().await.unwrap(),
+        None,
+        "peer close is end of stream"
+    );
+    tokio::time::timeout(Duration::from_secs(5), closing)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn full_send_queue_makes_send_wait_and_loses_nothing() {
+    let mut kcp = petrel::KcpConfig::default();
+    kcp.send_queue_limit = 64;
+    let (server, addr) = echo_server(EndpointConfig {
+        kcp: kcp.clone(),
+        ..EndpointConfig::server()
+    })
+    .await;
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            kcp,
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let accepted = server.accept().await.unwrap();
+
+    // Nobody reads on the server: its receive window fills, the client's send queue fills,
+    // and `send` must wait rather than fail or grow.
+    let sender = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            for i in 0..2000u32 {
+                conn.send(message(i, 1000)).await.unwrap();
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !sender.is_finished(),
+        "send must block while the peer does not read"
+    );
+    let stats = conn.stats();
+    assert!(
+        stats.kcp.send_queue <= 64,
+        "send queue grew past its bound: {}",
+        stats.kcp.send_queue
+    );
+    for i in 0..2000u32 {
+        let got = tokio::time::timeout(Duration::from_secs(10), accepted.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, message(i, 1000));
+    }
+    sender.await.unwrap();
+}
+
+#[tokio::test]
+async fn vanished_peer_is_reported_as_dead_link() {
+    let mut kcp = petrel::KcpConfig::default();
+    kcp.dead_link = 5;
+    let config = EndpointConfig {
+        kcp,
+        mode: Mode::Raw { conv: 7 },
+        ..EndpointConfig::default()
+    };
+    // A bound socket that never answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let client = Endpoint::bind(localhost(), config).await.unwrap();
+    let conn = client.connect(silent.local_addr().unwrap()).await.unwrap();
+    conn.send(message(0, 100)).await.unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(20), conn.recv())
+        .await
+        .expect("dead link must be detected, not hang")
+        .unwrap_err();
+    assert_eq!(err, ConnectionError::DeadLink);
+    assert!(conn.send(message(1, 1)).await.is_err());
+}
+
+#[tokio::test]
+async fn connect_to_nobody_times_out() {
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            connect_timeout: Duration::from_millis(300),
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let err = client
+        .connect(silent.local_addr().unwrap())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, petrel::ConnectError::TimedOut), "{err}");
+}
+
+#[tokio::test]
+async fn oversized_message_is_a_clear_error() {
+    let (_server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let max = conn.max_message_size();
+    let err = conn
+        .send(Bytes::from(vec![0u8; max + 1]))
+        .await
+        .unwrap_err();
+    assert_eq!(err, ConnectionError::MessageTooLarge { len: max + 1, max });
+}
+
+#[tokio::test]
+async fn socket_buffers_are_requested_and_read_back() {
+    let config = EndpointConfig {
+        send_buffer: Some(64 * 1024),
+        recv_buffer: Some(1024 * 1024),
+        ..EndpointConfig::default()
+    };
+    let ep = Endpoint::bind(localhost(), config).await.unwrap();
+    let b = ep.socket_buffers();
+    assert_eq!(b.send_requested, Some(64 * 1024));
+    assert_eq!(b.recv_requested, Some(1024 * 1024));
+    assert!(b.send_actual >= 64 * 1024, "{b:?}");
+    assert!(b.recv_actual > 0, "{b:?}");
+}
+
+#[tokio::test]
+async fn garbage_datagrams_are_counted_not_fatal() {
+    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    let junk = tokio::net::UdpSocket::bind(localhost()).await.unwrap();
+    for len in [0usize, 1, 3, 4, 5, 9, 23, 24, 30, 96, 1500] {
+        let mut v = vec![0xA5u8; len];
+        if len >= 4 {
+            v[..4].copy_from_slice(&[0, 0, 0, 0]);
+        }
+        junk.send_to(&v, addr).await.unwrap();
+        junk.send_to(&vec![0x5Au8; len], addr).await.unwrap();
+    }
+    // The server still serves a real client afterwards.
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let accepted = server.accept().await.unwrap();
+    spawn_echo(accepted);
+    conn.send(message(1, 10)).await.unwrap();
+    assert_eq!(conn.recv().await.unwrap(), Some(message(1, 10)));
+    let stats = server.stats();
+    assert!(
+        stats.dropped_malformed + stats.dropped_unknown + stats.dropped_handshake >= 10,
+        "{stats:?}"
+    );
+}
+
+#[tokio::test]
+async fn idle_connections_cost_no_wakeups() {
+    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    let n = 500;
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let conn = client.connect(addr).await.unwrap();
+        spawn_echo(server.accept().await.unwrap());
+        conns.push(conn);
+    }
+    for (i, conn) in conns.iter().enumerate() {
+        conn.send(message(i as u32, 64)).await.unwrap();
+        assert_eq!(conn.recv().await.unwrap(), Some(message(i as u32, 64)));
+    }
+    // Let the last acks land, then watch an idle second (keepalive is 5 s).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let before = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    assert_eq!(after - before, 0, "{n} idle connections woke up");
+    assert_eq!(server.stats().connections_open, n as u64);
+}
