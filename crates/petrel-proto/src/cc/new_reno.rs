@@ -1,8 +1,9 @@
 //! NewReno congestion control as RFC 9002 §7 specifies it for QUIC (slow start,
 //! congestion avoidance, one window reduction per recovery period as RFC 6582 intends),
-//! with the retransmission timeout collapsing the window to the minimum (RFC 9002
-//! §7.6.2 persistent congestion; RFC 5681 §3.1 loss window). KCP has no probe timeout,
-//! so an RTO is the persistent-congestion signal.
+//! with a retransmission timeout that starts a recovery period also collapsing the
+//! window to the minimum (RFC 9002 §7.6.2 persistent congestion; RFC 5681 §3.1 loss
+//! window). KCP has no probe timeout, so an RTO is the persistent-congestion signal;
+//! further timeouts of segments sent before that recovery began change nothing.
 
 use std::time::Instant;
 
@@ -48,10 +49,7 @@ impl NewReno {
     }
 
     /// RFC 9002 §7.3.2 `OnCongestionEvent`: halve once per recovery period.
-    fn congestion_event(&mut self, sent_time: Instant, now: Instant) {
-        if self.in_recovery(sent_time) {
-            return;
-        }
+    fn congestion_event(&mut self, now: Instant) {
         self.recovery_start = Some(now);
         self.ssthresh = (self.cwnd / 2).max(self.min_window());
         self.cwnd = self.ssthresh;
@@ -79,10 +77,12 @@ impl CongestionController for NewReno {
     }
 
     fn on_loss(&mut self, event: &LossEvent) {
-        self.congestion_event(event.sent_time, event.now);
+        if self.in_recovery(event.sent_time) {
+            return;
+        }
+        self.congestion_event(event.now);
         if event.kind == LossKind::Timeout {
             self.cwnd = self.min_window();
-            self.acked_in_avoidance = 0;
         }
     }
 
