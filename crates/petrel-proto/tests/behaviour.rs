@@ -1,5 +1,6 @@
 //! Targeted behaviours of the KCP state machine: dead link, window probing, idle,
 //! fast retransmit, limits. All driven by a simulated clock.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -23,7 +24,11 @@ fn pair(config_a: KcpConfig, config_b: KcpConfig, link: LinkConfig) -> Sim {
 
 #[test]
 fn dead_link_is_reported_in_bounded_time() {
-    let mut sim = pair(KcpConfig::default(), KcpConfig::default(), LinkConfig::clean(10 * MS));
+    let mut sim = pair(
+        KcpConfig::default(),
+        KcpConfig::default(),
+        LinkConfig::clean(10 * MS),
+    );
     sim.a.send(b"hello").unwrap();
     // Exchange once so an RTT sample exists, then the peer vanishes.
     let limit = sim.now + Duration::from_secs(1);
@@ -95,7 +100,11 @@ fn zero_window_is_probed_and_transfer_resumes_when_the_receiver_reads() {
 
 #[test]
 fn idle_connection_has_no_deadline() {
-    let mut sim = pair(KcpConfig::default(), KcpConfig::default(), LinkConfig::clean(5 * MS));
+    let mut sim = pair(
+        KcpConfig::default(),
+        KcpConfig::default(),
+        LinkConfig::clean(5 * MS),
+    );
     assert_eq!(sim.a.poll_timeout(), None);
     sim.a.send(&[1; 3000]).unwrap();
     sim.b.send(b"pong").unwrap();
@@ -142,7 +151,10 @@ fn send_goes_out_immediately_and_ack_right_after_input() {
     let mut out = Vec::new();
     let mut spare = Vec::new();
     a.send(b"ping").unwrap();
-    assert!(a.poll_transmit(start, &mut out), "no waiting for the interval");
+    assert!(
+        a.poll_transmit(start, &mut out),
+        "no waiting for the interval"
+    );
     assert!(!a.poll_transmit(start, &mut spare));
     b.input(start + MS, &out).unwrap();
     b.send(b"pong").unwrap();
@@ -181,7 +193,10 @@ fn fast_retransmit_fires_before_the_rto() {
     let s = a.stats();
     assert_eq!(s.retransmissions_fast, 1);
     assert_eq!(s.retransmissions_timeout, 0);
-    assert!(a.poll_transmit(now, &mut out), "retransmission goes out at once");
+    assert!(
+        a.poll_transmit(now, &mut out),
+        "retransmission goes out at once"
+    );
     assert!(now < start + config.min_rto);
     b.input(now, &out).unwrap();
     for i in 0..10u8 {
@@ -252,9 +267,15 @@ fn bad_input_is_an_error_and_changes_nothing() {
     assert!(other.poll_transmit(start, &mut out));
     assert!(matches!(
         a.input(start, &out),
-        Err(InputError::ConvMismatch { expected: 1, got: 2 })
+        Err(InputError::ConvMismatch {
+            expected: 1,
+            got: 2
+        })
     ));
-    assert!(matches!(a.input(start, &out[..10]), Err(InputError::Malformed(_))));
+    assert!(matches!(
+        a.input(start, &out[..10]),
+        Err(InputError::Malformed(_))
+    ));
     assert_eq!(a.stats().input_errors, 2);
     assert_eq!(a.stats().datagrams_received, 0);
     assert!(!a.poll_transmit(start, &mut out));

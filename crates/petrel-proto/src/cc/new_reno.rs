@@ -139,14 +139,24 @@ mod tests {
         assert_eq!(cc.cwnd(), before / 2);
         assert_eq!(cc.ssthresh(), before / 2);
         // More losses of segments sent before recovery began: no further reduction.
-        cc.on_loss(&LossEvent::new(t1 + Duration::from_millis(1), LossKind::FastRetransmit, MDS, t0));
+        cc.on_loss(&LossEvent::new(
+            t1 + Duration::from_millis(1),
+            LossKind::FastRetransmit,
+            MDS,
+            t0,
+        ));
         assert_eq!(cc.cwnd(), before / 2);
         // Acks of segments sent before recovery do not grow the window.
         cc.on_ack(&ack(t1 + Duration::from_millis(2), MDS, t0));
         assert_eq!(cc.cwnd(), before / 2);
         // A loss of a segment sent after recovery began is a new congestion event.
         let t2 = t1 + Duration::from_millis(50);
-        cc.on_loss(&LossEvent::new(t2 + Duration::from_millis(50), LossKind::FastRetransmit, MDS, t2));
+        cc.on_loss(&LossEvent::new(
+            t2 + Duration::from_millis(50),
+            LossKind::FastRetransmit,
+            MDS,
+            t2,
+        ));
         assert_eq!(cc.cwnd(), (before / 4).max(2 * MDS));
     }
 
@@ -176,7 +186,12 @@ mod tests {
             cc.on_ack(&ack(t0, MDS, t0));
         }
         let big = cc.cwnd();
-        cc.on_loss(&LossEvent::new(t0 + Duration::from_secs(1), LossKind::Timeout, MDS, t0));
+        cc.on_loss(&LossEvent::new(
+            t0 + Duration::from_secs(1),
+            LossKind::Timeout,
+            MDS,
+            t0,
+        ));
         assert_eq!(cc.cwnd(), 2 * MDS);
         assert_eq!(cc.ssthresh(), big / 2);
         // Slow start again from the minimum window after recovery.

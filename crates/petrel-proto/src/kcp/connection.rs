@@ -223,7 +223,11 @@ impl Kcp {
                 self.stats.acks_received += 1;
                 if let Some(sent) = self.on_ack(h.sn, h.ts, now) {
                     let (sn, latest) = max_ack.unwrap_or((h.sn, sent));
-                    let sn = if (h.sn.wrapping_sub(sn) as i32) > 0 { h.sn } else { sn };
+                    let sn = if (h.sn.wrapping_sub(sn) as i32) > 0 {
+                        h.sn
+                    } else {
+                        sn
+                    };
                     max_ack = Some((sn, latest.max(sent)));
                 }
             }
@@ -379,5 +383,4 @@ impl Kcp {
             self.probe_at = None;
         }
     }
-
 }

@@ -32,7 +32,9 @@ pub mod segment;
 mod send_buf;
 mod stats;
 
-pub use config::{ConfigError, KcpConfig, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO, NORMAL_MIN_RTO};
+pub use config::{
+    ConfigError, KcpConfig, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO, NORMAL_MIN_RTO,
+};
 pub use connection::Kcp;
 pub use error::{InputError, KcpError, SendError};
 pub use segment::{peek_conv, DecodeError, HEADER_LEN};
