@@ -62,14 +62,13 @@ pub(crate) struct SendBuffer {
 }
 
 impl SendBuffer {
-    pub(crate) fn new(snd_wnd: u16) -> Self {
-        let wnd = usize::from(snd_wnd);
+    pub(crate) fn new() -> Self {
         Self {
             queue: VecDeque::new(),
-            buf: VecDeque::with_capacity(wnd.min(1024)),
+            buf: VecDeque::new(),
             snd_una: 0,
             snd_nxt: 0,
-            due: VecDeque::with_capacity(wnd.min(1024)),
+            due: VecDeque::new(),
             in_flight_bytes: 0,
             arena: BytesMut::new(),
         }
