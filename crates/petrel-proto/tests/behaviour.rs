@@ -6,6 +6,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use petrel_proto::cc::CongestionKind;
 use petrel_proto::kcp::{InputError, Kcp, KcpConfig, KcpError, SendError};
 use support::{Link, LinkConfig, Sim};
 
@@ -279,4 +280,31 @@ fn bad_input_is_an_error_and_changes_nothing() {
     assert_eq!(a.stats().input_errors, 2);
     assert_eq!(a.stats().datagrams_received, 0);
     assert!(!a.poll_transmit(start, &mut out));
+}
+
+#[test]
+fn congestion_window_limits_bytes_in_flight() {
+    let start = Instant::now();
+    let send_burst = |congestion| {
+        let config = KcpConfig {
+            congestion,
+            ..KcpConfig::default()
+        };
+        let mut a = Kcp::new(1, config, start).unwrap();
+        for _ in 0..200 {
+            a.send(&vec![0; a.mss()]).unwrap();
+        }
+        let mut out = Vec::new();
+        while a.poll_transmit(start, &mut out) {}
+        a.stats()
+    };
+    // NewReno's initial window is 10 × 1200 bytes: 10 full segments.
+    let reno = send_burst(CongestionKind::NewReno);
+    assert_eq!(
+        (reno.in_flight, reno.in_flight_bytes, reno.cwnd),
+        (10, 12_000, 12_000)
+    );
+    // Without a controller the peer's assumed window (128, the reference default) rules.
+    let none = send_burst(CongestionKind::None);
+    assert_eq!(none.in_flight, 128);
 }

@@ -384,3 +384,60 @@ impl Kcp {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sequence numbers wrap around u32 like the reference's `_itimediff` arithmetic.
+    #[test]
+    fn sequence_numbers_wrap() {
+        let t0 = Instant::now();
+        let config = KcpConfig::default();
+        let mut a = Kcp::new(5, config, t0).unwrap();
+        let mut b = Kcp::new(5, config, t0).unwrap();
+        let start = u32::MAX - 20;
+        a.snd.snd_una = start;
+        a.snd.snd_nxt = start;
+        b.rcv.set_rcv_nxt(start);
+        let mut out = Vec::new();
+        let mut now = t0;
+        let messages: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i; 2000]).collect();
+        for m in &messages {
+            a.send(m).unwrap();
+        }
+        let mut received = Vec::new();
+        while a.pending_segments() > 0 && now < t0 + Duration::from_secs(5) {
+            now += Duration::from_millis(1);
+            // Drop every 7th datagram so retransmissions cross the wrap too.
+            let mut n = 0;
+            while a.poll_transmit(now, &mut out) {
+                n += 1;
+                if n % 7 != 0 {
+                    b.input(now, &out).unwrap();
+                }
+            }
+            while let Some(m) = b.recv() {
+                received.push(m.to_vec());
+            }
+            while b.poll_transmit(now, &mut out) {
+                a.input(now, &out).unwrap();
+            }
+            if let Some(t) = a.poll_timeout() {
+                if t <= now {
+                    a.handle_timeout(now);
+                }
+            }
+        }
+        assert_eq!(
+            received.len(),
+            messages.len(),
+            "{:?} {:?}",
+            a.stats(),
+            b.stats()
+        );
+        assert!(received == messages);
+        assert_eq!(a.pending_segments(), 0);
+        assert!(a.snd.snd_una < 100, "wrapped past zero");
+    }
+}

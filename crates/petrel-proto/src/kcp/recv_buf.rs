@@ -61,6 +61,11 @@ impl RecvBuffer {
         self.rcv_nxt
     }
 
+    #[cfg(test)]
+    pub(crate) fn set_rcv_nxt(&mut self, sn: u32) {
+        self.rcv_nxt = sn;
+    }
+
     /// Whether `sn` lies below `rcv_nxt + rcv_wnd` (the reference acks all of those,
     /// old duplicates included).
     pub(crate) fn acceptable(&self, sn: u32) -> bool {
