@@ -30,7 +30,8 @@ fn bench(name: &str, iterations: u64, mut f: impl FnMut()) {
     per_iter.sort_by(f64::total_cmp);
     println!(
         "{name:<44} median {:>9.1} ns/iter   best {:>9.1} ns/iter",
-        per_iter[SAMPLES / 2], per_iter[0]
+        per_iter[SAMPLES / 2],
+        per_iter[0]
     );
 }
 
@@ -56,7 +57,15 @@ fn main() {
     });
     let mut acks = Vec::with_capacity(1200);
     for sn in 0..50 {
-        encode_segment(&Header { sn, cmd: Command::Ack, ..header(0) }, &[], &mut acks);
+        encode_segment(
+            &Header {
+                sn,
+                cmd: Command::Ack,
+                ..header(0)
+            },
+            &[],
+            &mut acks,
+        );
     }
     bench("decode datagram of 50 ACK segments", 200_000, || {
         for seg in segments(black_box(&acks)) {

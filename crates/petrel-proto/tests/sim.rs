@@ -1,4 +1,5 @@
 //! Deterministic simulations of two KCP endpoints over an impaired in-memory link.
+#![allow(clippy::unwrap_used)]
 
 mod support;
 
@@ -63,7 +64,12 @@ impl Stream {
                 .expected
                 .pop_front()
                 .expect("received a message that was never sent (duplicate?)");
-            assert_eq!(&m[..], &want[..], "message {} corrupted or out of order", self.received);
+            assert_eq!(
+                &m[..],
+                &want[..],
+                "message {} corrupted or out of order",
+                self.received
+            );
             self.received += 1;
         }
     }
@@ -106,12 +112,19 @@ fn run(seed: u64, loss: f64, congestion: CongestionKind) {
         let progressed = sim.step(limit);
         ab.drain(&mut sim.b);
         ba.drain(&mut sim.a);
-        assert!(sim.a.error().is_none() && sim.b.error().is_none(), "seed {seed}: link died");
+        assert!(
+            sim.a.error().is_none() && sim.b.error().is_none(),
+            "seed {seed}: link died"
+        );
         if ab.done() && ba.done() && sim.a.pending_segments() == 0 && sim.b.pending_segments() == 0
         {
             break;
         }
-        assert!(progressed, "seed {seed} loss {loss}: stalled at {:?}", sim.elapsed());
+        assert!(
+            progressed,
+            "seed {seed} loss {loss}: stalled at {:?}",
+            sim.elapsed()
+        );
     }
     // Let the last acks land, then both ends must be idle: no timer at all.
     while sim.step(limit) {}
@@ -123,7 +136,10 @@ fn run(seed: u64, loss: f64, congestion: CongestionKind) {
     if loss > 0.0 {
         assert!(s.retransmissions_timeout + s.retransmissions_fast > 0);
     }
-    assert!(sim.b.stats().duplicate_segments > 0, "duplication was exercised");
+    assert!(
+        sim.b.stats().duplicate_segments > 0,
+        "duplication was exercised"
+    );
 }
 
 #[test]

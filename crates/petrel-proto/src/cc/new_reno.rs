@@ -1,8 +1,9 @@
 //! NewReno congestion control as RFC 9002 §7 specifies it for QUIC (slow start,
 //! congestion avoidance, one window reduction per recovery period as RFC 6582 intends),
-//! with the retransmission timeout collapsing the window to the minimum (RFC 9002
-//! §7.6.2 persistent congestion; RFC 5681 §3.1 loss window). KCP has no probe timeout,
-//! so an RTO is the persistent-congestion signal.
+//! with a retransmission timeout that starts a recovery period also collapsing the
+//! window to the minimum (RFC 9002 §7.6.2 persistent congestion; RFC 5681 §3.1 loss
+//! window). KCP has no probe timeout, so an RTO is the persistent-congestion signal;
+//! further timeouts of segments sent before that recovery began change nothing.
 
 use std::time::Instant;
 
@@ -48,10 +49,7 @@ impl NewReno {
     }
 
     /// RFC 9002 §7.3.2 `OnCongestionEvent`: halve once per recovery period.
-    fn congestion_event(&mut self, sent_time: Instant, now: Instant) {
-        if self.in_recovery(sent_time) {
-            return;
-        }
+    fn congestion_event(&mut self, now: Instant) {
         self.recovery_start = Some(now);
         self.ssthresh = (self.cwnd / 2).max(self.min_window());
         self.cwnd = self.ssthresh;
@@ -79,10 +77,12 @@ impl CongestionController for NewReno {
     }
 
     fn on_loss(&mut self, event: &LossEvent) {
-        self.congestion_event(event.sent_time, event.now);
+        if self.in_recovery(event.sent_time) {
+            return;
+        }
+        self.congestion_event(event.now);
         if event.kind == LossKind::Timeout {
             self.cwnd = self.min_window();
-            self.acked_in_avoidance = 0;
         }
     }
 
@@ -139,14 +139,24 @@ mod tests {
         assert_eq!(cc.cwnd(), before / 2);
         assert_eq!(cc.ssthresh(), before / 2);
         // More losses of segments sent before recovery began: no further reduction.
-        cc.on_loss(&LossEvent::new(t1 + Duration::from_millis(1), LossKind::FastRetransmit, MDS, t0));
+        cc.on_loss(&LossEvent::new(
+            t1 + Duration::from_millis(1),
+            LossKind::FastRetransmit,
+            MDS,
+            t0,
+        ));
         assert_eq!(cc.cwnd(), before / 2);
         // Acks of segments sent before recovery do not grow the window.
         cc.on_ack(&ack(t1 + Duration::from_millis(2), MDS, t0));
         assert_eq!(cc.cwnd(), before / 2);
         // A loss of a segment sent after recovery began is a new congestion event.
         let t2 = t1 + Duration::from_millis(50);
-        cc.on_loss(&LossEvent::new(t2 + Duration::from_millis(50), LossKind::FastRetransmit, MDS, t2));
+        cc.on_loss(&LossEvent::new(
+            t2 + Duration::from_millis(50),
+            LossKind::FastRetransmit,
+            MDS,
+            t2,
+        ));
         assert_eq!(cc.cwnd(), (before / 4).max(2 * MDS));
     }
 
@@ -176,7 +186,12 @@ mod tests {
             cc.on_ack(&ack(t0, MDS, t0));
         }
         let big = cc.cwnd();
-        cc.on_loss(&LossEvent::new(t0 + Duration::from_secs(1), LossKind::Timeout, MDS, t0));
+        cc.on_loss(&LossEvent::new(
+            t0 + Duration::from_secs(1),
+            LossKind::Timeout,
+            MDS,
+            t0,
+        ));
         assert_eq!(cc.cwnd(), 2 * MDS);
         assert_eq!(cc.ssthresh(), big / 2);
         // Slow start again from the minimum window after recovery.

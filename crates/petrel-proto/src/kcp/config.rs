@@ -89,7 +89,12 @@ pub struct ConfigError {
     pub allowed: &'static str,
 }
 
-fn check(ok: bool, field: &'static str, value: String, allowed: &'static str) -> Result<(), ConfigError> {
+fn check(
+    ok: bool,
+    field: &'static str,
+    value: String,
+    allowed: &'static str,
+) -> Result<(), ConfigError> {
     if ok {
         Ok(())
     } else {
@@ -129,8 +134,18 @@ impl KcpConfig {
             format!("{} bytes", self.mtu),
             "50..=65507 bytes",
         )?;
-        check(self.snd_wnd >= 1, "snd_wnd", self.snd_wnd.to_string(), "1..=65535 segments")?;
-        check(self.rcv_wnd >= 1, "rcv_wnd", self.rcv_wnd.to_string(), "1..=65535 segments")?;
+        check(
+            self.snd_wnd >= 1,
+            "snd_wnd",
+            self.snd_wnd.to_string(),
+            "1..=65535 segments",
+        )?;
+        check(
+            self.rcv_wnd >= 1,
+            "rcv_wnd",
+            self.rcv_wnd.to_string(),
+            "1..=65535 segments",
+        )?;
         check(
             (Duration::from_millis(1)..=Duration::from_secs(5)).contains(&self.interval),
             "interval",
@@ -165,7 +180,10 @@ mod tests {
     #[test]
     fn defaults_are_the_documented_nodelay_profile() {
         let c = KcpConfig::default();
-        assert_eq!((c.mtu, c.mss(), c.snd_wnd, c.rcv_wnd), (1200, 1176, 128, 512));
+        assert_eq!(
+            (c.mtu, c.mss(), c.snd_wnd, c.rcv_wnd),
+            (1200, 1176, 128, 512)
+        );
         assert_eq!(c.min_rto, Duration::from_millis(30));
         assert!(c.validate().is_ok());
         assert!(KcpConfig::normal().validate().is_ok());
@@ -192,6 +210,10 @@ mod tests {
             send_queue_limit: 0,
             ..KcpConfig::default()
         };
-        assert!(bad.validate().unwrap_err().to_string().contains("send_queue_limit"));
+        assert!(bad
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("send_queue_limit"));
     }
 }

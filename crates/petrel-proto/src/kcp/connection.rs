@@ -69,10 +69,10 @@ impl Kcp {
             mss,
             max_fragments,
             epoch: now,
-            snd: SendBuffer::new(config.snd_wnd),
+            snd: SendBuffer::new(),
             rcv: RecvBuffer::new(config.rcv_wnd),
             rmt_wnd: INITIAL_RMT_WND,
-            acks: VecDeque::with_capacity(usize::from(config.rcv_wnd).min(1024)),
+            acks: VecDeque::new(),
             ack_deadline: None,
             acks_released: false,
             probe_at: None,
@@ -211,28 +211,36 @@ impl Kcp {
         }
         self.stats.datagrams_received += 1;
         self.stats.bytes_received += datagram.len() as u64;
-        let mut max_ack: Option<u32> = None;
+        // Highest sn acked in this datagram and the latest send time among those acks.
+        let mut max_ack: Option<(u32, Instant)> = None;
         for seg in segments(datagram).flatten() {
             let h = seg.header;
             self.stats.segments_received += 1;
             self.rmt_wnd = h.wnd;
+            if h.cmd == Command::Ack {
+                // Before `una`: an ACK's own una usually covers the acked segment too,
+                // and the RTT sample must not be lost to the cumulative ack.
+                self.stats.acks_received += 1;
+                if let Some(sent) = self.on_ack(h.sn, h.ts, now) {
+                    let (sn, latest) = max_ack.unwrap_or((h.sn, sent));
+                    let sn = if (h.sn.wrapping_sub(sn) as i32) > 0 {
+                        h.sn
+                    } else {
+                        sn
+                    };
+                    max_ack = Some((sn, latest.max(sent)));
+                }
+            }
             self.on_una(h.una, now);
             match h.cmd {
-                Command::Ack => {
-                    self.stats.acks_received += 1;
-                    self.on_ack(h.sn, h.ts, now);
-                    if max_ack.is_none_or(|m| (h.sn.wrapping_sub(m) as i32) > 0) {
-                        max_ack = Some(h.sn);
-                    }
-                }
                 Command::Push => self.on_push(h.sn, h.ts, h.frg, seg.payload, now),
                 Command::WindowAsk => self.tell_pending = true,
-                Command::WindowTell => {}
+                Command::Ack | Command::WindowTell => {}
             }
         }
         self.snd.shrink();
-        if let Some(max_ack) = max_ack {
-            self.on_fast_ack(max_ack, now);
+        if let Some((sn, latest_sent)) = max_ack {
+            self.on_fast_ack(sn, latest_sent, now);
         }
         self.update_probe(now);
         Ok(())
@@ -263,28 +271,28 @@ impl Kcp {
         }
     }
 
-    /// Selective ack of `sn`, echoing our transmission's `ts`.
-    fn on_ack(&mut self, sn: u32, ts: u32, now: Instant) {
-        let Some(index) = self.snd.index(sn) else {
-            return;
-        };
+    /// Selective ack of `sn`, echoing our transmission's `ts`. Returns when the acked
+    /// segment was last sent, if it is still in the send window.
+    fn on_ack(&mut self, sn: u32, ts: u32, now: Instant) -> Option<Instant> {
+        let index = self.snd.index(sn)?;
         let seg = &self.snd.buf[index];
-        if seg.acked || seg.xmit == 0 {
-            return;
+        let last_sent = seg.last_sent?;
+        if seg.acked {
+            return Some(last_sent);
         }
         // The echoed ts names the transmission. For the latest one, measure with µs
         // precision from our own send time; for an earlier one, use the ms echo.
-        let rtt = match seg.last_sent {
-            Some(sent) if seg.ts == ts => Some(now.saturating_duration_since(sent)),
-            _ => {
-                let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
-                (ms >= 0).then(|| Duration::from_millis(ms as u64))
-            }
+        let rtt = if seg.ts == ts {
+            Some(now.saturating_duration_since(last_sent))
+        } else {
+            let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
+            (ms >= 0).then(|| Duration::from_millis(ms as u64))
         };
         if let Some(sample) = rtt {
             self.rtt.on_sample(sample);
         }
         self.acked(index, rtt, now);
+        Some(last_sent)
     }
 
     fn acked(&mut self, index: usize, rtt: Option<Duration>, now: Instant) {
@@ -329,8 +337,11 @@ impl Kcp {
     }
 
     /// Fast retransmit: every unacked segment below the highest sn acked in this
-    /// datagram was skipped once more (`ikcp_parse_fastack`).
-    fn on_fast_ack(&mut self, max_ack: u32, now: Instant) {
+    /// datagram was skipped once more (`ikcp_parse_fastack`). Only acks of segments
+    /// sent no earlier than a segment's own last transmission count against it (the
+    /// reference's `IKCP_FASTACK_CONSERVE`), so one loss is not retransmitted again
+    /// for acks that were already on their way.
+    fn on_fast_ack(&mut self, max_ack: u32, latest_sent: Instant, now: Instant) {
         let threshold = self.config.fast_resend;
         for index in 0..self.snd.buf.len() {
             let sn = self.snd.snd_una.wrapping_add(index as u32);
@@ -338,7 +349,7 @@ impl Kcp {
                 break;
             }
             let seg = &mut self.snd.buf[index];
-            if seg.acked || seg.due || seg.xmit == 0 {
+            if seg.acked || seg.due || seg.last_sent.is_none_or(|t| t > latest_sent) {
                 continue;
             }
             seg.fastack += 1;
@@ -353,7 +364,7 @@ impl Kcp {
                 seg.last_sent.unwrap_or(now),
             );
             event.in_flight = self.snd.in_flight_bytes;
-            self.snd.make_due(index);
+            self.snd.mark_lost(index);
             self.stats.retransmissions_fast += 1;
             self.cc.on_loss(&event);
         }
@@ -372,5 +383,61 @@ impl Kcp {
             self.probe_at = None;
         }
     }
+}
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sequence numbers wrap around u32 like the reference's `_itimediff` arithmetic.
+    #[test]
+    fn sequence_numbers_wrap() {
+        let t0 = Instant::now();
+        let config = KcpConfig::default();
+        let mut a = Kcp::new(5, config, t0).unwrap();
+        let mut b = Kcp::new(5, config, t0).unwrap();
+        let start = u32::MAX - 20;
+        a.snd.snd_una = start;
+        a.snd.snd_nxt = start;
+        b.rcv.set_rcv_nxt(start);
+        let mut out = Vec::new();
+        let mut now = t0;
+        let messages: Vec<Vec<u8>> = (0..30u8).map(|i| vec![i; 2000]).collect();
+        for m in &messages {
+            a.send(m).unwrap();
+        }
+        let mut received = Vec::new();
+        while a.pending_segments() > 0 && now < t0 + Duration::from_secs(5) {
+            now += Duration::from_millis(1);
+            // Drop every 7th datagram so retransmissions cross the wrap too.
+            let mut n = 0;
+            while a.poll_transmit(now, &mut out) {
+                n += 1;
+                if n % 7 != 0 {
+                    b.input(now, &out).unwrap();
+                }
+            }
+            while let Some(m) = b.recv() {
+                received.push(m.to_vec());
+            }
+            while b.poll_transmit(now, &mut out) {
+                a.input(now, &out).unwrap();
+            }
+            if let Some(t) = a.poll_timeout() {
+                if t <= now {
+                    a.handle_timeout(now);
+                }
+            }
+        }
+        assert_eq!(
+            received.len(),
+            messages.len(),
+            "{:?} {:?}",
+            a.stats(),
+            b.stats()
+        );
+        assert!(received == messages);
+        assert_eq!(a.pending_segments(), 0);
+        assert!(a.snd.snd_una < 100, "wrapped past zero");
+    }
 }

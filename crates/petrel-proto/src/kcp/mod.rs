@@ -21,6 +21,38 @@
 //!   [`KcpError::DeadLink`].
 //!
 //! Stream mode is not implemented (message mode only).
+//!
+//! Buffers start empty and grow to the windows on use, then keep their capacity, so an
+//! idle connection costs a few hundred bytes and no timer, and a busy one allocates
+//! nothing per packet after warm-up except for out-of-order segments.
+//!
+//! # Driving a connection
+//!
+//! After every `send`, `input`, `recv` or `handle_timeout`, call `poll_transmit` until
+//! it returns false; then sleep until `poll_timeout` (forever if `None`) or the next
+//! datagram, whichever comes first.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use petrel_proto::kcp::{Kcp, KcpConfig};
+//!
+//! let t0 = Instant::now();
+//! let mut a = Kcp::new(7, KcpConfig::default(), t0)?;
+//! let mut b = Kcp::new(7, KcpConfig::default(), t0)?;
+//! a.send(b"hello")?;
+//! let mut datagram = Vec::new();
+//! let now = t0 + Duration::from_millis(1);
+//! while a.poll_transmit(now, &mut datagram) {
+//!     b.input(now, &datagram)?; // a real runtime sends it over UDP
+//! }
+//! assert_eq!(b.recv().as_deref(), Some(&b"hello"[..]));
+//! while b.poll_transmit(now, &mut datagram) {
+//!     a.input(now, &datagram)?; // the ack
+//! }
+//! assert_eq!(a.pending_segments(), 0);
+//! assert_eq!(a.poll_timeout(), None); // idle: nothing to wake up for
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod config;
 mod connection;
@@ -32,7 +64,9 @@ pub mod segment;
 mod send_buf;
 mod stats;
 
-pub use config::{ConfigError, KcpConfig, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO, NORMAL_MIN_RTO};
+pub use config::{
+    ConfigError, KcpConfig, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO, NORMAL_MIN_RTO,
+};
 pub use connection::Kcp;
 pub use error::{InputError, KcpError, SendError};
 pub use segment::{peek_conv, DecodeError, HEADER_LEN};

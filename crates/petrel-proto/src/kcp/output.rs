@@ -108,6 +108,10 @@ impl Kcp {
             encode_segment(&header, &seg.payload, out);
             seg.xmit += 1;
             seg.due = false;
+            if !seg.counted {
+                seg.counted = true;
+                self.snd.in_flight_bytes += seg.wire_len;
+            }
             seg.fastack = 0;
             seg.ts = ts;
             seg.last_sent = Some(now);
@@ -169,7 +173,7 @@ impl Kcp {
                 seg.last_sent.unwrap_or(now),
             );
             event.in_flight = self.snd.in_flight_bytes;
-            self.snd.make_due(index);
+            self.snd.mark_lost(index);
             self.stats.retransmissions_timeout += 1;
             self.cc.on_loss(&event);
         }

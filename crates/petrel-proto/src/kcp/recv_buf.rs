@@ -5,8 +5,11 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-/// Payload bytes are copied into chunks of this size, so a received segment costs no
-/// allocation of its own once earlier chunks have been released by the application.
+/// In-order payload bytes are copied into chunks of this size, so a received segment
+/// costs no allocation of its own once earlier chunks have been released by the
+/// application. Out-of-order segments get their own allocation instead: held in the
+/// buffer for long, each would pin a whole chunk (a peer choosing the order could make
+/// 64 KiB of memory out of every 1 KiB segment).
 const ARENA_CHUNK: usize = 64 * 1024;
 
 #[derive(Debug)]
@@ -47,8 +50,8 @@ impl RecvBuffer {
         Self {
             rcv_wnd,
             rcv_nxt: 0,
-            buf: VecDeque::with_capacity(rcv_wnd.min(1024)),
-            queue: VecDeque::with_capacity(rcv_wnd.min(1024)),
+            buf: VecDeque::new(),
+            queue: VecDeque::new(),
             arena: BytesMut::new(),
         }
     }
@@ -56,6 +59,11 @@ impl RecvBuffer {
     /// Next sn expected in order; every sn below it has been received (`una` we send).
     pub(crate) fn rcv_nxt(&self) -> u32 {
         self.rcv_nxt
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_rcv_nxt(&mut self, sn: u32) {
+        self.rcv_nxt = sn;
     }
 
     /// Whether `sn` lies below `rcv_nxt + rcv_wnd` (the reference acks all of those,
@@ -95,7 +103,11 @@ impl RecvBuffer {
         if self.buf.len() <= offset {
             self.buf.resize_with(offset + 1, || None);
         }
-        let payload = self.copy(payload);
+        let payload = if offset == 0 {
+            self.copy(payload)
+        } else {
+            Bytes::copy_from_slice(payload)
+        };
         self.buf[offset] = Some(RecvSeg { frg, payload });
         self.advance();
         Insert::Accepted

@@ -40,6 +40,8 @@ pub(crate) struct InFlight {
     pub(crate) acked: bool,
     /// Waiting in the due list for (re)transmission.
     pub(crate) due: bool,
+    /// Whether `wire_len` is part of `in_flight_bytes` (not while declared lost).
+    pub(crate) counted: bool,
 }
 
 /// Send queue, send buffer and the list of segments due for transmission.
@@ -53,20 +55,20 @@ pub(crate) struct SendBuffer {
     /// sns waiting for (re)transmission, oldest decision first. Entries whose segment
     /// was acked meanwhile are skipped when popped.
     pub(crate) due: VecDeque<u32>,
-    /// Wire bytes of unacked segments in `buf`.
+    /// Wire bytes of segments in `buf` neither acked nor declared lost (a lost
+    /// segment counts again once retransmitted), plus new segments about to be sent.
     pub(crate) in_flight_bytes: u64,
     arena: BytesMut,
 }
 
 impl SendBuffer {
-    pub(crate) fn new(snd_wnd: u16) -> Self {
-        let wnd = usize::from(snd_wnd);
+    pub(crate) fn new() -> Self {
         Self {
             queue: VecDeque::new(),
-            buf: VecDeque::with_capacity(wnd.min(1024)),
+            buf: VecDeque::new(),
             snd_una: 0,
             snd_nxt: 0,
-            due: VecDeque::with_capacity(wnd.min(1024)),
+            due: VecDeque::new(),
             in_flight_bytes: 0,
             arena: BytesMut::new(),
         }
@@ -109,6 +111,7 @@ impl SendBuffer {
                 xmit: 0,
                 acked: false,
                 due: true,
+                counted: true,
             });
             self.due.push_back(self.snd_nxt);
             self.snd_nxt = self.snd_nxt.wrapping_add(1);
@@ -131,7 +134,10 @@ impl SendBuffer {
         seg.acked = true;
         seg.payload = Bytes::new();
         seg.resend_at = None;
-        self.in_flight_bytes = self.in_flight_bytes.saturating_sub(seg.wire_len);
+        if seg.counted {
+            seg.counted = false;
+            self.in_flight_bytes = self.in_flight_bytes.saturating_sub(seg.wire_len);
+        }
         Some((seg.wire_len, seg.last_sent))
     }
 
@@ -147,10 +153,14 @@ impl SendBuffer {
         }
     }
 
-    /// Marks `buf[index]` due for retransmission.
-    pub(crate) fn make_due(&mut self, index: usize) {
+    /// Declares `buf[index]` lost: out of the bytes in flight, due for retransmission.
+    pub(crate) fn mark_lost(&mut self, index: usize) {
         if let Some(seg) = self.buf.get_mut(index) {
             if !seg.acked && !seg.due {
+                if seg.counted {
+                    seg.counted = false;
+                    self.in_flight_bytes = self.in_flight_bytes.saturating_sub(seg.wire_len);
+                }
                 seg.due = true;
                 seg.resend_at = None;
                 self.due.push_back(self.snd_una.wrapping_add(index as u32));

@@ -67,7 +67,8 @@ pub struct KcpStats {
     pub rmt_wnd: u16,
     /// Segments sent and not yet acknowledged.
     pub in_flight: u64,
-    /// Bytes (headers included) of segments sent and not yet acknowledged.
+    /// Bytes (headers included) of segments sent and neither acknowledged nor
+    /// declared lost: what the congestion window limits.
     pub in_flight_bytes: u64,
     /// Segments waiting in the send queue.
     pub send_queue: u64,

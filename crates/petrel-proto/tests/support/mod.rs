@@ -66,11 +66,16 @@ impl Link {
             self.dropped += 1;
             return;
         }
-        let copies = if self.rng.gen_bool(self.config.duplicate) { 2 } else { 1 };
+        let copies = if self.rng.gen_bool(self.config.duplicate) {
+            2
+        } else {
+            1
+        };
         for _ in 0..copies {
             let jitter = self.config.jitter.mul_f64(self.rng.gen::<f64>());
             let at = now + self.config.delay + jitter;
-            self.queue.push(Reverse((at, self.next_id, datagram.to_vec())));
+            self.queue
+                .push(Reverse((at, self.next_id, datagram.to_vec())));
             self.next_id += 1;
         }
     }
