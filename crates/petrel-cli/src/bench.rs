@@ -97,7 +97,8 @@ struct EchoArgs {
 
 fn parse_seconds(s: &str) -> Result<Duration, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    Duration::try_from_secs_f64(v).map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
 }
 
 /// Runs `petrel bench`; returns the process exit code.
@@ -142,7 +143,9 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 }
 
 fn case_name(protocol: Protocol, cfg: &EchoConfig) -> String {
-    let name = protocol.to_possible_value().map_or_else(String::new, |v| v.get_name().to_owned());
+    let name = protocol
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned());
     format!("{name}-{}B-{}x{}", cfg.payload, cfg.clients, cfg.window)
 }
 
@@ -191,7 +194,10 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
         }
         Some(path) => {
             print!("{text}");
-            report.record.write_json(path).map_err(anyhow::Error::from)?;
+            report
+                .record
+                .write_json(path)
+                .map_err(anyhow::Error::from)?;
         }
         None => print!("{text}"),
     }
@@ -233,9 +239,14 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
             ..base.clone()
         };
         eprintln!("running {} ...", case_name(protocol, &cfg));
-        let report = rt.block_on(run_case(protocol, buffers, &cfg)).map_err(to_failure)?;
+        let report = rt
+            .block_on(run_case(protocol, buffers, &cfg))
+            .map_err(to_failure)?;
         let path = dir.join(format!("{}.json", report.record.case));
-        report.record.write_json(&path).map_err(anyhow::Error::from)?;
+        report
+            .record
+            .write_json(&path)
+            .map_err(anyhow::Error::from)?;
         all_ok &= report.record.ok;
         rows.push(report.summary_row());
     }

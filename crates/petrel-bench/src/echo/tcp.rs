@@ -173,7 +173,7 @@ mod tests {
     #[tokio::test]
     async fn frames_round_trip_and_oversized_lengths_are_rejected() {
         let mut wire = encode_frame(b"hello").to_vec();
-        wire.extend_from_slice(&encode_frame(b"").to_vec());
+        wire.extend_from_slice(&encode_frame(b""));
         let mut r = &wire[..];
         assert_eq!(
             read_frame(&mut r).await.unwrap().as_deref(),
