@@ -18,6 +18,7 @@
 
 mod config;
 pub mod message;
+mod report;
 mod run;
 pub mod tcp;
 pub mod udp;
@@ -35,7 +36,8 @@ use tokio::task::JoinHandle;
 pub use config::{
     EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
 };
-pub use run::{run_echo, EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+pub use report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+pub use run::run_echo;
 
 /// How long after the measured interval the harness waits for outstanding
 /// echoes (`specs/benchmarks.md` §A: "wait up to 2 s to drain").
@@ -123,11 +125,13 @@ pub struct ServerStats {
 }
 
 impl ServerStats {
-    pub(crate) fn count_echo(&self) {
+    /// Counts one echoed message.
+    pub fn count_echo(&self) {
         self.echoed.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn count_error(&self) {
+    /// Counts one server-side failure.
+    pub fn count_error(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
     }
 }
