@@ -1,1 +1,24 @@
-//! Petrel's benchmarks: load generators, measurement, JSON results and reports.
+//! Petrel's benchmarks: load generators, measurement and JSON results
+//! (`specs/benchmarks.md`).
+//!
+//! What lives here:
+//! - [`record`]: the result envelope every Petrel benchmark writes (build,
+//!   host, command line, parameters, rounds, min/median/max, errors, `ok`);
+//! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
+//!   latency percentiles in µs;
+//! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
+//!   small transport trait, with raw UDP and TCP adapters;
+//! - [`table`]: the side-by-side summary table.
+//!
+//! What does not: the transports themselves (`petrel`), the impairment
+//! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
+//! runtime and the command line (`petrel-cli` builds both). The RUDP (§B),
+//! goodput (§C) and fan-out (§D) benchmarks and the HTML report are not
+//! implemented yet.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod echo;
+pub mod measure;
+pub mod record;
+pub mod table;

@@ -1,13 +1,28 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
-use clap::Parser;
+mod bench;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
 
 /// Fast, reliable, measurable real-time networking over UDP.
 #[derive(Debug, Parser)]
 #[command(name = "petrel", version, about)]
-struct Cli {}
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
 
-fn main() -> anyhow::Result<()> {
-    let _cli = Cli::parse();
-    Ok(())
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmarks (no subcommand: the default suite).
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => bench::main(args),
+    }
 }

@@ -1,0 +1,43 @@
+//! Captures the git revision, tree state and rustc version for result records.
+//!
+//! Never fails the build: when git or rustc cannot be run (a source tarball, a
+//! sandbox), the values become "unknown".
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn run(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?;
+    Some(text.trim().to_owned())
+}
+
+fn main() {
+    let revision = run("git", &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
+    // `--porcelain` prints one line per modified or untracked file.
+    let dirty = match run("git", &["status", "--porcelain", "--untracked-files=no"]) {
+        Some(s) if s.is_empty() => "false",
+        Some(_) => "true",
+        None => "unknown",
+    };
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
+    let rustc_version = run(&rustc, &["--version"]).unwrap_or_else(|| "unknown".to_owned());
+
+    println!("cargo:rustc-env=PETREL_GIT_REVISION={revision}");
+    println!("cargo:rustc-env=PETREL_GIT_DIRTY={dirty}");
+    println!("cargo:rustc-env=PETREL_RUSTC_VERSION={rustc_version}");
+
+    // Rebuild when a commit is made or the index changes; edits to unstaged
+    // files do not trigger a rerun, so `git_dirty` reflects the last build.
+    if let Some(git_dir) = run("git", &["rev-parse", "--absolute-git-dir"]) {
+        let git_dir = PathBuf::from(git_dir);
+        for file in ["HEAD", "index", "logs/HEAD"] {
+            println!("cargo:rerun-if-changed={}", git_dir.join(file).display());
+        }
+    }
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-env-changed=RUSTC");
+}

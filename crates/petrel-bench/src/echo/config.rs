@@ -1,0 +1,202 @@
+//! Echo benchmark parameters and their validation.
+
+use std::time::Duration;
+
+use super::message::HEADER_LEN;
+
+/// Largest payload (bytes): the largest UDP payload over IPv4
+/// (65,535 − 20 IP − 8 UDP), the same bound for every protocol so cases
+/// compare like with like.
+pub const MAX_PAYLOAD: usize = 65_507;
+/// Most clients one run may start.
+pub const MAX_CLIENTS: usize = 1024;
+/// Most messages one client may keep in flight.
+pub const MAX_WINDOW: usize = 4096;
+/// Longest warm-up or measured interval.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+/// Most rounds one run may repeat.
+pub const MAX_ROUNDS: u32 = 100;
+
+/// Parameters of one echo run (`specs/benchmarks.md` §A). `Default` is the
+/// spec's defaults: 1024 B, 1 client, window 1, plus 1 s warm-up, 3 s
+/// measured, 1 round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EchoConfig {
+    /// Message size including the 16-byte header (bytes), 16..=65507.
+    pub payload: usize,
+    /// Concurrent clients, 1..=1024.
+    pub clients: usize,
+    /// Messages in flight per client, 1..=4096.
+    pub window: usize,
+    /// Warm-up before measuring, 0..=3600 s.
+    pub warmup: Duration,
+    /// Measured interval, (0, 3600] s.
+    pub measured: Duration,
+    /// Independent repetitions (fresh server and clients each), 1..=100.
+    pub rounds: u32,
+}
+
+impl Default for EchoConfig {
+    fn default() -> Self {
+        Self {
+            payload: 1024,
+            clients: 1,
+            window: 1,
+            warmup: Duration::from_secs(1),
+            measured: Duration::from_secs(3),
+            rounds: 1,
+        }
+    }
+}
+
+/// A parameter outside its allowed range.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field} = {value}: must be in {range}")]
+pub struct EchoConfigError {
+    /// The offending field (as named on the command line).
+    pub field: &'static str,
+    /// The value given.
+    pub value: String,
+    /// The allowed range.
+    pub range: &'static str,
+}
+
+fn check<T: PartialOrd + std::fmt::Debug>(
+    field: &'static str,
+    value: T,
+    ok: bool,
+    range: &'static str,
+) -> Result<(), EchoConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(EchoConfigError {
+            field,
+            value: format!("{value:?}"),
+            range,
+        })
+    }
+}
+
+impl EchoConfig {
+    /// Checks every field against its documented range.
+    ///
+    /// # Errors
+    /// The first [`EchoConfigError`], naming the field and range.
+    pub fn validate(&self) -> Result<(), EchoConfigError> {
+        check(
+            "payload",
+            self.payload,
+            (HEADER_LEN..=MAX_PAYLOAD).contains(&self.payload),
+            "16..=65507 bytes",
+        )?;
+        check(
+            "clients",
+            self.clients,
+            (1..=MAX_CLIENTS).contains(&self.clients),
+            "1..=1024",
+        )?;
+        check(
+            "window",
+            self.window,
+            (1..=MAX_WINDOW).contains(&self.window),
+            "1..=4096",
+        )?;
+        check(
+            "warmup",
+            self.warmup,
+            self.warmup <= MAX_INTERVAL,
+            "0..=3600 s",
+        )?;
+        check(
+            "seconds",
+            self.measured,
+            !self.measured.is_zero() && self.measured <= MAX_INTERVAL,
+            "(0, 3600] s",
+        )?;
+        check(
+            "rounds",
+            self.rounds,
+            (1..=MAX_ROUNDS).contains(&self.rounds),
+            "1..=100",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid_and_matches_the_spec() {
+        let c = EchoConfig::default();
+        assert_eq!((c.payload, c.clients, c.window), (1024, 1, 1));
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn each_bound_names_its_field() {
+        let cases: [(&str, EchoConfig); 7] = [
+            (
+                "payload",
+                EchoConfig {
+                    payload: 15,
+                    ..Default::default()
+                },
+            ),
+            (
+                "payload",
+                EchoConfig {
+                    payload: 65_508,
+                    ..Default::default()
+                },
+            ),
+            (
+                "clients",
+                EchoConfig {
+                    clients: 0,
+                    ..Default::default()
+                },
+            ),
+            (
+                "window",
+                EchoConfig {
+                    window: 0,
+                    ..Default::default()
+                },
+            ),
+            (
+                "seconds",
+                EchoConfig {
+                    measured: Duration::ZERO,
+                    ..Default::default()
+                },
+            ),
+            (
+                "warmup",
+                EchoConfig {
+                    warmup: Duration::from_secs(3601),
+                    ..Default::default()
+                },
+            ),
+            (
+                "rounds",
+                EchoConfig {
+                    rounds: 0,
+                    ..Default::default()
+                },
+            ),
+        ];
+        for (field, cfg) in cases {
+            let err = cfg.validate().unwrap_err();
+            assert_eq!(err.field, field);
+            assert!(err.to_string().contains(field), "{err}");
+        }
+        let edge = EchoConfig {
+            payload: 16,
+            warmup: Duration::ZERO,
+            ..Default::default()
+        };
+        assert_eq!(edge.validate(), Ok(()));
+    }
+}

@@ -1,0 +1,185 @@
+//! The closed-loop loopback echo benchmark (`specs/benchmarks.md` §A),
+//! generic over the transport.
+//!
+//! C clients each keep W messages of P bytes in flight against one echo
+//! server; every verified echo refills its slot. A run is a warm-up, a
+//! measured interval, then a drain of at most [`DRAIN_LIMIT`] during which
+//! nothing new is sent. Throughput counts the drain time.
+//!
+//! A transport plugs in through [`EchoTransport`] (server start + client
+//! connect) and [`EchoClient`] (send/receive one whole message); see
+//! [`udp`] and [`tcp`] for the two adapters shipped here.
+//!
+//! Verdict: `ok` only with zero errors of every kind and > 0 measured round
+//! trips. For raw UDP a message still outstanding when the drain ends counts
+//! as `lost` and is an error too: on loopback at these rates none is
+//! expected, and a loss means the receive buffer overflowed, which the run
+//! must not hide.
+
+mod config;
+pub mod message;
+mod report;
+mod run;
+pub mod tcp;
+pub mod udp;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::task::JoinHandle;
+
+pub use config::{
+    EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
+};
+pub use report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+pub use run::run_echo;
+
+/// How long after the measured interval the harness waits for outstanding
+/// echoes (`specs/benchmarks.md` §A: "wait up to 2 s to drain").
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// One client's connection: sends and receives whole messages.
+///
+/// The harness calls `send` and `recv` concurrently from two tasks (a sender
+/// and a receiver per client), so a blocked `send` never stops echoes from
+/// being read.
+pub trait EchoClient: Send + Sync + 'static {
+    /// Submits one message.
+    fn send(&self, msg: Bytes) -> impl Future<Output = io::Result<()>> + Send;
+    /// Waits for the next echoed message. An error ends the client and counts
+    /// as a disconnect. May be cancelled once no message is outstanding.
+    fn recv(&self) -> impl Future<Output = io::Result<Bytes>> + Send;
+    /// Actual kernel buffer sizes of the client's socket, if it has one.
+    fn socket_buffers(&self) -> Option<BufferSizes> {
+        None
+    }
+}
+
+/// A transport under test: starts an echo server and connects clients to it.
+pub trait EchoTransport: Send + Sync {
+    /// The client connection type.
+    type Client: EchoClient;
+    /// Protocol name as given to `--protocol` (e.g. `"udp"`).
+    fn name(&self) -> &'static str;
+    /// `true` if every sent message is delivered unless the connection fails:
+    /// leftovers after the drain are then `unfinished`, otherwise `lost`.
+    fn reliable(&self) -> bool;
+    /// Requested socket buffers (bytes); `None` keeps the OS default.
+    fn requested_buffers(&self) -> RequestedBuffers {
+        RequestedBuffers::default()
+    }
+    /// Starts an echo server on loopback.
+    fn start_server(&self) -> impl Future<Output = io::Result<EchoServer>> + Send;
+    /// Connects client `client_id` to `server`.
+    fn connect(
+        &self,
+        server: SocketAddr,
+        client_id: u32,
+    ) -> impl Future<Output = io::Result<Self::Client>> + Send;
+}
+
+/// Requested `SO_SNDBUF` / `SO_RCVBUF` (bytes); `None` keeps the OS default.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RequestedBuffers {
+    /// `SO_SNDBUF` request (bytes).
+    pub send: Option<usize>,
+    /// `SO_RCVBUF` request (bytes).
+    pub recv: Option<usize>,
+}
+
+/// Actual `SO_SNDBUF` / `SO_RCVBUF` read back from a socket (bytes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BufferSizes {
+    /// `SO_SNDBUF` (bytes).
+    pub send: usize,
+    /// `SO_RCVBUF` (bytes).
+    pub recv: usize,
+}
+
+impl BufferSizes {
+    /// Reads the buffer sizes of any socket.
+    ///
+    /// # Errors
+    /// The `getsockopt` error.
+    pub fn of(socket: socket2::SockRef<'_>) -> io::Result<Self> {
+        Ok(Self {
+            send: socket.send_buffer_size()?,
+            recv: socket.recv_buffer_size()?,
+        })
+    }
+}
+
+/// Counters an echo server keeps.
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    /// Messages echoed.
+    pub echoed: AtomicU64,
+    /// Receive or send failures, and malformed frames (each ends nothing but
+    /// that message, except a TCP framing error, which closes the connection).
+    pub errors: AtomicU64,
+}
+
+impl ServerStats {
+    /// Counts one echoed message.
+    pub fn count_echo(&self) {
+        self.echoed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one server-side failure.
+    pub fn count_error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A running echo server; dropping it stops the server task (and, through
+/// it, every connection task it owns).
+#[derive(Debug)]
+pub struct EchoServer {
+    addr: SocketAddr,
+    task: JoinHandle<()>,
+    stats: Arc<ServerStats>,
+    buffers: Option<BufferSizes>,
+}
+
+impl EchoServer {
+    /// Wraps a server task listening on `addr`.
+    pub fn new(
+        addr: SocketAddr,
+        task: JoinHandle<()>,
+        stats: Arc<ServerStats>,
+        buffers: Option<BufferSizes>,
+    ) -> Self {
+        Self {
+            addr,
+            task,
+            stats,
+            buffers,
+        }
+    }
+
+    /// Address clients connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The server's counters.
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Actual socket buffers of the server socket, if it has one.
+    pub fn socket_buffers(&self) -> Option<BufferSizes> {
+        self.buffers
+    }
+}
+
+impl Drop for EchoServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

@@ -1,0 +1,140 @@
+//! Raw UDP echo transport: one server socket echoing every datagram to its
+//! sender; one connected socket per client.
+//!
+//! Socket buffers are set with `socket2` before binding and read back; the
+//! default request is the published run's (64 KiB send, 4 MiB receive,
+//! `specs/benchmarks.md` §A). Linux caps requests at `net.core.wmem_max` /
+//! `rmem_max` and reports double the granted value (`socket(7)`), which is
+//! why the actual values are recorded. UDP may lose messages, so leftovers
+//! count as `lost`.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use tokio::net::UdpSocket;
+
+use super::{BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats};
+
+/// Largest datagram the sockets here read (bytes); above the 65,507-byte
+/// payload limit so an oversized datagram shows up as a content error
+/// rather than being silently truncated to a valid length.
+const RECV_CAPACITY: usize = 65_536;
+
+/// The published run's request: 64 KiB send buffer.
+pub const DEFAULT_SEND_BUFFER: usize = 64 * 1024;
+/// The published run's request: 4 MiB receive buffer.
+pub const DEFAULT_RECV_BUFFER: usize = 4 * 1024 * 1024;
+
+/// Raw UDP over 127.0.0.1.
+#[derive(Debug, Clone, Copy)]
+pub struct UdpTransport {
+    buffers: RequestedBuffers,
+}
+
+impl Default for UdpTransport {
+    /// Requests [`DEFAULT_SEND_BUFFER`] and [`DEFAULT_RECV_BUFFER`].
+    fn default() -> Self {
+        Self::new(RequestedBuffers {
+            send: Some(DEFAULT_SEND_BUFFER),
+            recv: Some(DEFAULT_RECV_BUFFER),
+        })
+    }
+}
+
+impl UdpTransport {
+    /// UDP with the given buffer requests, applied to server and client sockets.
+    pub fn new(buffers: RequestedBuffers) -> Self {
+        Self { buffers }
+    }
+
+    fn bind(&self) -> io::Result<(UdpSocket, BufferSizes)> {
+        let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+        if let Some(send) = self.buffers.send {
+            socket.set_send_buffer_size(send)?;
+        }
+        if let Some(recv) = self.buffers.recv {
+            socket.set_recv_buffer_size(recv)?;
+        }
+        socket.set_nonblocking(true)?;
+        socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+        let actual = BufferSizes::of(SockRef::from(&socket))?;
+        Ok((UdpSocket::from_std(socket.into())?, actual))
+    }
+}
+
+impl EchoTransport for UdpTransport {
+    type Client = UdpClient;
+
+    fn name(&self) -> &'static str {
+        "udp"
+    }
+
+    fn reliable(&self) -> bool {
+        false
+    }
+
+    fn requested_buffers(&self) -> RequestedBuffers {
+        self.buffers
+    }
+
+    async fn start_server(&self) -> io::Result<EchoServer> {
+        let (socket, actual) = self.bind()?;
+        let addr = socket.local_addr()?;
+        let stats = Arc::new(ServerStats::default());
+        let task = tokio::spawn(serve(socket, Arc::clone(&stats)));
+        Ok(EchoServer::new(addr, task, stats, Some(actual)))
+    }
+
+    async fn connect(&self, server: SocketAddr, _client_id: u32) -> io::Result<UdpClient> {
+        let (socket, buffers) = self.bind()?;
+        socket.connect(server).await?;
+        Ok(UdpClient { socket, buffers })
+    }
+}
+
+async fn serve(socket: UdpSocket, stats: Arc<ServerStats>) {
+    let mut buf = vec![0u8; RECV_CAPACITY];
+    loop {
+        match socket.recv_from(&mut buf).await {
+            Ok((n, peer)) => match socket.send_to(&buf[..n], peer).await {
+                Ok(_) => stats.count_echo(),
+                Err(_) => stats.count_error(),
+            },
+            Err(_) => stats.count_error(),
+        }
+    }
+}
+
+/// One client's connected UDP socket.
+#[derive(Debug)]
+pub struct UdpClient {
+    socket: UdpSocket,
+    buffers: BufferSizes,
+}
+
+impl EchoClient for UdpClient {
+    async fn send(&self, msg: Bytes) -> io::Result<()> {
+        let n = self.socket.send(&msg).await?;
+        if n == msg.len() {
+            Ok(())
+        } else {
+            Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                "datagram truncated on send",
+            ))
+        }
+    }
+
+    async fn recv(&self) -> io::Result<Bytes> {
+        let mut buf = BytesMut::with_capacity(RECV_CAPACITY);
+        self.socket.recv_buf(&mut buf).await?;
+        Ok(buf.freeze())
+    }
+
+    fn socket_buffers(&self) -> Option<BufferSizes> {
+        Some(self.buffers)
+    }
+}

@@ -1,0 +1,196 @@
+//! Process resource measurement (CPU time, peak RSS) and HDR-histogram
+//! latency percentiles.
+//!
+//! CPU follows `specs/benchmarks.md` §A: user + system time of the whole
+//! process from `getrusage(RUSAGE_SELF)` over an interval, where 100 % is one
+//! core fully busy (so two busy cores read 200 %).
+
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Highest latency a [`LatencyHistogram`] tracks exactly (60 s, in µs);
+/// larger samples are clamped to it.
+pub const MAX_TRACKED_US: u64 = 60_000_000;
+
+/// Process user + system CPU time, or `None` if `getrusage` fails.
+pub fn process_cpu_time() -> Option<Duration> {
+    let usage = rusage_self()?;
+    Some(timeval(usage.ru_utime) + timeval(usage.ru_stime))
+}
+
+/// Peak resident set size of this process (bytes), or `None` if `getrusage`
+/// fails. Linux reports `ru_maxrss` in KiB.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let usage = rusage_self()?;
+    u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+}
+
+fn rusage_self() -> Option<libc::rusage> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: `usage` is a valid, writable rusage; getrusage only writes it.
+    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: getrusage returned 0, so it filled the struct (and it was zeroed).
+    Some(unsafe { usage.assume_init() })
+}
+
+fn timeval(tv: libc::timeval) -> Duration {
+    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
+    let micros = u32::try_from(tv.tv_usec).unwrap_or(0);
+    Duration::from_secs(secs) + Duration::from_micros(u64::from(micros))
+}
+
+/// A CPU-time sample at an instant; two samples give CPU % over the interval.
+#[derive(Debug, Clone, Copy)]
+pub struct CpuSample {
+    at: Instant,
+    cpu: Option<Duration>,
+}
+
+impl CpuSample {
+    /// Samples process CPU time now.
+    pub fn now() -> Self {
+        Self {
+            at: Instant::now(),
+            cpu: process_cpu_time(),
+        }
+    }
+
+    /// Process CPU % between `self` and the later sample `end` (100 % = one
+    /// core); `None` if either sample failed or the interval is empty.
+    pub fn percent_until(&self, end: &CpuSample) -> Option<f64> {
+        let wall = end.at.checked_duration_since(self.at)?.as_secs_f64();
+        let cpu = end.cpu?.checked_sub(self.cpu?)?.as_secs_f64();
+        (wall > 0.0).then(|| cpu / wall * 100.0)
+    }
+}
+
+/// Latency histogram in µs, 1 µs .. [`MAX_TRACKED_US`], 3 significant digits.
+#[derive(Debug, Clone)]
+pub struct LatencyHistogram {
+    hist: Histogram<u64>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LatencyHistogram {
+    /// An empty histogram.
+    pub fn new() -> Self {
+        // The bounds are constants inside hdrhistogram's valid range
+        // (low >= 1, high >= 2 * low, sigfig <= 5), so this cannot fail.
+        let hist = Histogram::new_with_bounds(1, MAX_TRACKED_US, 3)
+            .expect("constant histogram bounds are valid");
+        Self { hist }
+    }
+
+    /// Records one latency; values beyond the tracked range are clamped.
+    pub fn record(&mut self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.hist.saturating_record(us.clamp(1, MAX_TRACKED_US));
+    }
+
+    /// Adds every sample of `other`.
+    pub fn merge(&mut self, other: &LatencyHistogram) {
+        // Both histograms share the same bounds, so adding cannot fail; a
+        // failure would only lose samples, never corrupt them.
+        let _ = self.hist.add(&other.hist);
+    }
+
+    /// Number of samples.
+    pub fn len(&self) -> u64 {
+        self.hist.len()
+    }
+
+    /// Whether no samples were recorded.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
+    }
+
+    /// The headline percentiles; all zero when empty.
+    pub fn percentiles(&self) -> Percentiles {
+        if self.hist.is_empty() {
+            return Percentiles::default();
+        }
+        Percentiles {
+            count: self.hist.len(),
+            mean_us: self.hist.mean(),
+            p50_us: self.hist.value_at_quantile(0.50),
+            p95_us: self.hist.value_at_quantile(0.95),
+            p99_us: self.hist.value_at_quantile(0.99),
+            max_us: self.hist.max(),
+        }
+    }
+}
+
+/// Latency percentiles in µs (HDR histogram, 3 significant digits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean (µs).
+    pub mean_us: f64,
+    /// Median (µs).
+    pub p50_us: u64,
+    /// 95th percentile (µs).
+    pub p95_us: u64,
+    /// 99th percentile (µs).
+    pub p99_us: u64,
+    /// Maximum (µs).
+    pub max_us: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_of_a_known_distribution() {
+        let mut h = LatencyHistogram::new();
+        for us in 1..=1000u64 {
+            h.record(Duration::from_micros(us));
+        }
+        let p = h.percentiles();
+        assert_eq!(p.count, 1000);
+        assert_eq!(p.p50_us, 500);
+        assert_eq!(p.p99_us, 990);
+        assert_eq!(p.max_us, 1000);
+        assert!((p.mean_us - 500.5).abs() < 1.0);
+    }
+
+    #[test]
+    fn out_of_range_samples_are_clamped_and_merge_adds() {
+        let mut a = LatencyHistogram::new();
+        a.record(Duration::ZERO);
+        a.record(Duration::from_secs(3600));
+        let mut b = LatencyHistogram::new();
+        b.merge(&a);
+        assert_eq!(b.len(), 2);
+        assert!(b.percentiles().max_us >= MAX_TRACKED_US);
+        assert_eq!(
+            LatencyHistogram::new().percentiles(),
+            Percentiles::default()
+        );
+    }
+
+    #[test]
+    fn cpu_and_rss_are_readable() {
+        let start = CpuSample::now();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        std::hint::black_box(x);
+        let end = CpuSample::now();
+        assert!(start.percent_until(&end).is_some_and(|p| p >= 0.0));
+        assert!(end.percent_until(&start).is_none());
+        assert!(peak_rss_bytes().is_some_and(|b| b > 0));
+    }
+}

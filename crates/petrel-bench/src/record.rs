@@ -1,0 +1,334 @@
+//! The result envelope every Petrel benchmark writes (`specs/benchmarks.md`,
+//! "What every Petrel result records").
+//!
+//! A [`ResultRecord`] is self-describing: a report is rendered from these JSON
+//! files alone, so it carries the exact command line, build (git revision,
+//! rustc), host (CPU model, logical cores, kernel), start time, all parameters,
+//! socket buffers, per-round figures with min/median/max, error counters and
+//! the `ok` verdict. Benchmark-specific parts (`parameters`, `rounds`) are
+//! `serde_json::Value`s so every benchmark shares one envelope.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the JSON layout below; bumped on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Errors building or writing a result record.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// A benchmark's parameters or round figures could not be turned into JSON.
+    #[error("cannot serialise {what} to JSON: {source}")]
+    Serialize {
+        /// Which part of the record failed.
+        what: &'static str,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// Writing the JSON file failed.
+    #[error("cannot write result file {path}: {source}")]
+    Write {
+        /// The file being written.
+        path: String,
+        /// The I/O error.
+        source: io::Error,
+    },
+}
+
+/// How the binary that produced a result was built (captured by `build.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BuildInfo {
+    /// `git rev-parse HEAD` at build time, or `"unknown"`.
+    pub git_revision: String,
+    /// Whether tracked files differed from `HEAD` at build time (`None`:
+    /// unknown). Untracked files are ignored.
+    pub git_dirty: Option<bool>,
+    /// `rustc --version` of the compiler that built this crate, or `"unknown"`.
+    pub rustc_version: String,
+    /// `"release"` or `"debug"` (from `debug_assertions`).
+    pub profile: String,
+}
+
+impl BuildInfo {
+    /// The build information compiled into this binary.
+    pub fn current() -> Self {
+        let git_dirty = match env!("PETREL_GIT_DIRTY") {
+            "true" => Some(true),
+            "false" => Some(false),
+            _ => None,
+        };
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        Self {
+            git_revision: env!("PETREL_GIT_REVISION").to_owned(),
+            git_dirty,
+            rustc_version: env!("PETREL_RUSTC_VERSION").to_owned(),
+            profile: profile.to_owned(),
+        }
+    }
+}
+
+/// The machine a result was measured on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostInfo {
+    /// First `model name` in `/proc/cpuinfo`, or `"unknown"`.
+    pub cpu_model: String,
+    /// Logical cores available to this process.
+    pub logical_cores: usize,
+    /// Kernel release from `/proc/sys/kernel/osrelease` (`uname -r`), or `"unknown"`.
+    pub kernel: String,
+}
+
+impl HostInfo {
+    /// Reads the host description; fields that cannot be read become `"unknown"`.
+    pub fn current() -> Self {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let cpu_model = cpu_model_from_cpuinfo(&cpuinfo).unwrap_or_else(|| "unknown".to_owned());
+        let logical_cores = std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or_else(|_| {
+                cpuinfo
+                    .lines()
+                    .filter(|l| l.starts_with("processor"))
+                    .count()
+            });
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_else(|_| "unknown".to_owned());
+        Self {
+            cpu_model,
+            logical_cores,
+            kernel,
+        }
+    }
+}
+
+/// The `model name` of the first processor in `/proc/cpuinfo` text.
+pub fn cpu_model_from_cpuinfo(cpuinfo: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .filter_map(|line| line.split_once(':'))
+        .find(|(key, _)| key.trim() == "model name")
+        .map(|(_, value)| value.trim().to_owned())
+}
+
+/// Requested and actual kernel socket buffer sizes, in bytes.
+///
+/// Linux reports back twice the requested value (bookkeeping overhead, see
+/// `socket(7)`) and caps requests at `net.core.{w,r}mem_max`, so the actual
+/// values are read back after setting rather than assumed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SocketBuffers {
+    /// `SO_SNDBUF` requested (bytes); `None` keeps the OS default.
+    pub requested_send: Option<usize>,
+    /// `SO_RCVBUF` requested (bytes); `None` keeps the OS default.
+    pub requested_recv: Option<usize>,
+    /// `SO_SNDBUF` read back from the server socket (bytes).
+    pub server_send: usize,
+    /// `SO_RCVBUF` read back from the server socket (bytes).
+    pub server_recv: usize,
+    /// `SO_SNDBUF` read back from the first client socket (bytes).
+    pub client_send: usize,
+    /// `SO_RCVBUF` read back from the first client socket (bytes).
+    pub client_recv: usize,
+}
+
+/// Minimum, median and maximum of one figure across rounds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    /// Smallest value.
+    pub min: f64,
+    /// Median (mean of the two middle values for an even count).
+    pub median: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// Spread of `values`; `None` when empty or when any value is NaN.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() || values.iter().any(|v| v.is_nan()) {
+            return None;
+        }
+        let mut sorted = values.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Some(Self {
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+        })
+    }
+}
+
+/// One benchmark result: the envelope shared by every Petrel benchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResultRecord {
+    /// Layout version ([`SCHEMA_VERSION`]).
+    pub schema_version: u32,
+    /// Benchmark family, e.g. `"echo"`, `"netem"`, `"reflector"`.
+    pub benchmark: String,
+    /// Case name within the run, e.g. `"udp-1024B-4x16"`.
+    pub case: String,
+    /// The exact command line (`argv`, program first).
+    pub command_line: Vec<String>,
+    /// RNG seeds, one per round (empty when the benchmark uses no randomness).
+    pub seeds: Vec<u64>,
+    /// How the binary was built.
+    pub build: BuildInfo,
+    /// Where it ran.
+    pub host: HostInfo,
+    /// Start time, RFC 3339 UTC.
+    pub started_at: String,
+    /// Every parameter of the run.
+    pub parameters: serde_json::Value,
+    /// Socket buffers, when the benchmark owns sockets.
+    pub socket_buffers: Option<SocketBuffers>,
+    /// Per-round figures, in round order.
+    pub rounds: Vec<serde_json::Value>,
+    /// Min/median/max across rounds of each headline figure.
+    pub summary: BTreeMap<String, Spread>,
+    /// Error counters summed over rounds, by kind; `ok` requires all zero.
+    pub errors: BTreeMap<String, u64>,
+    /// Peak resident set size of the process at the end of the run (bytes).
+    pub peak_rss_bytes: Option<u64>,
+    /// The verdict; the process exit code follows it.
+    pub ok: bool,
+}
+
+impl ResultRecord {
+    /// Starts a record now: captures argv, build, host and start time.
+    /// Rounds, summary, errors and the verdict are filled in by the benchmark.
+    ///
+    /// # Errors
+    /// [`RecordError::Serialize`] when `parameters` cannot be serialised.
+    pub fn begin(
+        benchmark: &str,
+        case: &str,
+        parameters: &impl Serialize,
+    ) -> Result<Self, RecordError> {
+        let parameters =
+            serde_json::to_value(parameters).map_err(|source| RecordError::Serialize {
+                what: "parameters",
+                source,
+            })?;
+        Ok(Self {
+            schema_version: SCHEMA_VERSION,
+            benchmark: benchmark.to_owned(),
+            case: case.to_owned(),
+            command_line: std::env::args_os()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            seeds: Vec::new(),
+            build: BuildInfo::current(),
+            host: HostInfo::current(),
+            started_at: rfc3339_utc(SystemTime::now()),
+            parameters,
+            socket_buffers: None,
+            rounds: Vec::new(),
+            summary: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            peak_rss_bytes: None,
+            ok: false,
+        })
+    }
+
+    /// Appends one round's figures.
+    ///
+    /// # Errors
+    /// [`RecordError::Serialize`] when `round` cannot be serialised.
+    pub fn push_round(&mut self, round: &impl Serialize) -> Result<(), RecordError> {
+        let value = serde_json::to_value(round).map_err(|source| RecordError::Serialize {
+            what: "round",
+            source,
+        })?;
+        self.rounds.push(value);
+        Ok(())
+    }
+
+    /// Pretty-printed JSON.
+    ///
+    /// # Errors
+    /// [`RecordError::Serialize`] (not expected: every field is plain data).
+    pub fn to_json(&self) -> Result<String, RecordError> {
+        serde_json::to_string_pretty(self).map_err(|source| RecordError::Serialize {
+            what: "record",
+            source,
+        })
+    }
+
+    /// Writes the record as pretty JSON to `path`.
+    ///
+    /// # Errors
+    /// [`RecordError::Write`] on I/O failure.
+    pub fn write_json(&self, path: &Path) -> Result<(), RecordError> {
+        let mut text = self.to_json()?;
+        text.push('\n');
+        std::fs::write(path, text).map_err(|source| RecordError::Write {
+            path: path.display().to_string(),
+            source,
+        })
+    }
+}
+
+/// `time` as RFC 3339 UTC with second precision, e.g. `2026-11-30T10:45:52Z`.
+pub fn rfc3339_utc(time: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(time).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_model_is_the_first_model_name() {
+        let text = "processor\t: 0\nvendor_id\t: X\nmodel name\t: Foo CPU @ 2GHz\n\nprocessor\t: 1\nmodel name\t: Bar\n";
+        assert_eq!(
+            cpu_model_from_cpuinfo(text).as_deref(),
+            Some("Foo CPU @ 2GHz")
+        );
+        assert_eq!(cpu_model_from_cpuinfo("processor : 0\n"), None);
+    }
+
+    #[test]
+    fn spread_of_odd_even_and_empty() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.0, 3.0));
+        let s = Spread::of(&[4.0, 1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.min, s.median, s.max), (1.0, 2.5, 4.0));
+        assert!(Spread::of(&[]).is_none());
+        assert!(Spread::of(&[1.0, f64::NAN]).is_none());
+    }
+
+    #[test]
+    fn record_round_trips_through_json() {
+        let mut r =
+            ResultRecord::begin("echo", "udp", &serde_json::json!({"payload": 1024})).unwrap();
+        r.push_round(&serde_json::json!({"round_trips": 5}))
+            .unwrap();
+        r.errors.insert("content".into(), 0);
+        let back: ResultRecord = serde_json::from_str(&r.to_json().unwrap()).unwrap();
+        assert_eq!(back, r);
+        assert_eq!(back.schema_version, SCHEMA_VERSION);
+        assert!(back.started_at.ends_with('Z'));
+        assert!(!back.build.git_revision.is_empty());
+        assert!(back.host.logical_cores >= 1);
+    }
+
+    #[test]
+    fn rfc3339_of_epoch() {
+        assert_eq!(rfc3339_utc(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
+}

@@ -1,0 +1,256 @@
+//! `petrel bench`: the default suite and the individual benchmarks
+//! (`specs/benchmarks.md`).
+//!
+//! Exit codes: 0 when every case is `ok`, 1 when one is not or the run
+//! failed, 2 for invalid arguments.
+//!
+//! Runs on one current-thread tokio runtime, like the published UDP figures
+//! ("1 runtime / 1 thread"); each result records the runtime used.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand, ValueEnum};
+use petrel_bench::echo::tcp::TcpTransport;
+use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
+use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
+use petrel_bench::record::rfc3339_utc;
+use petrel_bench::table;
+
+/// Exit code for invalid arguments (the same as clap's parse errors).
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    command: Option<BenchCommand>,
+    #[command(flatten)]
+    suite: SuiteArgs,
+}
+
+/// Options of the default suite.
+#[derive(Debug, Args)]
+struct SuiteArgs {
+    /// Directory under which a `<timestamp>/` folder of JSON results is written.
+    #[arg(long, default_value = "petrel-results")]
+    out_dir: PathBuf,
+    /// Measured seconds per case.
+    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    seconds: Duration,
+    /// Warm-up seconds per case.
+    #[arg(long, default_value = "1", value_parser = parse_seconds)]
+    warmup: Duration,
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCommand {
+    /// Closed-loop loopback echo (specs/benchmarks.md §A).
+    Echo(EchoArgs),
+}
+
+/// Transports the echo benchmark can drive; each maps to one adapter in
+/// `petrel_bench::echo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Protocol {
+    /// Raw UDP, one server socket.
+    Udp,
+    /// TCP with length-prefixed messages and TCP_NODELAY.
+    Tcp,
+}
+
+#[derive(Debug, Args)]
+struct EchoArgs {
+    /// Transport under test.
+    #[arg(long, value_enum, default_value_t = Protocol::Udp)]
+    protocol: Protocol,
+    /// Message size including the 16-byte header (bytes, 16..=65507).
+    #[arg(long, default_value_t = 1024)]
+    payload: usize,
+    /// Concurrent clients (1..=1024).
+    #[arg(long, default_value_t = 1)]
+    clients: usize,
+    /// Messages in flight per client (1..=4096).
+    #[arg(long, default_value_t = 1)]
+    window: usize,
+    /// Measured seconds (> 0).
+    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    seconds: Duration,
+    /// Warm-up seconds (>= 0).
+    #[arg(long, default_value = "1", value_parser = parse_seconds)]
+    warmup: Duration,
+    /// Repetitions with a fresh server and clients (1..=100).
+    #[arg(long, default_value_t = 1)]
+    rounds: u32,
+    /// UDP: requested SO_SNDBUF (bytes).
+    #[arg(long, default_value_t = DEFAULT_SEND_BUFFER)]
+    send_buffer: usize,
+    /// UDP: requested SO_RCVBUF (bytes).
+    #[arg(long, default_value_t = DEFAULT_RECV_BUFFER)]
+    recv_buffer: usize,
+    /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
+}
+
+/// Runs `petrel bench`; returns the process exit code.
+pub fn main(args: BenchArgs) -> ExitCode {
+    let outcome = match args.command {
+        None => suite(&args.suite),
+        Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+    };
+    match outcome {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(EXIT_USAGE)
+        }
+        Err(Failure::Run(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+enum Failure {
+    /// Invalid arguments (exit 2).
+    Usage(String),
+    /// The benchmark could not run (exit 1).
+    Run(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Run(e)
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")
+        .map_err(Failure::Run)
+}
+
+fn case_name(protocol: Protocol, cfg: &EchoConfig) -> String {
+    let name = protocol
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned());
+    format!("{name}-{}B-{}x{}", cfg.payload, cfg.clients, cfg.window)
+}
+
+/// The one place a protocol becomes a transport.
+async fn run_case(
+    protocol: Protocol,
+    buffers: RequestedBuffers,
+    cfg: &EchoConfig,
+) -> Result<EchoReport, EchoError> {
+    let case = case_name(protocol, cfg);
+    match protocol {
+        Protocol::Udp => run_echo(&UdpTransport::new(buffers), cfg, &case).await,
+        Protocol::Tcp => run_echo(&TcpTransport, cfg, &case).await,
+    }
+}
+
+fn to_failure(e: EchoError) -> Failure {
+    match e {
+        EchoError::Config(c) => Failure::Usage(c.to_string()),
+        other => Failure::Run(other.into()),
+    }
+}
+
+fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
+    let cfg = EchoConfig {
+        payload: args.payload,
+        clients: args.clients,
+        window: args.window,
+        warmup: args.warmup,
+        measured: args.seconds,
+        rounds: args.rounds,
+    };
+    cfg.validate().map_err(|e| Failure::Usage(e.to_string()))?;
+    let buffers = RequestedBuffers {
+        send: Some(args.send_buffer),
+        recv: Some(args.recv_buffer),
+    };
+    let report = runtime()?
+        .block_on(run_case(args.protocol, buffers, &cfg))
+        .map_err(to_failure)?;
+    let text = table::render(&[report.summary_row()]);
+    match &args.json {
+        Some(path) if path == Path::new("-") => {
+            eprint!("{text}");
+            println!("{}", report.record.to_json().map_err(anyhow::Error::from)?);
+        }
+        Some(path) => {
+            print!("{text}");
+            report
+                .record
+                .write_json(path)
+                .map_err(anyhow::Error::from)?;
+        }
+        None => print!("{text}"),
+    }
+    Ok(report.record.ok)
+}
+
+/// The default suite: (protocol, clients, window) at 1024 B.
+const SUITE: [(Protocol, usize, usize); 4] = [
+    (Protocol::Udp, 4, 16),
+    (Protocol::Tcp, 4, 16),
+    (Protocol::Udp, 1, 1),
+    (Protocol::Tcp, 1, 1),
+];
+
+fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
+    let base = EchoConfig {
+        warmup: args.warmup,
+        measured: args.seconds,
+        ..EchoConfig::default()
+    };
+    base.validate().map_err(|e| Failure::Usage(e.to_string()))?;
+    let stamp: String = rfc3339_utc(SystemTime::now())
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    let dir = args.out_dir.join(stamp);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let rt = runtime()?;
+    let buffers = RequestedBuffers {
+        send: Some(DEFAULT_SEND_BUFFER),
+        recv: Some(DEFAULT_RECV_BUFFER),
+    };
+    let mut rows = Vec::new();
+    let mut all_ok = true;
+    for (protocol, clients, window) in SUITE {
+        let cfg = EchoConfig {
+            clients,
+            window,
+            ..base.clone()
+        };
+        eprintln!("running {} ...", case_name(protocol, &cfg));
+        let report = rt
+            .block_on(run_case(protocol, buffers, &cfg))
+            .map_err(to_failure)?;
+        let path = dir.join(format!("{}.json", report.record.case));
+        report
+            .record
+            .write_json(&path)
+            .map_err(anyhow::Error::from)?;
+        all_ok &= report.record.ok;
+        rows.push(report.summary_row());
+    }
+    print!("{}", table::render(&rows));
+    println!("results: {}", dir.display());
+    Ok(all_ok)
+}

@@ -1,0 +1,115 @@
+//! `petrel bench` as a user runs it: exit codes, JSON output, result files.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn petrel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn invalid_arguments_exit_with_2_and_name_the_problem() {
+    let cases: [(&[&str], &str); 9] = [
+        (&["--payload", "15"], "payload"),
+        (&["--payload", "65508"], "payload"),
+        (&["--clients", "0"], "clients"),
+        (&["--window", "0"], "window"),
+        (&["--seconds", "0"], "seconds"),
+        (&["--seconds=-1"], "seconds"),
+        (&["--rounds", "0"], "rounds"),
+        (&["--protocol", "carrier-pigeon"], "protocol"),
+        (&["--no-such-flag"], "no-such-flag"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["bench", "echo"];
+        args.extend_from_slice(extra);
+        let out = petrel(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+    let out = petrel(&["bench", "--seconds", "0", "--out-dir", "unused"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn echo_writes_json_to_stdout_and_exits_0_when_ok() {
+    for protocol in ["udp", "tcp"] {
+        let out = petrel(&[
+            "bench",
+            "echo",
+            "--protocol",
+            protocol,
+            "--clients",
+            "2",
+            "--window",
+            "4",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0.1",
+            "--json",
+            "-",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["ok"], true);
+        assert_eq!(json["parameters"]["protocol"], protocol);
+        assert_eq!(json["parameters"]["runtime"], "current_thread");
+        assert_eq!(json["command_line"][3], "--protocol");
+        assert!(json["rounds"][0]["round_trips"].as_u64().unwrap() > 0);
+        assert!(stderr.contains("rt/s"), "table goes to stderr: {stderr}");
+    }
+}
+
+#[test]
+fn default_suite_writes_one_json_per_case() {
+    let out_dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("suite-{}", std::process::id()));
+    let out = petrel(&[
+        "bench",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0.05",
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let runs: Vec<_> = std::fs::read_dir(&out_dir).unwrap().collect();
+    assert_eq!(runs.len(), 1);
+    let run = runs.into_iter().next().unwrap().unwrap().path();
+    let mut names: Vec<String> = std::fs::read_dir(&run)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "tcp-1024B-1x1.json",
+            "tcp-1024B-4x16.json",
+            "udp-1024B-1x1.json",
+            "udp-1024B-4x16.json"
+        ]
+    );
+    for name in &names {
+        let text = std::fs::read_to_string(run.join(name)).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["ok"], true, "{name}");
+        assert!(stdout.contains(name.trim_end_matches(".json")));
+    }
+    std::fs::remove_dir_all(&out_dir).unwrap();
+}
