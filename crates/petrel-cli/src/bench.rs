@@ -13,6 +13,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
+use petrel::EndpointConfig;
+use petrel_bench::echo::rudp::RudpTransport;
 use petrel_bench::echo::tcp::TcpTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
@@ -59,6 +61,8 @@ enum Protocol {
     Udp,
     /// TCP with length-prefixed messages and TCP_NODELAY.
     Tcp,
+    /// Petrel reliable UDP (KCP ARQ, native handshake, default tuning).
+    Rudp,
 }
 
 #[derive(Debug, Args)]
@@ -84,10 +88,10 @@ struct EchoArgs {
     /// Repetitions with a fresh server and clients (1..=100).
     #[arg(long, default_value_t = 1)]
     rounds: u32,
-    /// UDP: requested SO_SNDBUF (bytes).
+    /// UDP and RUDP: requested SO_SNDBUF (bytes).
     #[arg(long, default_value_t = DEFAULT_SEND_BUFFER)]
     send_buffer: usize,
-    /// UDP: requested SO_RCVBUF (bytes).
+    /// UDP and RUDP: requested SO_RCVBUF (bytes).
     #[arg(long, default_value_t = DEFAULT_RECV_BUFFER)]
     recv_buffer: usize,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
@@ -159,6 +163,10 @@ async fn run_case(
     match protocol {
         Protocol::Udp => run_echo(&UdpTransport::new(buffers), cfg, &case).await,
         Protocol::Tcp => run_echo(&TcpTransport, cfg, &case).await,
+        Protocol::Rudp => {
+            let transport = RudpTransport::new(EndpointConfig::default(), buffers);
+            run_echo(&transport, cfg, &case).await
+        }
     }
 }
 
@@ -204,11 +212,14 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
     Ok(report.record.ok)
 }
 
-/// The default suite: (protocol, clients, window) at 1024 B.
-const SUITE: [(Protocol, usize, usize); 4] = [
+/// The default suite: (protocol, clients, window) at 1024 B; RUDP next to its
+/// baselines at the two shapes the foundation issue reports.
+const SUITE: [(Protocol, usize, usize); 6] = [
     (Protocol::Udp, 4, 16),
+    (Protocol::Rudp, 4, 16),
     (Protocol::Tcp, 4, 16),
     (Protocol::Udp, 1, 1),
+    (Protocol::Rudp, 1, 1),
     (Protocol::Tcp, 1, 1),
 ];
 

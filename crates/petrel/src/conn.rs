@@ -47,6 +47,8 @@ pub(crate) struct ConnState {
     pub(crate) app_closing: bool,
     /// The peer started a graceful close; we flush our side and acknowledge.
     pub(crate) peer_closing: bool,
+    /// Input arrived whose acks have not been flushed yet (see [`ConnShared::on_data`]).
+    flush_pending: bool,
     /// Set once the connection is over; `Closed` for a clean end.
     pub(crate) end: Option<ConnectionError>,
     pub(crate) stats: ConnectionStats,
@@ -61,6 +63,7 @@ impl ConnState {
             armed: None,
             app_closing: false,
             peer_closing: false,
+            flush_pending: false,
             end: None,
             stats: ConnectionStats::default(),
         }
@@ -81,6 +84,7 @@ impl ConnState {
     /// Writes every datagram the machines have ready; a full socket buffer drops the
     /// datagram (counted) and the ARQ retransmits it like any other loss.
     fn flush(&mut self, now: Instant, io: &EndpointIo, peer: SocketAddr) {
+        self.flush_pending = false;
         while self.control.poll_transmit(now, &mut self.out) {
             io.send_datagram(&self.out, peer, &mut self.stats);
         }
@@ -173,13 +177,21 @@ impl ConnShared {
     }
 
     /// A KCP datagram from the peer.
+    ///
+    /// The acks it calls for are not flushed here: the application tasks woken first
+    /// usually answer right away, and their reply carries the acks in the same datagram.
+    /// The timer task, woken last, flushes whatever is still pending.
     pub(crate) fn on_data(&self, now: Instant, datagram: &[u8]) {
-        self.with_state(now, true, |st| {
-            st.control.on_datagram_received(now);
-            if st.kcp.input(now, datagram).is_err() {
-                st.stats.input_errors += 1;
-            }
-        });
+        let mut st = self.lock();
+        st.control.on_datagram_received(now);
+        if st.kcp.input(now, datagram).is_err() {
+            st.stats.input_errors += 1;
+        }
+        st.flush_pending = true;
+        drop(st);
+        self.readable.notify_waiters();
+        self.writable.notify_waiters();
+        self.timer.notify_one();
     }
 
     /// A control datagram (keepalive, close, FIN) addressed to this connection.
@@ -231,6 +243,9 @@ pub(crate) async fn run_timer(shared: Arc<ConnShared>) {
         let notified = shared.timer.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
+        if shared.lock().flush_pending {
+            shared.with_state(Instant::now(), false, |_| {});
+        }
         let deadline = {
             let mut st = shared.lock();
             if st.end.is_some() {

@@ -100,7 +100,10 @@ async fn exchanges_messages_with_reference_c_kcp_under_loss() {
     assert!(exit.success(), "C peer failed: {report:?}");
     let last: serde_json::Value = serde_json::from_str(report.last().unwrap()).unwrap();
     assert_eq!(last["verified"], MESSAGES);
-    assert!(last["dropped_in"].as_u64().unwrap() > 0, "loss was injected");
+    assert!(
+        last["dropped_in"].as_u64().unwrap() > 0,
+        "loss was injected"
+    );
     let stats = conn.stats();
     assert!(
         stats.kcp.retransmissions_timeout + stats.kcp.retransmissions_fast > 0,

@@ -19,6 +19,7 @@
 mod config;
 pub mod message;
 mod report;
+pub mod rudp;
 mod run;
 pub mod tcp;
 pub mod udp;
