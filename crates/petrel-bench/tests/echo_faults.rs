@@ -22,6 +22,8 @@ enum Fault {
     DropOne,
     /// Send the 20th message twice.
     Duplicate,
+    /// Turn the 10th echo's phase byte from warm-up into measured.
+    FlipPhase,
 }
 
 struct Faulty<T> {
@@ -82,6 +84,11 @@ impl<C: EchoClient> EchoClient for FaultyClient<C> {
             bytes[100] ^= 0xFF;
             return Ok(Bytes::from(bytes));
         }
+        if matches!(self.fault, Fault::FlipPhase) && n == 9 {
+            let mut bytes = msg.to_vec();
+            bytes[2] ^= 1;
+            return Ok(Bytes::from(bytes));
+        }
         Ok(msg)
     }
 }
@@ -133,4 +140,20 @@ async fn a_duplicated_echo_is_unexpected() {
     assert!(!report.record.ok);
     assert_eq!(e.unexpected, 1, "{e:?}");
     assert_eq!(e.lost, 0, "{e:?}");
+}
+
+#[tokio::test]
+async fn a_flipped_phase_is_a_content_error() {
+    let cfg = EchoConfig {
+        warmup: Duration::from_millis(100),
+        ..cfg()
+    };
+    let faulty = Faulty {
+        inner: TcpTransport,
+        fault: Fault::FlipPhase,
+    };
+    let report = run_echo(&faulty, &cfg, "faulty").await.unwrap();
+    let e = report.rounds[0].errors;
+    assert!(!report.record.ok);
+    assert_eq!((e.content, e.unfinished), (1, 1), "{e:?}");
 }

@@ -14,7 +14,8 @@ fn petrel(args: &[&str]) -> Output {
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
-    let cases: [(&[&str], &str); 9] = [
+    let cases: [(&[&str], &str); 10] = [
+        (&["--io-threads", "0"], "io-threads"),
         (&["--payload", "15"], "payload"),
         (&["--payload", "65508"], "payload"),
         (&["--clients", "0"], "clients"),
@@ -66,6 +67,38 @@ fn echo_writes_json_to_stdout_and_exits_0_when_ok() {
         assert!(json["rounds"][0]["round_trips"].as_u64().unwrap() > 0);
         assert!(stderr.contains("rt/s"), "table goes to stderr: {stderr}");
     }
+}
+
+#[test]
+fn echo_on_a_multi_thread_runtime_writes_a_json_file() {
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("echo-{}.json", std::process::id()));
+    let out = petrel(&[
+        "bench",
+        "echo",
+        "--protocol",
+        "tcp",
+        "--io-threads",
+        "2",
+        "--seconds",
+        "0.2",
+        "--warmup",
+        "0",
+        "--json",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tcp-1024B-1x1"));
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(json["parameters"]["runtime"], "multi_thread");
+    assert_eq!(json["parameters"]["runtime_workers"], 2);
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]

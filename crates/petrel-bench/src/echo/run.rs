@@ -77,10 +77,10 @@ pub async fn run_echo<T: EchoTransport>(
     Ok(EchoReport { record, rounds })
 }
 
-/// Submission times of one client's outstanding messages, keyed by sequence.
-/// At most `window` entries: the sender inserts only with a permit.
+/// Submission time and phase of one client's outstanding messages, keyed by
+/// sequence. At most `window` entries: the sender inserts only with a permit.
 struct Inflight {
-    sent_at: HashMap<u64, Instant>,
+    sent_at: HashMap<u64, (Instant, Phase)>,
     /// Set by the sender when it stops submitting.
     closed: bool,
 }
@@ -278,7 +278,7 @@ async fn send_loop<C: EchoClient>(
             },
             t.payload,
         );
-        shared.lock().sent_at.insert(seq, Instant::now());
+        shared.lock().sent_at.insert(seq, (Instant::now(), phase));
         match client.send(msg).await {
             Ok(()) => tally.sent += 1,
             Err(_) => {
@@ -306,24 +306,27 @@ async fn recv_loop<C: EchoClient>(
 ) -> ClientTally {
     let mut tally = ClientTally::default();
     let mut highest_seq: Option<u64> = None;
+    // One timer for the whole run rather than one per received message.
+    let drain_limit = tokio::time::sleep_until(t.drain_end.into());
+    tokio::pin!(drain_limit);
     loop {
         let received = tokio::select! {
             biased;
-            r = tokio::time::timeout_at(t.drain_end.into(), client.recv()) => r,
+            r = client.recv() => r,
             // Nothing is outstanding and nothing more will be sent, so
             // cancelling `recv` loses no message.
             () = shared.drained.notified() => break,
-        };
-        let msg = match received {
-            Err(_elapsed) => {
+            () = &mut drain_limit => {
                 tally.errors.drain_timeouts += 1;
                 break;
             }
-            Ok(Err(_)) => {
+        };
+        let msg = match received {
+            Err(_) => {
                 tally.errors.disconnects += 1;
                 break;
             }
-            Ok(Ok(msg)) => msg,
+            Ok(msg) => msg,
         };
         let now = Instant::now();
         let header = match message::verify(&msg, t.payload) {
@@ -334,15 +337,21 @@ async fn recv_loop<C: EchoClient>(
             }
         };
         let mut table = shared.lock();
-        let sent_at = if header.client_id == id {
-            table.sent_at.remove(&header.seq)
+        let entry = if header.client_id == id {
+            table.sent_at.get(&header.seq).copied()
         } else {
             None
         };
-        let Some(sent_at) = sent_at else {
+        let Some((sent_at, phase)) = entry else {
             tally.errors.unexpected += 1;
             continue;
         };
+        if phase != header.phase {
+            // Like a body mismatch: the message stays outstanding.
+            tally.errors.content += 1;
+            continue;
+        }
+        table.sent_at.remove(&header.seq);
         let finished = table.closed && table.sent_at.is_empty();
         drop(table);
         shared.slots.add_permits(1);
@@ -350,7 +359,7 @@ async fn recv_loop<C: EchoClient>(
             tally.errors.order += 1;
         }
         highest_seq = highest_seq.max(Some(header.seq));
-        match header.phase {
+        match phase {
             Phase::WarmUp => tally.warmup_round_trips += 1,
             Phase::Measured => {
                 tally.round_trips += 1;

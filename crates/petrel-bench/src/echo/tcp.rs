@@ -1,7 +1,9 @@
 //! TCP echo transport: each message is framed with a u32 big-endian length
 //! prefix; `TCP_NODELAY` is set on both ends so a message is not held back
-//! by Nagle's algorithm. Buffers keep the OS defaults (autotuning). TCP
-//! delivers everything or fails, so leftovers count as `unfinished`.
+//! by Nagle's algorithm. Buffers keep the OS defaults (autotuning); the
+//! recorded server values are the listening socket's initial sizes, the
+//! client values are read right after connecting. TCP delivers everything
+//! or fails, so leftovers count as `unfinished`.
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
