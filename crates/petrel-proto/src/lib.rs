@@ -7,3 +7,7 @@
 //!
 //! What does not live here: sockets, timers and tasks (`petrel`), the impairment
 //! emulator (`petrel-netem`), benchmarks (`petrel-bench`).
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod fec;
