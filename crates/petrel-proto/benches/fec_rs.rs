@@ -7,6 +7,7 @@
 //! codec object is built once and reused, as `fec::rs` does.
 //!
 //! Run: `cargo bench -p petrel-proto --bench fec_rs`.
+#![allow(clippy::unwrap_used)]
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use reed_solomon_simd::{ReedSolomonDecoder, ReedSolomonEncoder};

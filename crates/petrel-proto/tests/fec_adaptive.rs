@@ -58,7 +58,14 @@ fn most_common(v: &[u8]) -> u8 {
 fn no_loss_sends_no_parity() {
     let (settled, s, delivered) = simulate(0.0, 1);
     assert!(settled.iter().all(|&p| p == 0));
-    assert_eq!((s.parity_shards_sent, s.policy_changes, s.max_parity_observed), (0, 0, 0));
+    assert_eq!(
+        (
+            s.parity_shards_sent,
+            s.policy_changes,
+            s.max_parity_observed
+        ),
+        (0, 0, 0)
+    );
     assert_eq!(delivered, 32_000);
 }
 

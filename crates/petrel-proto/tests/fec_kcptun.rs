@@ -43,11 +43,19 @@ fn find_binary(name: &str) -> Option<std::path::PathBuf> {
 }
 
 fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn free_tcp_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn echo_server(stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<()>) {
@@ -59,7 +67,8 @@ fn echo_server(stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<()>) {
             match l.accept() {
                 Ok((mut s, _)) => {
                     s.set_nonblocking(false).unwrap();
-                    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+                    s.set_read_timeout(Some(Duration::from_millis(200)))
+                        .unwrap();
                     let stop = stop.clone();
                     thread::spawn(move || {
                         let mut buf = [0u8; 16384];
@@ -89,7 +98,11 @@ fn echo_server(stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<()>) {
 type Capture = Arc<Mutex<Vec<(u8, Vec<u8>)>>>;
 
 /// UDP relay between kcptun-client and kcptun-server recording every datagram.
-fn relay(server: SocketAddr, stop: Arc<AtomicBool>, cap: Capture) -> (SocketAddr, Vec<JoinHandle<()>>) {
+fn relay(
+    server: SocketAddr,
+    stop: Arc<AtomicBool>,
+    cap: Capture,
+) -> (SocketAddr, Vec<JoinHandle<()>>) {
     let front = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
     let back = Arc::new(UdpSocket::bind("127.0.0.1:0").unwrap());
     for s in [&front, &back] {
@@ -99,7 +112,13 @@ fn relay(server: SocketAddr, stop: Arc<AtomicBool>, cap: Capture) -> (SocketAddr
     let client: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
     let mut hs = Vec::new();
     {
-        let (front, back, stop, cap, client) = (front.clone(), back.clone(), stop.clone(), cap.clone(), client.clone());
+        let (front, back, stop, cap, client) = (
+            front.clone(),
+            back.clone(),
+            stop.clone(),
+            cap.clone(),
+            client.clone(),
+        );
         hs.push(thread::spawn(move || {
             let mut buf = [0u8; 2048];
             while !stop.load(Ordering::Relaxed) {
@@ -129,7 +148,10 @@ fn spawn(bin: &std::path::Path, args: &[&str]) -> Proc {
     Proc(
         Command::new(bin)
             .args(args)
-            .args(["--crypt", "none", "--nocomp", "--ds", "10", "--ps", "3", "--mode", "fast", "--quiet"])
+            .args([
+                "--crypt", "none", "--nocomp", "--ds", "10", "--ps", "3", "--mode", "fast",
+                "--quiet",
+            ])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -139,15 +161,29 @@ fn spawn(bin: &std::path::Path, args: &[&str]) -> Proc {
 }
 
 /// Pushes `TRANSFER` bytes through the tunnel and returns the captured datagrams.
-fn capture_kcptun_traffic(client_bin: &std::path::Path, server_bin: &std::path::Path) -> Vec<(u8, Vec<u8>)> {
+fn capture_kcptun_traffic(
+    client_bin: &std::path::Path,
+    server_bin: &std::path::Path,
+) -> Vec<(u8, Vec<u8>)> {
     let stop = Arc::new(AtomicBool::new(false));
     let cap: Capture = Arc::default();
     let (echo, echo_h) = echo_server(stop.clone());
     let server_addr: SocketAddr = format!("127.0.0.1:{}", free_udp_port()).parse().unwrap();
     let (relay_addr, relay_hs) = relay(server_addr, stop.clone(), cap.clone());
     let local_port = free_tcp_port();
-    let server = spawn(server_bin, &["-l", &server_addr.to_string(), "-t", &echo.to_string()]);
-    let client = spawn(client_bin, &["-l", &format!("127.0.0.1:{local_port}"), "-r", &relay_addr.to_string()]);
+    let server = spawn(
+        server_bin,
+        &["-l", &server_addr.to_string(), "-t", &echo.to_string()],
+    );
+    let client = spawn(
+        client_bin,
+        &[
+            "-l",
+            &format!("127.0.0.1:{local_port}"),
+            "-r",
+            &relay_addr.to_string(),
+        ],
+    );
 
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut tcp = loop {
@@ -166,7 +202,8 @@ fn capture_kcptun_traffic(client_bin: &std::path::Path, server_bin: &std::path::
         thread::spawn(move || w.write_all(&sent).unwrap())
     };
     let mut got = vec![0u8; TRANSFER];
-    tcp.read_exact(&mut got).expect("echo through kcptun within 10 s");
+    tcp.read_exact(&mut got)
+        .expect("echo through kcptun within 10 s");
     writer.join().unwrap();
     assert!(got == sent, "echo through kcptun corrupted");
 
@@ -196,7 +233,9 @@ fn kcp_payload(d: &[u8]) -> &[u8] {
 
 #[test]
 fn decodes_and_recovers_real_kcptun_traffic() {
-    let (Some(client_bin), Some(server_bin)) = (find_binary("kcptun-client"), find_binary("kcptun-server")) else {
+    let (Some(client_bin), Some(server_bin)) =
+        (find_binary("kcptun-client"), find_binary("kcptun-server"))
+    else {
         eprintln!("SKIPPED fec_kcptun: kcptun-client/kcptun-server not in PATH (install: apt-get install -y kcptun)");
         return;
     };
@@ -212,7 +251,10 @@ fn decodes_and_recovers_real_kcptun_traffic() {
 
     // 1. Every datagram parses with kcp-go framing and a valid CRC-32; data shards
     //    carry KCP segments.
-    let mut per_dir = [FecDecoder::new(&cfg, framing).unwrap(), FecDecoder::new(&cfg, framing).unwrap()];
+    let mut per_dir = [
+        FecDecoder::new(&cfg, framing).unwrap(),
+        FecDecoder::new(&cfg, framing).unwrap(),
+    ];
     for (dir, d) in &captured {
         per_dir[usize::from(*dir)].input(Instant::now(), d).unwrap();
         let crc = u32::from_le_bytes([d[16], d[17], d[18], d[19]]);
@@ -221,7 +263,10 @@ fn decodes_and_recovers_real_kcptun_traffic() {
             assert!((81..=84).contains(&kcp_payload(d)[4]), "KCP cmd");
         }
     }
-    let parity: u64 = per_dir.iter().map(|d| d.stats().parity_shards_received).sum();
+    let parity: u64 = per_dir
+        .iter()
+        .map(|d| d.stats().parity_shards_received)
+        .sum();
     for d in &per_dir {
         assert_eq!(d.stats().malformed, 0);
     }
@@ -232,7 +277,9 @@ fn decodes_and_recovers_real_kcptun_traffic() {
     let mut groups: BTreeMap<(usize, u32), Vec<Option<&Vec<u8>>>> = BTreeMap::new();
     for (dir, d) in &captured {
         let n = u32::from(DS + PS);
-        let g = groups.entry((usize::from(*dir), seqid(d) / n)).or_insert_with(|| vec![None; usize::from(DS + PS)]);
+        let g = groups
+            .entry((usize::from(*dir), seqid(d) / n))
+            .or_insert_with(|| vec![None; usize::from(DS + PS)]);
         g[(seqid(d) % n) as usize] = Some(d);
     }
     let complete: Vec<Vec<&Vec<u8>>> = groups
@@ -243,7 +290,10 @@ fn decodes_and_recovers_real_kcptun_traffic() {
     assert!(!complete.is_empty(), "no complete FEC group captured");
 
     for group in complete.iter().take(5) {
-        let originals: Vec<Vec<u8>> = group[..usize::from(DS)].iter().map(|d| kcp_payload(d).to_vec()).collect();
+        let originals: Vec<Vec<u8>> = group[..usize::from(DS)]
+            .iter()
+            .map(|d| kcp_payload(d).to_vec())
+            .collect();
 
         // 3. Drop three data shards; Petrel rebuilds them byte-exact from parity.
         let mut dec = FecDecoder::new(&cfg, framing).unwrap();
@@ -275,7 +325,11 @@ fn decodes_and_recovers_real_kcptun_traffic() {
         }
         for j in 0..usize::from(PS) {
             let theirs = group[usize::from(DS) + j];
-            assert_eq!(ours[usize::from(DS) + j][HDR + 6..], theirs[HDR + 6..], "parity {j} differs from kcp-go");
+            assert_eq!(
+                ours[usize::from(DS) + j][HDR + 6..],
+                theirs[HDR + 6..],
+                "parity {j} differs from kcp-go"
+            );
         }
     }
     eprintln!(

@@ -16,7 +16,12 @@ fn configs() -> Vec<(FecConfig, Framing)> {
     vec![
         (FecConfig::default(), Framing::Native),
         (kcp, Framing::KcpGo { crypt_header: true }),
-        (kcp, Framing::KcpGo { crypt_header: false }),
+        (
+            kcp,
+            Framing::KcpGo {
+                crypt_header: false,
+            },
+        ),
     ]
 }
 

@@ -18,7 +18,12 @@ fn fixed(data_shards: u8, parity_shards: u8) -> FecConfig {
 
 /// Encodes one full group of random datagrams (64..=1200 bytes); returns the
 /// datagrams and the wire shards in send order.
-fn one_group(enc: &mut FecEncoder, rng: &mut ChaCha8Rng, k: u8, now: Instant) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+fn one_group(
+    enc: &mut FecEncoder,
+    rng: &mut ChaCha8Rng,
+    k: u8,
+    now: Instant,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let data: Vec<Vec<u8>> = (0..k)
         .map(|_| {
             let n = rng.gen_range(64..=1200);
@@ -77,7 +82,10 @@ fn check_patterns(framing: Framing, k: u8, p: u8, masks: &[u32], seed: u64) {
         assert_eq!(after.shards_recovered - before.shards_recovered, lost_data);
     }
     let s = dec.stats();
-    assert_eq!((s.malformed, s.duplicates, s.groups_unrecoverable), (0, 0, 0));
+    assert_eq!(
+        (s.malformed, s.duplicates, s.groups_unrecoverable),
+        (0, 0, 0)
+    );
 }
 
 #[test]
@@ -95,7 +103,15 @@ fn sampled_loss_patterns_recover_8_4() {
     let all = patterns(12, 4);
     let masks: Vec<u32> = (0..300).map(|_| all[rng.gen_range(0..all.len())]).collect();
     check_patterns(Framing::Native, 8, 4, &masks, 5);
-    check_patterns(Framing::KcpGo { crypt_header: false }, 8, 4, &masks, 6);
+    check_patterns(
+        Framing::KcpGo {
+            crypt_header: false,
+        },
+        8,
+        4,
+        &masks,
+        6,
+    );
 }
 
 #[test]
@@ -113,7 +129,10 @@ fn too_many_losses_are_counted_unrecoverable_at_expiry() {
     assert_eq!(dec.poll_timeout(), Some(t0 + cfg.group_expiry));
     dec.handle_timeout(t0 + cfg.group_expiry);
     let s = dec.stats();
-    assert_eq!((s.groups_expired, s.groups_unrecoverable, s.retained_bytes), (1, 1, 0));
+    assert_eq!(
+        (s.groups_expired, s.groups_unrecoverable, s.retained_bytes),
+        (1, 1, 0)
+    );
     assert_eq!(dec.poll_timeout(), None);
 }
 
@@ -149,7 +168,10 @@ fn partial_group_is_flushed_after_group_wait() {
     assert_eq!(sorted(drain(&mut dec)), sorted(data));
     assert_eq!(dec.stats().shards_recovered, 2);
     let s = enc.stats();
-    assert_eq!((s.data_shards_sent, s.parity_shards_sent, s.groups_encoded), (3, 2, 1));
+    assert_eq!(
+        (s.data_shards_sent, s.parity_shards_sent, s.groups_encoded),
+        (3, 2, 1)
+    );
 }
 
 #[test]
@@ -167,7 +189,11 @@ fn zero_parity_is_pass_through_without_wait_or_retention() {
     assert!(enc.poll_transmit(t0, &mut out));
     assert_eq!(out.len(), 4 + 6);
     dec.input(t0, &out).unwrap();
-    assert_eq!(dec.poll_timeout(), None, "a parity-less shard opens no group");
+    assert_eq!(
+        dec.poll_timeout(),
+        None,
+        "a parity-less shard opens no group"
+    );
     assert_eq!(drain(&mut dec), vec![b"ping".to_vec()]);
     assert_eq!(dec.stats().retained_bytes, 0);
     assert_eq!(enc.stats().parity_shards_sent, 0);

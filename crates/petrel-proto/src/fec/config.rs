@@ -172,7 +172,8 @@ impl FecConfig {
         if !(16 << 10..=64 << 20).contains(&self.budget) {
             return Err(out_of_range("budget", self.budget, "16 KiB..=64 MiB"));
         }
-        if self.group_expiry < Duration::from_millis(1) || self.group_expiry > Duration::from_secs(60)
+        if self.group_expiry < Duration::from_millis(1)
+            || self.group_expiry > Duration::from_secs(60)
         {
             return Err(out_of_range(
                 "group_expiry",
@@ -316,10 +317,9 @@ mod tests {
             assert_eq!(back.group_wait, c.group_wait);
             assert_eq!(back.budget, c.budget);
             match (back.scheme, scheme) {
-                (
-                    FecScheme::Adaptive { target: a, .. },
-                    FecScheme::Adaptive { target: b, .. },
-                ) => assert!((a - b).abs() / b < 0.01),
+                (FecScheme::Adaptive { target: a, .. }, FecScheme::Adaptive { target: b, .. }) => {
+                    assert!((a - b).abs() / b < 0.01)
+                }
                 (a, b) => assert_eq!(a, b),
             }
         }

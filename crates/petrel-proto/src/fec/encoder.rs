@@ -129,7 +129,9 @@ impl FecEncoder {
 
     /// Parity the next group will carry (before the per-group caps), in packets.
     pub fn current_parity(&self) -> u8 {
-        self.policy.as_ref().map_or(self.fixed_parity, ParityPolicy::parity)
+        self.policy
+            .as_ref()
+            .map_or(self.fixed_parity, ParityPolicy::parity)
     }
 
     /// Feeds the peer's loss report to the adaptive policy (ignored otherwise).
@@ -171,7 +173,12 @@ impl FecEncoder {
         };
         let mut group = group;
         let index = group.count;
-        self.emit_data(group.base.wrapping_add(u32::from(index)), index, true, datagram);
+        self.emit_data(
+            group.base.wrapping_add(u32::from(index)),
+            index,
+            true,
+            datagram,
+        );
         let slot = usize::from(index);
         if self.shards.len() <= slot {
             self.shards.resize_with(slot + 1, Vec::new);

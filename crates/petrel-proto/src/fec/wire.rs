@@ -58,7 +58,13 @@ impl Framing {
         match self {
             Framing::Native => NATIVE_OVERHEAD,
             Framing::KcpGo { crypt_header } => {
-                KCPGO_FEC_HEADER + 2 + if *crypt_header { KCPTUN_CRYPT_HEADER } else { 0 }
+                KCPGO_FEC_HEADER
+                    + 2
+                    + if *crypt_header {
+                        KCPTUN_CRYPT_HEADER
+                    } else {
+                        0
+                    }
             }
         }
     }
@@ -104,8 +110,13 @@ pub(crate) struct Shard<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ShardKind {
     /// `retained`: whether parity may follow (native `0x12` says it will not).
-    Data { retained: bool },
-    Parity { data: u8, parity: u8 },
+    Data {
+        retained: bool,
+    },
+    Parity {
+        data: u8,
+        parity: u8,
+    },
 }
 
 impl Shard<'_> {
@@ -339,8 +350,20 @@ mod tests {
         write_data(Framing::Native, [0; 16], 77, 3, true, b"hello", &mut out);
         assert_eq!(out.len(), 5 + NATIVE_DATA_HEADER);
         let s = parse(Framing::Native, (0, 0), &out).unwrap();
-        assert_eq!((s.seq, s.index, s.group(), s.body), (77, 3, 74, &b"hello"[..]));
-        write_parity(Framing::Native, [0; 16], 80, 6, 6, 2, &[1, 2, 3, 4], &mut out);
+        assert_eq!(
+            (s.seq, s.index, s.group(), s.body),
+            (77, 3, 74, &b"hello"[..])
+        );
+        write_parity(
+            Framing::Native,
+            [0; 16],
+            80,
+            6,
+            6,
+            2,
+            &[1, 2, 3, 4],
+            &mut out,
+        );
         let s = parse(Framing::Native, (0, 0), &out).unwrap();
         assert_eq!(s.kind, ShardKind::Parity { data: 6, parity: 2 });
         assert_eq!(s.group(), 74);
