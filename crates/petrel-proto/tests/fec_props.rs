@@ -1,7 +1,7 @@
 //! Property tests: no input can panic the decoder or grow it without bound.
 #![allow(clippy::unwrap_used)]
 
-use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
+use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing, LossReport};
 use proptest::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -77,5 +77,24 @@ proptest! {
                 while dec.poll_datagram(&mut out) {}
             }
         }
+    }
+}
+
+proptest! {
+    #[test]
+    fn descriptor_and_report_decoders_never_panic(b in prop::collection::vec(any::<u8>(), 0..16)) {
+        if let Ok(cfg) = FecConfig::decode_descriptor(&b) {
+            prop_assert!(cfg.validate().is_ok());
+            prop_assert_eq!(FecConfig::decode_descriptor(&cfg.encode_descriptor()), Ok(cfg));
+        }
+        if let Ok(r) = LossReport::decode(&b) {
+            prop_assert_eq!(r.encode().to_vec(), b);
+        }
+    }
+
+    #[test]
+    fn loss_report_round_trips(expected in any::<u32>(), received in any::<u32>()) {
+        let r = LossReport { expected, received };
+        prop_assert_eq!(LossReport::decode(&r.encode()), Ok(r));
     }
 }

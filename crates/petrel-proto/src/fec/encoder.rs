@@ -154,12 +154,13 @@ impl FecEncoder {
         }
         self.handle_timeout(now);
         let parity = self.current_parity();
-        let group = match self.open.take() {
+        let mut group = match self.open.take() {
             Some(g) => g,
             None if parity == 0 => {
                 // Pass-through: no group, no retention, no wait.
                 let seq = self.take_seq(1);
                 self.emit_data(seq, 0, false, datagram);
+                self.update_retained();
                 return Ok(());
             }
             None => OpenGroup {
@@ -171,7 +172,6 @@ impl FecEncoder {
                 data_bytes: 0,
             },
         };
-        let mut group = group;
         let index = group.count;
         self.emit_data(
             group.base.wrapping_add(u32::from(index)),
@@ -233,6 +233,7 @@ impl FecEncoder {
         }
     }
 
+    /// Reserves `n` consecutive `seq` values and returns the first.
     fn take_seq(&mut self, n: u32) -> u32 {
         let seq = self.next_seq;
         self.next_seq = match self.seq_modulus {
@@ -306,7 +307,7 @@ impl FecEncoder {
             Framing::Native => k + p,
             Framing::KcpGo { .. } => k + g.parity,
         };
-        let _ = self.take_seq(u32::from(owned));
+        self.take_seq(u32::from(owned));
         if p > 0 && self.encode_parity(k, p, g.max_len) {
             for j in 0..p {
                 let seq = g.base.wrapping_add(u32::from(k + j));

@@ -47,7 +47,7 @@
 //! size or count (a fixed cost, confirmed; larger here than the ~125 µs reported
 //! elsewhere because the machine ran at load ≈ 10 on 2 cores), and it needs equal,
 //! even-sized shards. `reed-solomon-erasure` 6 (pure Rust, no `simd-accel`)
-//! decodes 20–450× faster on these shapes, encodes 8×1200 B in ~26 µs
+//! decodes 16–450× faster on these shapes, encodes 8×1200 B in ~26 µs
 //! (≈ 370 MB/s, ≈ 3 Gbit/s of data per core), and uses the same systematic
 //! Vandermonde GF(2^8) matrix as klauspost/reedsolomon, so its parity is
 //! byte-identical to kcp-go's (checked against captured kcptun traffic in
