@@ -11,9 +11,10 @@
 //!    `P(X > p), X ~ Bin(max_data + p, loss)` — the probability that a full group
 //!    loses more shards than parity can repair — is below `target`; if none is,
 //!    `max_parity`.
-//! 4. Hysteresis: parity rises at once (loss hurts now) but falls by at most one
-//!    step per report and only after [`LOWER_AFTER`] consecutive reports asked for
-//!    less. Every change is counted.
+//! 4. Hysteresis: parity rises at once (loss hurts now). It falls by one step
+//!    only after [`LOWER_AFTER`] consecutive reports in which even the stricter
+//!    target `target × LOWER_MARGIN` is met with less parity, so a loss rate near
+//!    a threshold does not make it flap. Every change is counted.
 //! 5. The encoder then caps each group's parity so parity bytes stay ≤ 50 % of the
 //!    group's data bytes and the group fits the memory budget
 //!    (see [`super::FecEncoder`]). At zero loss the policy asks for no parity, and
@@ -23,6 +24,8 @@ use super::wire::{WireError, NATIVE_REPORT};
 
 /// Consecutive reports asking for less parity before the policy lowers it.
 pub const LOWER_AFTER: u32 = 3;
+/// Factor applied to `target` when deciding whether parity may fall.
+pub const LOWER_MARGIN: f64 = 0.5;
 
 /// Receiver → sender loss report for one interval.
 ///
@@ -155,11 +158,13 @@ impl ParityPolicy {
         }
         self.lost_s = self.lost_s * 7.0 / 8.0 + f64::from(r.lost());
         self.expected_s = self.expected_s * 7.0 / 8.0 + f64::from(r.expected);
-        let want = required_parity(self.max_data, self.max_parity, self.target, self.loss());
+        let loss = self.loss();
+        let want = required_parity(self.max_data, self.max_parity, self.target, loss);
+        let strict = self.target * LOWER_MARGIN;
         let next = if want > self.parity {
             self.lower_streak = 0;
             want
-        } else if want < self.parity {
+        } else if required_parity(self.max_data, self.max_parity, strict, loss) < self.parity {
             self.lower_streak += 1;
             if self.lower_streak >= LOWER_AFTER {
                 self.lower_streak = 0;
