@@ -5,7 +5,8 @@
 //! The relay records every datagram; the test then checks that Petrel's kcp-go
 //! framing parses all of them (CRC-32 included), recovers dropped data shards
 //! byte-exact from kcptun's parity, and computes the same parity bytes itself.
-//! Skipped, with a message, when the kcptun binaries are not installed.
+//! Skipped, with a message on stderr, when the kcptun binaries are not in PATH;
+//! with `PETREL_REQUIRE_KCPTUN` set (CI) their absence fails the test instead.
 #![allow(clippy::unwrap_used)]
 
 use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
@@ -236,7 +237,10 @@ fn decodes_and_recovers_real_kcptun_traffic() {
     let (Some(client_bin), Some(server_bin)) =
         (find_binary("kcptun-client"), find_binary("kcptun-server"))
     else {
-        eprintln!("SKIPPED fec_kcptun: kcptun-client/kcptun-server not in PATH (install: apt-get install -y kcptun)");
+        // Written to stderr directly so the test harness's capture cannot hide it.
+        let msg = "SKIPPED fec_kcptun: kcptun-client/kcptun-server not in PATH (install: apt-get install -y kcptun)";
+        assert!(std::env::var_os("PETREL_REQUIRE_KCPTUN").is_none(), "{msg}");
+        let _ = writeln!(std::io::stderr(), "{msg}");
         return;
     };
     let captured = capture_kcptun_traffic(&client_bin, &server_bin);
@@ -333,9 +337,9 @@ fn decodes_and_recovers_real_kcptun_traffic() {
         }
     }
     eprintln!(
-        "fec_kcptun: {} datagrams captured, {} parity, {} complete groups checked",
+        "fec_kcptun: {} datagrams captured, {} parity, {} complete groups (5 checked)",
         captured.len(),
         parity,
-        complete.len().min(5)
+        complete.len()
     );
 }

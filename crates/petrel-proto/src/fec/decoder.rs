@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 
 /// Most groups tracked at once; beyond it the oldest is released and counted.
 pub const MAX_GROUPS: usize = 1024;
-/// Delivery queue bound, in datagrams; beyond it the oldest is dropped and counted.
+/// Delivery queue bound, in datagrams (it is also bounded by `budget` bytes);
+/// beyond it the oldest is dropped and counted.
 pub const RX_QUEUE_LIMIT: usize = 4096;
 /// Duplicate-detection window, in shards (`seq` values) behind the highest seen.
 pub const SEQ_WINDOW: u32 = 1024;
@@ -482,13 +483,16 @@ impl FecDecoder {
         }
     }
 
+    /// Queues a datagram for the ARQ; the queue holds at most [`RX_QUEUE_LIMIT`]
+    /// datagrams and `budget` bytes, dropping (and counting) the oldest beyond.
     fn deliver(&mut self, payload: &[u8]) {
-        if self.out.len() >= RX_QUEUE_LIMIT {
-            if let Some(old) = self.out.pop_front() {
-                self.out_bytes -= old.len();
-                self.stats.rx_queue_dropped += 1;
-                self.recycle(old);
-            }
+        while self.out.len() >= RX_QUEUE_LIMIT || self.out_bytes + payload.len() > self.budget {
+            let Some(old) = self.out.pop_front() else {
+                break;
+            };
+            self.out_bytes -= old.len();
+            self.stats.rx_queue_dropped += 1;
+            self.recycle(old);
         }
         let mut b = self.pool.pop().unwrap_or_default();
         b.clear();

@@ -9,7 +9,8 @@ use super::wire::{self, Framing, MAX_PAYLOAD};
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-/// Transmit queue bound, in datagrams; beyond it the oldest is dropped and counted.
+/// Transmit queue bound, in datagrams (it is also bounded by `budget` bytes);
+/// beyond it the oldest is dropped and counted.
 pub const TX_QUEUE_LIMIT: usize = 256;
 /// Spare buffers kept for reuse, so steady-state sending allocates nothing.
 const POOL_LIMIT: usize = 128;
@@ -264,13 +265,16 @@ impl FecEncoder {
         self.enqueue(buf);
     }
 
+    /// Queues a framed datagram; the queue holds at most [`TX_QUEUE_LIMIT`]
+    /// datagrams and `budget` bytes, dropping (and counting) the oldest beyond.
     fn enqueue(&mut self, buf: Vec<u8>) {
-        if self.queue.len() >= TX_QUEUE_LIMIT {
-            if let Some(old) = self.queue.pop_front() {
-                self.queue_bytes -= old.len();
-                self.stats.tx_queue_dropped += 1;
-                self.recycle(old);
-            }
+        while self.queue.len() >= TX_QUEUE_LIMIT || self.queue_bytes + buf.len() > self.budget {
+            let Some(old) = self.queue.pop_front() else {
+                break;
+            };
+            self.queue_bytes -= old.len();
+            self.stats.tx_queue_dropped += 1;
+            self.recycle(old);
         }
         self.queue_bytes += buf.len();
         self.queue.push_back(buf);
