@@ -4,6 +4,7 @@
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::LossReport;
 use super::rs::Codecs;
+use super::seqwin::{Seen, SeqWindow};
 use super::stats::DecoderStats;
 use super::wire::{self, Framing, Shard, ShardKind, WireError, NATIVE_REPORT};
 use std::collections::{HashMap, VecDeque};
@@ -14,8 +15,6 @@ pub const MAX_GROUPS: usize = 1024;
 /// Delivery queue bound, in datagrams (it is also bounded by `budget` bytes);
 /// beyond it the oldest is dropped and counted.
 pub const RX_QUEUE_LIMIT: usize = 4096;
-/// Duplicate-detection window, in shards (`seq` values) behind the highest seen.
-pub const SEQ_WINDOW: u32 = 1024;
 const POOL_LIMIT: usize = 128;
 
 /// Why a datagram was rejected. Every rejection is also counted as `malformed`.
@@ -45,66 +44,6 @@ impl Group {
         self.shape.is_some_and(|(k, _)| {
             (0..usize::from(k)).any(|i| self.shards.get(i).is_none_or(Option::is_none))
         })
-    }
-}
-
-#[derive(Debug)]
-enum Seen {
-    New { advance: u32 },
-    Duplicate,
-    Stale,
-}
-
-/// Which recent `seq` values arrived: duplicate detection and loss counting.
-#[derive(Debug)]
-struct SeqWindow {
-    highest: Option<u32>,
-    bits: [u64; (SEQ_WINDOW / 64) as usize],
-}
-
-impl SeqWindow {
-    fn bit(&mut self, seq: u32) -> (&mut u64, u64) {
-        let i = (seq % SEQ_WINDOW) as usize;
-        (&mut self.bits[i / 64], 1 << (i % 64))
-    }
-
-    fn insert(&mut self, seq: u32) -> Seen {
-        let Some(h) = self.highest else {
-            self.highest = Some(seq);
-            let (w, m) = self.bit(seq);
-            *w |= m;
-            return Seen::New { advance: 1 };
-        };
-        let diff = seq.wrapping_sub(h) as i32;
-        if diff > 0 {
-            let d = diff as u32;
-            let advance = if d >= SEQ_WINDOW {
-                // A jump this long is a restart or garbage, not a loss burst of
-                // that size: resynchronise instead of reporting it as loss.
-                self.bits = [0; (SEQ_WINDOW / 64) as usize];
-                1
-            } else {
-                for s in 1..=d {
-                    let (w, m) = self.bit(h.wrapping_add(s));
-                    *w &= !m;
-                }
-                d
-            };
-            self.highest = Some(seq);
-            let (w, m) = self.bit(seq);
-            *w |= m;
-            return Seen::New { advance };
-        }
-        if diff.unsigned_abs() >= SEQ_WINDOW {
-            return Seen::Stale;
-        }
-        let (w, m) = self.bit(seq);
-        if *w & m != 0 {
-            Seen::Duplicate
-        } else {
-            *w |= m;
-            Seen::New { advance: 0 }
-        }
     }
 }
 
@@ -169,10 +108,7 @@ impl FecDecoder {
             out_bytes: 0,
             pool: Vec::new(),
             codecs: Codecs::default(),
-            window: SeqWindow {
-                highest: None,
-                bits: [0; (SEQ_WINDOW / 64) as usize],
-            },
+            window: SeqWindow::default(),
             expected: 0,
             received: 0,
             stats: DecoderStats::default(),

@@ -61,12 +61,14 @@ mod decoder;
 mod encoder;
 pub mod policy;
 mod rs;
+mod seqwin;
 mod stats;
 pub mod wire;
 
 pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
-pub use decoder::{DecodeError, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT, SEQ_WINDOW};
+pub use decoder::{DecodeError, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
+pub use seqwin::SEQ_WINDOW;
 pub use stats::{DecoderStats, EncoderStats};
 pub use wire::{Framing, WireError};
