@@ -63,6 +63,10 @@ pub struct FecDecoder {
     out: VecDeque<Vec<u8>>,
     out_bytes: usize,
     pool: Vec<Vec<u8>>,
+    /// Emptied per-group shard tables, reused so a new group allocates nothing.
+    slot_pool: Vec<Vec<Option<Vec<u8>>>>,
+    /// Scratch table for reconstruction.
+    recon: Vec<(Vec<u8>, bool)>,
     codecs: Codecs,
     window: SeqWindow,
     expected: u32,
@@ -101,12 +105,15 @@ impl FecDecoder {
             kcp_shape,
             budget: config.budget,
             expiry: config.group_expiry,
-            groups: HashMap::new(),
-            order: VecDeque::new(),
+            // Sized for the bound up front: the table never grows on the hot path.
+            groups: HashMap::with_capacity(MAX_GROUPS),
+            order: VecDeque::with_capacity(MAX_GROUPS),
             group_bytes: 0,
             out: VecDeque::new(),
             out_bytes: 0,
             pool: Vec::new(),
+            slot_pool: Vec::new(),
+            recon: Vec::new(),
             codecs: Codecs::default(),
             window: SeqWindow::default(),
             expected: 0,
@@ -264,7 +271,7 @@ impl FecDecoder {
                 Group {
                     shape,
                     parity_len: 0,
-                    shards: Vec::new(),
+                    shards: self.slot_pool.pop().unwrap_or_default(),
                     recovered: 0,
                     done: false,
                     bytes: 0,
@@ -334,7 +341,8 @@ impl FecDecoder {
     fn reconstruct(&mut self, g: &mut Group, k: usize, p: u8) {
         let len = g.parity_len;
         let n = k + usize::from(p);
-        let mut set: Vec<(Vec<u8>, bool)> = Vec::with_capacity(n);
+        let mut set = std::mem::take(&mut self.recon);
+        set.clear();
         let mut present = 0u128;
         let mut fits = true;
         for (i, slot) in g.shards[..n].iter_mut().enumerate() {
@@ -377,9 +385,10 @@ impl FecDecoder {
         } else {
             self.stats.groups_unrecoverable += 1;
         }
-        for (b, _) in set {
+        for (b, _) in set.drain(..) {
             self.recycle(b);
         }
+        self.recon = set;
     }
 
     /// Marks a group complete and frees its shards (kept as a tombstone so late
@@ -388,8 +397,12 @@ impl FecDecoder {
         g.done = true;
         self.group_bytes -= g.bytes;
         g.bytes = 0;
-        for b in g.shards.drain(..).flatten() {
+        let mut slots = std::mem::take(&mut g.shards);
+        for b in slots.drain(..).flatten() {
             self.recycle(b);
+        }
+        if self.slot_pool.len() < POOL_LIMIT {
+            self.slot_pool.push(slots);
         }
     }
 
