@@ -53,6 +53,11 @@
 //! byte-identical to kcp-go's (checked against captured kcptun traffic in
 //! `tests/fec_kcptun.rs`). **Chosen: `reed-solomon-erasure`** for both framings.
 //!
+//! Whole layer (`cargo bench -p petrel-proto --bench fec_layer`, encoder → decoder,
+//! 8 × 1200 B per group): fixed 8+2 lossless 17 µs per group (≈ 530 MiB/s), with
+//! one data shard rebuilt per group 32 µs, adaptive pass-through at zero loss
+//! 1.3 µs. After warm-up neither side allocates per packet (`tests/fec_alloc.rs`).
+//!
 //! What lives elsewhere: the ARQ (`kcp`), congestion control (`cc`), the handshake
 //! that carries the descriptor, and the sockets and timers (`petrel`).
 
