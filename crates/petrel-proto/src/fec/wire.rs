@@ -82,8 +82,9 @@ pub enum WireError {
     /// kcptun CRC-32 does not match the datagram.
     #[error("crc32 mismatch")]
     BadCrc,
-    /// `size` field inconsistent with the datagram length.
-    #[error("bad size field {0}")]
+    /// `size` field inconsistent with the datagram length, or a datagram longer
+    /// than a shard can be.
+    #[error("bad size {0}")]
     BadSize(usize),
     /// Group shape or shard index outside the configured limits.
     #[error("shard index {index} or shape {data}+{parity} out of range")]
@@ -164,8 +165,14 @@ fn parse_native(d: &[u8]) -> Result<Shard<'_>, WireError> {
     if d.len() < NATIVE_DATA_HEADER {
         return Err(WireError::TooShort(d.len()));
     }
+    if d.len() > NATIVE_PARITY_HEADER + MAX_PAYLOAD + 2 {
+        return Err(WireError::BadSize(d.len()));
+    }
     let (index, seq) = (d[1], le32(d, 2));
     let data = |retained| {
+        if d.len() - NATIVE_DATA_HEADER > MAX_PAYLOAD {
+            return Err(WireError::BadSize(d.len()));
+        }
         if index >= MAX_DATA_SHARDS {
             return Err(WireError::BadShape {
                 index,
@@ -367,6 +374,10 @@ mod tests {
         let s = parse(Framing::Native, (0, 0), &out).unwrap();
         assert_eq!(s.kind, ShardKind::Parity { data: 6, parity: 2 });
         assert_eq!(s.group(), 74);
+        assert_eq!(
+            parse(Framing::Native, (0, 0), &vec![0x10; 70_000]),
+            Err(WireError::BadSize(70_000))
+        );
         out[6] = 7; // index 6 is then a data index: malformed
         assert!(matches!(
             parse(Framing::Native, (0, 0), &out),
