@@ -3,6 +3,7 @@
 
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::LossReport;
+use super::queue::DatagramQueue;
 use super::rs::Codecs;
 use super::seqwin::{Seen, SeqWindow};
 use super::stats::DecoderStats;
@@ -15,7 +16,8 @@ pub const MAX_GROUPS: usize = 1024;
 /// Delivery queue bound, in datagrams (it is also bounded by `budget` bytes);
 /// beyond it the oldest is dropped and counted.
 pub const RX_QUEUE_LIMIT: usize = 4096;
-const POOL_LIMIT: usize = 128;
+/// Emptied per-group shard tables kept for reuse.
+const SLOT_POOL_LIMIT: usize = 128;
 
 /// Why a datagram was rejected. Every rejection is also counted as `malformed`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -60,9 +62,8 @@ pub struct FecDecoder {
     groups: HashMap<u32, Group>,
     order: VecDeque<(u32, Instant)>,
     group_bytes: usize,
-    out: VecDeque<Vec<u8>>,
-    out_bytes: usize,
-    pool: Vec<Vec<u8>>,
+    /// Datagrams for the ARQ; its buffer pool also holds retained shards.
+    out: DatagramQueue,
     /// Emptied per-group shard tables, reused so a new group allocates nothing.
     slot_pool: Vec<Vec<Option<Vec<u8>>>>,
     /// Scratch table for reconstruction.
@@ -109,9 +110,7 @@ impl FecDecoder {
             groups: HashMap::with_capacity(MAX_GROUPS),
             order: VecDeque::with_capacity(MAX_GROUPS),
             group_bytes: 0,
-            out: VecDeque::new(),
-            out_bytes: 0,
-            pool: Vec::new(),
+            out: DatagramQueue::new(RX_QUEUE_LIMIT, config.budget),
             slot_pool: Vec::new(),
             recon: Vec::new(),
             codecs: Codecs::default(),
@@ -163,16 +162,9 @@ impl FecDecoder {
 
     /// Moves the next datagram for the ARQ into `out`; `false` when none is queued.
     pub fn poll_datagram(&mut self, out: &mut Vec<u8>) -> bool {
-        match self.out.pop_front() {
-            Some(mut d) => {
-                self.out_bytes -= d.len();
-                std::mem::swap(out, &mut d);
-                self.recycle(d);
-                self.update_retained();
-                true
-            }
-            None => false,
-        }
+        let got = self.out.pop_into(out);
+        self.update_retained();
+        got
     }
 
     /// When the oldest group expires; `None` when no group is tracked.
@@ -283,12 +275,11 @@ impl FecDecoder {
             return Ok(());
         };
         let index = usize::from(shard.index);
-        let mut buf = self.pool.pop().unwrap_or_default();
-        buf.clear();
+        let mut buf = self.out.buffer();
         match shard.kind {
             ShardKind::Data { .. } => {
                 if g.shape.is_some_and(|(k, _)| shard.index >= k) {
-                    self.pool.push(buf);
+                    self.out.recycle(buf);
                     return Err(DecodeError::Inconsistent);
                 }
                 // wire::parse bounds the payload to a u16 size field.
@@ -301,7 +292,7 @@ impl FecDecoder {
                     || (g.shape.is_none()
                         && g.shards.iter().skip(usize::from(data)).any(Option::is_some));
                 if conflict {
-                    self.pool.push(buf);
+                    self.out.recycle(buf);
                     return Err(DecodeError::Inconsistent);
                 }
                 g.shape = Some((data, parity));
@@ -351,11 +342,7 @@ impl FecDecoder {
                     present |= 1 << i;
                     b
                 }
-                None => {
-                    let mut b = self.pool.pop().unwrap_or_default();
-                    b.clear();
-                    b
-                }
+                None => self.out.buffer(),
             };
             fits &= b.len() <= len;
             set.push((b, present & (1 << i) != 0));
@@ -386,7 +373,7 @@ impl FecDecoder {
             self.stats.groups_unrecoverable += 1;
         }
         for (b, _) in set.drain(..) {
-            self.recycle(b);
+            self.out.recycle(b);
         }
         self.recon = set;
     }
@@ -399,9 +386,9 @@ impl FecDecoder {
         g.bytes = 0;
         let mut slots = std::mem::take(&mut g.shards);
         for b in slots.drain(..).flatten() {
-            self.recycle(b);
+            self.out.recycle(b);
         }
-        if self.slot_pool.len() < POOL_LIMIT {
+        if self.slot_pool.len() < SLOT_POOL_LIMIT {
             self.slot_pool.push(slots);
         }
     }
@@ -432,32 +419,15 @@ impl FecDecoder {
         }
     }
 
-    /// Queues a datagram for the ARQ; the queue holds at most [`RX_QUEUE_LIMIT`]
-    /// datagrams and `budget` bytes, dropping (and counting) the oldest beyond.
     fn deliver(&mut self, payload: &[u8]) {
-        while self.out.len() >= RX_QUEUE_LIMIT || self.out_bytes + payload.len() > self.budget {
-            let Some(old) = self.out.pop_front() else {
-                break;
-            };
-            self.out_bytes -= old.len();
-            self.stats.rx_queue_dropped += 1;
-            self.recycle(old);
-        }
-        let mut b = self.pool.pop().unwrap_or_default();
-        b.clear();
+        let mut b = self.out.buffer();
         b.extend_from_slice(payload);
-        self.out_bytes += b.len();
-        self.out.push_back(b);
-    }
-
-    fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < POOL_LIMIT {
-            self.pool.push(buf);
-        }
+        self.out.push(b);
+        self.stats.rx_queue_dropped = self.out.dropped();
     }
 
     fn update_retained(&mut self) {
-        let r = self.group_bytes + self.out_bytes;
+        let r = self.group_bytes + self.out.bytes();
         self.stats.retained_bytes = r;
         self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
     }

@@ -3,17 +3,15 @@
 
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::{LossReport, ParityPolicy};
+use super::queue::DatagramQueue;
 use super::rs::Codecs;
 use super::stats::EncoderStats;
 use super::wire::{self, Framing, MAX_PAYLOAD};
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Transmit queue bound, in datagrams (it is also bounded by `budget` bytes);
 /// beyond it the oldest is dropped and counted.
 pub const TX_QUEUE_LIMIT: usize = 256;
-/// Spare buffers kept for reuse, so steady-state sending allocates nothing.
-const POOL_LIMIT: usize = 128;
 
 /// Why a datagram could not be pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -51,9 +49,7 @@ pub struct FecEncoder {
     open: Option<OpenGroup>,
     shards: Vec<Vec<u8>>,
     parity: Vec<Vec<u8>>,
-    queue: VecDeque<Vec<u8>>,
-    queue_bytes: usize,
-    pool: Vec<Vec<u8>>,
+    queue: DatagramQueue,
     codecs: Codecs,
     nonce: u64,
     stats: EncoderStats,
@@ -108,9 +104,7 @@ impl FecEncoder {
             open: None,
             shards: Vec::new(),
             parity: Vec::new(),
-            queue: VecDeque::new(),
-            queue_bytes: 0,
-            pool: Vec::new(),
+            queue: DatagramQueue::new(TX_QUEUE_LIMIT, config.budget),
             codecs: Codecs::default(),
             nonce: 0x9E37_79B9_7F4A_7C15,
             stats: EncoderStats::default(),
@@ -204,16 +198,9 @@ impl FecEncoder {
     /// Moves the next datagram to send into `out`; `false` when none is queued.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         self.handle_timeout(now);
-        match self.queue.pop_front() {
-            Some(mut d) => {
-                self.queue_bytes -= d.len();
-                std::mem::swap(out, &mut d);
-                self.recycle(d);
-                self.update_retained();
-                true
-            }
-            None => false,
-        }
+        let sent = self.queue.pop_into(out);
+        self.update_retained();
+        sent
     }
 
     /// When the open group must be closed (its `group_wait` deadline); `None` when
@@ -259,31 +246,15 @@ impl FecEncoder {
 
     fn emit_data(&mut self, seq: u32, index: u8, retained: bool, payload: &[u8]) {
         let nonce = self.next_nonce();
-        let mut buf = self.pool.pop().unwrap_or_default();
+        let mut buf = self.queue.buffer();
         wire::write_data(self.framing, nonce, seq, index, retained, payload, &mut buf);
         self.stats.data_shards_sent += 1;
         self.enqueue(buf);
     }
 
-    /// Queues a framed datagram; the queue holds at most [`TX_QUEUE_LIMIT`]
-    /// datagrams and `budget` bytes, dropping (and counting) the oldest beyond.
     fn enqueue(&mut self, buf: Vec<u8>) {
-        while self.queue.len() >= TX_QUEUE_LIMIT || self.queue_bytes + buf.len() > self.budget {
-            let Some(old) = self.queue.pop_front() else {
-                break;
-            };
-            self.queue_bytes -= old.len();
-            self.stats.tx_queue_dropped += 1;
-            self.recycle(old);
-        }
-        self.queue_bytes += buf.len();
-        self.queue.push_back(buf);
-    }
-
-    fn recycle(&mut self, buf: Vec<u8>) {
-        if self.pool.len() < POOL_LIMIT {
-            self.pool.push(buf);
-        }
+        self.queue.push(buf);
+        self.stats.tx_queue_dropped = self.queue.dropped();
     }
 
     /// Parity for this group after the caps: parity bytes ≤ 50 % of data bytes
@@ -316,7 +287,7 @@ impl FecEncoder {
             for j in 0..p {
                 let seq = g.base.wrapping_add(u32::from(k + j));
                 let nonce = self.next_nonce();
-                let mut buf = self.pool.pop().unwrap_or_default();
+                let mut buf = self.queue.buffer();
                 let body = &self.parity[usize::from(j)];
                 wire::write_parity(self.framing, nonce, seq, k + j, k, p, body, &mut buf);
                 self.enqueue(buf);
@@ -353,7 +324,7 @@ impl FecEncoder {
 
     fn update_retained(&mut self) {
         let open = self.open.as_ref().map_or(0, |g| g.data_bytes);
-        let r = open + self.queue_bytes;
+        let r = open + self.queue.bytes();
         self.stats.retained_bytes = r;
         self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
     }

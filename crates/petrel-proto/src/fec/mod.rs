@@ -65,6 +65,7 @@ mod config;
 mod decoder;
 mod encoder;
 pub mod policy;
+mod queue;
 mod rs;
 mod seqwin;
 mod stats;
