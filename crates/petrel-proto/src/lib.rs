@@ -9,6 +9,8 @@
 //! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO,
 //!   fragmentation, window probing, dead-link detection);
 //! - [`cc`]: the congestion-control seam the ARQ calls, with "none" and NewReno;
+//! - [`fec`]: Reed–Solomon forward error correction below the ARQ (native and kcp-go
+//!   framing, fixed and adaptive parity, memory budget);
 //! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection
 //!   establishment, plus the per-connection keepalive / idle / close control plane.
 //!
@@ -17,5 +19,6 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod cc;
+pub mod fec;
 pub mod handshake;
 pub mod kcp;

@@ -1,0 +1,434 @@
+//! Receiver side: hands data shards up at once, rebuilds lost ones from parity
+//! as soon as a group has enough shards, and keeps its memory bounded.
+
+use super::config::{ConfigError, FecConfig, FecScheme};
+use super::policy::LossReport;
+use super::queue::DatagramQueue;
+use super::rs::Codecs;
+use super::seqwin::{Seen, SeqWindow};
+use super::stats::DecoderStats;
+use super::wire::{self, Framing, Shard, ShardKind, WireError, NATIVE_REPORT};
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+/// Most groups tracked at once; beyond it the oldest is released and counted.
+pub const MAX_GROUPS: usize = 1024;
+/// Delivery queue bound, in datagrams (it is also bounded by `budget` bytes);
+/// beyond it the oldest is dropped and counted.
+pub const RX_QUEUE_LIMIT: usize = 4096;
+/// Emptied per-group shard tables kept for reuse.
+const SLOT_POOL_LIMIT: usize = 128;
+
+/// Why a datagram was rejected. Every rejection is also counted as `malformed`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The header, CRC or size field is invalid.
+    #[error(transparent)]
+    Wire(#[from] WireError),
+    /// The shard contradicts its group (shape, index or parity length).
+    #[error("shard contradicts its group's shape or parity length")]
+    Inconsistent,
+}
+
+#[derive(Debug)]
+struct Group {
+    shape: Option<(u8, u8)>,
+    parity_len: usize,
+    shards: Vec<Option<Vec<u8>>>,
+    /// Data indices rebuilt from parity (bit i = index i).
+    recovered: u128,
+    done: bool,
+    bytes: usize,
+}
+
+impl Group {
+    fn has_missing_data(&self) -> bool {
+        self.shape.is_some_and(|(k, _)| {
+            (0..usize::from(k)).any(|i| self.shards.get(i).is_none_or(Option::is_none))
+        })
+    }
+}
+
+/// Sans-IO FEC decoder. Feed it datagrams with [`FecDecoder::input`], drain
+/// [`FecDecoder::poll_datagram`], call [`FecDecoder::handle_timeout`] at
+/// [`FecDecoder::poll_timeout`], and send [`FecDecoder::take_loss_report`] to the
+/// peer's encoder periodically when it runs adaptive parity.
+#[derive(Debug)]
+pub struct FecDecoder {
+    framing: Framing,
+    kcp_shape: (u8, u8),
+    budget: usize,
+    expiry: Duration,
+    groups: HashMap<u32, Group>,
+    order: VecDeque<(u32, Instant)>,
+    group_bytes: usize,
+    /// Datagrams for the ARQ; its buffer pool also holds retained shards.
+    out: DatagramQueue,
+    /// Emptied per-group shard tables, reused so a new group allocates nothing.
+    slot_pool: Vec<Vec<Option<Vec<u8>>>>,
+    /// Scratch table for reconstruction.
+    recon: Vec<(Vec<u8>, bool)>,
+    codecs: Codecs,
+    window: SeqWindow,
+    expected: u32,
+    received: u32,
+    stats: DecoderStats,
+}
+
+impl FecDecoder {
+    /// Builds a decoder. In native framing group shapes come from the wire; the
+    /// config supplies the budget and expiry. kcp-go framing takes the fixed shape
+    /// from [`FecScheme::Fixed`] (parity ≥ 1).
+    ///
+    /// # Errors
+    /// The [`FecConfig::validate`] error, or `scheme` out of range for kcp-go.
+    pub fn new(config: &FecConfig, framing: Framing) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let kcp_shape = match (framing, config.scheme) {
+            (
+                Framing::KcpGo { .. },
+                FecScheme::Fixed {
+                    data_shards,
+                    parity_shards,
+                },
+            ) if parity_shards > 0 => (data_shards, parity_shards),
+            (Framing::KcpGo { .. }, s) => {
+                return Err(ConfigError::OutOfRange {
+                    field: "scheme",
+                    value: format!("{s:?}"),
+                    range: "Fixed with parity_shards >= 1 in kcp-go framing",
+                })
+            }
+            (Framing::Native, _) => (0, 0),
+        };
+        Ok(FecDecoder {
+            framing,
+            kcp_shape,
+            budget: config.budget,
+            expiry: config.group_expiry,
+            // Sized for the bound up front: the table never grows on the hot path.
+            groups: HashMap::with_capacity(MAX_GROUPS),
+            order: VecDeque::with_capacity(MAX_GROUPS),
+            group_bytes: 0,
+            out: DatagramQueue::new(RX_QUEUE_LIMIT, config.budget),
+            slot_pool: Vec::new(),
+            recon: Vec::new(),
+            codecs: Codecs::default(),
+            window: SeqWindow::default(),
+            expected: 0,
+            received: 0,
+            stats: DecoderStats::default(),
+        })
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> DecoderStats {
+        self.stats
+    }
+
+    /// Shards expected and received since the last call; `None` if nothing
+    /// arrived. Send it to the peer (native framing: [`LossReport::encode`]).
+    pub fn take_loss_report(&mut self) -> Option<LossReport> {
+        if self.expected == 0 && self.received == 0 {
+            return None;
+        }
+        let r = LossReport {
+            expected: self.expected,
+            received: self.received,
+        };
+        (self.expected, self.received) = (0, 0);
+        Some(r)
+    }
+
+    /// Feeds one datagram. Data shards are queued for [`FecDecoder::poll_datagram`]
+    /// at once; any data shards this shard makes recoverable follow them.
+    /// A native-framing [`LossReport`] is returned for the caller's encoder.
+    ///
+    /// # Errors
+    /// [`DecodeError`] for a malformed or inconsistent datagram (also counted).
+    pub fn input(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+    ) -> Result<Option<LossReport>, DecodeError> {
+        self.handle_timeout(now);
+        let result = self.input_inner(now, datagram);
+        if result.is_err() {
+            self.stats.malformed += 1;
+        }
+        self.update_retained();
+        result
+    }
+
+    /// Moves the next datagram for the ARQ into `out`; `false` when none is queued.
+    pub fn poll_datagram(&mut self, out: &mut Vec<u8>) -> bool {
+        let got = self.out.pop_into(out);
+        self.update_retained();
+        got
+    }
+
+    /// When the oldest group expires; `None` when no group is tracked.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.order.front().map(|&(_, t)| t + self.expiry)
+    }
+
+    /// Releases groups older than `group_expiry`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        while let Some(&(id, t)) = self.order.front() {
+            if t + self.expiry > now {
+                break;
+            }
+            self.order.pop_front();
+            self.retire(id, false);
+        }
+        self.update_retained();
+    }
+
+    fn input_inner(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+    ) -> Result<Option<LossReport>, DecodeError> {
+        if self.framing == Framing::Native && datagram.first() == Some(&NATIVE_REPORT) {
+            let r = LossReport::decode(datagram)?;
+            self.stats.reports_received += 1;
+            return Ok(Some(r));
+        }
+        let shard = wire::parse(self.framing, self.kcp_shape, datagram)?;
+        let stale = match self.window.insert(shard.seq) {
+            Seen::Duplicate => {
+                self.stats.duplicates += 1;
+                return Ok(None);
+            }
+            Seen::Stale => true,
+            Seen::New { advance } => {
+                self.expected = self.expected.saturating_add(advance);
+                self.received = self.received.saturating_add(1);
+                false
+            }
+        };
+        let id = shard.group();
+        let known = self.groups.get(&id);
+        if stale && known.is_none() {
+            self.stats.stale += 1;
+            if let ShardKind::Data { .. } = shard.kind {
+                self.stats.data_shards_received += 1;
+                self.deliver(shard.body);
+            }
+            return Ok(None);
+        }
+        if let Some(g) = known.filter(|g| g.done) {
+            let recovered = g.recovered & (1u128 << shard.index) != 0;
+            match shard.kind {
+                ShardKind::Data { .. } if !recovered => {
+                    self.stats.data_shards_received += 1;
+                    self.deliver(shard.body);
+                }
+                ShardKind::Data { .. } => self.stats.duplicates += 1,
+                ShardKind::Parity { .. } => self.stats.parity_shards_received += 1,
+            }
+            return Ok(None);
+        }
+        match shard.kind {
+            ShardKind::Data { retained } => {
+                self.stats.data_shards_received += 1;
+                self.deliver(shard.body);
+                if retained {
+                    self.store(now, id, &shard)?;
+                }
+            }
+            ShardKind::Parity { .. } => {
+                self.stats.parity_shards_received += 1;
+                self.store(now, id, &shard)?;
+            }
+        }
+        self.try_recover(id);
+        self.enforce_budget();
+        Ok(None)
+    }
+
+    fn store(&mut self, now: Instant, id: u32, shard: &Shard<'_>) -> Result<(), DecodeError> {
+        if !self.groups.contains_key(&id) {
+            if self.groups.len() >= MAX_GROUPS {
+                if let Some((old, _)) = self.order.pop_front() {
+                    self.retire(old, true);
+                }
+            }
+            let shape = match self.framing {
+                Framing::Native => None,
+                Framing::KcpGo { .. } => Some(self.kcp_shape),
+            };
+            self.groups.insert(
+                id,
+                Group {
+                    shape,
+                    parity_len: 0,
+                    shards: self.slot_pool.pop().unwrap_or_default(),
+                    recovered: 0,
+                    done: false,
+                    bytes: 0,
+                },
+            );
+            self.order.push_back((id, now));
+        }
+        let Some(g) = self.groups.get_mut(&id) else {
+            return Ok(());
+        };
+        let index = usize::from(shard.index);
+        let mut buf = self.out.buffer();
+        match shard.kind {
+            ShardKind::Data { .. } => {
+                if g.shape.is_some_and(|(k, _)| shard.index >= k) {
+                    self.out.recycle(buf);
+                    return Err(DecodeError::Inconsistent);
+                }
+                // wire::parse bounds the payload to a u16 size field.
+                buf.extend_from_slice(&((shard.body.len() + 2) as u16).to_le_bytes());
+                buf.extend_from_slice(shard.body);
+            }
+            ShardKind::Parity { data, parity } => {
+                let conflict = g.shape.is_some_and(|s| s != (data, parity))
+                    || (g.parity_len != 0 && g.parity_len != shard.body.len())
+                    || (g.shape.is_none()
+                        && g.shards.iter().skip(usize::from(data)).any(Option::is_some));
+                if conflict {
+                    self.out.recycle(buf);
+                    return Err(DecodeError::Inconsistent);
+                }
+                g.shape = Some((data, parity));
+                g.parity_len = shard.body.len();
+                buf.extend_from_slice(shard.body);
+            }
+        }
+        if g.shards.len() <= index {
+            g.shards.resize_with(index + 1, || None);
+        }
+        g.bytes += buf.len();
+        self.group_bytes += buf.len();
+        g.shards[index] = Some(buf);
+        Ok(())
+    }
+
+    /// Rebuilds missing data shards once the group has `k` of its shards.
+    fn try_recover(&mut self, id: u32) {
+        let Some(mut g) = self.groups.remove(&id) else {
+            return;
+        };
+        if let (false, Some((k, p))) = (g.done, g.shape) {
+            let (k, n) = (usize::from(k), usize::from(k) + usize::from(p));
+            g.shards.resize_with(n.max(g.shards.len()), || None);
+            let have_data = g.shards[..k].iter().filter(|s| s.is_some()).count();
+            let have_parity = g.shards[k..n].iter().filter(|s| s.is_some()).count();
+            if have_data == k {
+                self.finish(&mut g);
+            } else if have_parity > 0 && have_data + have_parity >= k {
+                self.reconstruct(&mut g, k, p);
+                self.finish(&mut g);
+            }
+        }
+        self.groups.insert(id, g);
+    }
+
+    fn reconstruct(&mut self, g: &mut Group, k: usize, p: u8) {
+        let len = g.parity_len;
+        let n = k + usize::from(p);
+        let mut set = std::mem::take(&mut self.recon);
+        set.clear();
+        let mut present = 0u128;
+        let mut fits = true;
+        for (i, slot) in g.shards[..n].iter_mut().enumerate() {
+            let b = match slot.take() {
+                Some(b) => {
+                    present |= 1 << i;
+                    b
+                }
+                None => self.out.buffer(),
+            };
+            fits &= b.len() <= len;
+            set.push((b, present & (1 << i) != 0));
+        }
+        for (b, _) in &mut set {
+            b.resize(len, 0);
+        }
+        // A data shard longer than the parity means the peer's group is not what
+        // the parity describes: nothing trustworthy can be rebuilt.
+        let ok = fits
+            && self
+                .codecs
+                .get(k as u8, p)
+                .is_some_and(|c| c.reconstruct_data(&mut set).is_ok());
+        if ok {
+            for (i, (b, _)) in set.iter().enumerate().take(k) {
+                if present & (1 << i) != 0 {
+                    continue;
+                }
+                let size = usize::from(u16::from_le_bytes([b[0], b[1]]));
+                if (2..=len).contains(&size) {
+                    self.stats.shards_recovered += 1;
+                    g.recovered |= 1 << i;
+                    self.deliver(&b[2..size]);
+                }
+            }
+        } else {
+            self.stats.groups_unrecoverable += 1;
+        }
+        for (b, _) in set.drain(..) {
+            self.out.recycle(b);
+        }
+        self.recon = set;
+    }
+
+    /// Marks a group complete and frees its shards (kept as a tombstone so late
+    /// shards of it are recognised until it expires).
+    fn finish(&mut self, g: &mut Group) {
+        g.done = true;
+        self.group_bytes -= g.bytes;
+        g.bytes = 0;
+        let mut slots = std::mem::take(&mut g.shards);
+        for b in slots.drain(..).flatten() {
+            self.out.recycle(b);
+        }
+        if self.slot_pool.len() < SLOT_POOL_LIMIT {
+            self.slot_pool.push(slots);
+        }
+    }
+
+    fn retire(&mut self, id: u32, evicted: bool) {
+        let Some(mut g) = self.groups.remove(&id) else {
+            return;
+        };
+        if !g.done {
+            if evicted {
+                self.stats.groups_evicted += 1;
+            } else {
+                self.stats.groups_expired += 1;
+            }
+            if g.has_missing_data() {
+                self.stats.groups_unrecoverable += 1;
+            }
+            self.finish(&mut g);
+        }
+    }
+
+    fn enforce_budget(&mut self) {
+        while self.group_bytes > self.budget {
+            let Some((old, _)) = self.order.pop_front() else {
+                break;
+            };
+            self.retire(old, true);
+        }
+    }
+
+    fn deliver(&mut self, payload: &[u8]) {
+        let mut b = self.out.buffer();
+        b.extend_from_slice(payload);
+        self.out.push(b);
+        self.stats.rx_queue_dropped = self.out.dropped();
+    }
+
+    fn update_retained(&mut self) {
+        let r = self.group_bytes + self.out.bytes();
+        self.stats.retained_bytes = r;
+        self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
+    }
+}

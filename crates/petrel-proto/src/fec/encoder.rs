@@ -1,0 +1,331 @@
+//! Sender side: frames ARQ datagrams as data shards at once and adds parity
+//! shards when a group closes (full, or `group_wait` after its first datagram).
+
+use super::config::{ConfigError, FecConfig, FecScheme};
+use super::policy::{LossReport, ParityPolicy};
+use super::queue::DatagramQueue;
+use super::rs::Codecs;
+use super::stats::EncoderStats;
+use super::wire::{self, Framing, MAX_PAYLOAD};
+use std::time::{Duration, Instant};
+
+/// Transmit queue bound, in datagrams (it is also bounded by `budget` bytes);
+/// beyond it the oldest is dropped and counted.
+pub const TX_QUEUE_LIMIT: usize = 256;
+
+/// Why a datagram could not be pushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum EncodeError {
+    /// Payload larger than [`wire::MAX_PAYLOAD`] bytes.
+    #[error("datagram of {0} bytes exceeds the FEC maximum of 65533")]
+    TooLarge(usize),
+}
+
+#[derive(Debug)]
+struct OpenGroup {
+    base: u32,
+    count: u8,
+    parity: u8,
+    deadline: Instant,
+    /// Longest shard content (2-byte size + payload), in bytes.
+    max_len: usize,
+    data_bytes: usize,
+}
+
+/// Sans-IO FEC encoder. Feed it datagrams with [`FecEncoder::push`], drain
+/// [`FecEncoder::poll_transmit`], and call [`FecEncoder::handle_timeout`] at
+/// [`FecEncoder::poll_timeout`].
+#[derive(Debug)]
+pub struct FecEncoder {
+    framing: Framing,
+    data_shards: u8,
+    fixed_parity: u8,
+    policy: Option<ParityPolicy>,
+    group_wait: Duration,
+    budget: usize,
+    /// kcp-go wraps `seqid` at the largest multiple of the group size (`paws`).
+    seq_modulus: Option<u32>,
+    next_seq: u32,
+    open: Option<OpenGroup>,
+    shards: Vec<Vec<u8>>,
+    parity: Vec<Vec<u8>>,
+    queue: DatagramQueue,
+    codecs: Codecs,
+    nonce: u64,
+    stats: EncoderStats,
+}
+
+impl FecEncoder {
+    /// Builds an encoder. kcp-go framing needs [`FecScheme::Fixed`] with at least
+    /// one parity shard, as kcp-go has no partial or parity-less groups.
+    ///
+    /// # Errors
+    /// The [`FecConfig::validate`] error, or `scheme` out of range for kcp-go.
+    pub fn new(config: &FecConfig, framing: Framing) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let (fixed_parity, policy) = match config.scheme {
+            FecScheme::None => (0, None),
+            FecScheme::Fixed { parity_shards, .. } => (parity_shards, None),
+            FecScheme::Adaptive {
+                max_data,
+                max_parity,
+                target,
+            } => (0, Some(ParityPolicy::new(max_data, max_parity, target))),
+        };
+        let seq_modulus = match (framing, config.scheme) {
+            (Framing::Native, _) => None,
+            (
+                Framing::KcpGo { .. },
+                FecScheme::Fixed {
+                    data_shards,
+                    parity_shards,
+                },
+            ) if parity_shards > 0 => {
+                let n = u32::from(data_shards) + u32::from(parity_shards);
+                Some(u32::MAX / n * n)
+            }
+            (Framing::KcpGo { .. }, _) => {
+                return Err(ConfigError::OutOfRange {
+                    field: "scheme",
+                    value: format!("{:?}", config.scheme),
+                    range: "Fixed with parity_shards >= 1 in kcp-go framing",
+                })
+            }
+        };
+        Ok(FecEncoder {
+            framing,
+            data_shards: config.scheme.data_shards(),
+            fixed_parity,
+            policy,
+            group_wait: config.group_wait,
+            budget: config.budget,
+            seq_modulus,
+            next_seq: 0,
+            open: None,
+            shards: Vec::new(),
+            parity: Vec::new(),
+            queue: DatagramQueue::new(TX_QUEUE_LIMIT, config.budget),
+            codecs: Codecs::default(),
+            nonce: 0x9E37_79B9_7F4A_7C15,
+            stats: EncoderStats::default(),
+        })
+    }
+
+    /// Seeds the generator of kcptun crypt-header nonces. kcptun ignores them
+    /// with `crypt none`, so they need to vary, not to be secret.
+    pub fn set_nonce_seed(&mut self, seed: u64) {
+        self.nonce = seed;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EncoderStats {
+        self.stats
+    }
+
+    /// Parity the next group will carry (before the per-group caps), in packets.
+    pub fn current_parity(&self) -> u8 {
+        self.policy
+            .as_ref()
+            .map_or(self.fixed_parity, ParityPolicy::parity)
+    }
+
+    /// Feeds the peer's loss report to the adaptive policy (ignored otherwise).
+    pub fn handle_loss_report(&mut self, report: &LossReport) {
+        if let Some(p) = &mut self.policy {
+            if p.on_report(report) {
+                self.stats.policy_changes = p.changes();
+            }
+        }
+    }
+
+    /// Frames `datagram` as a data shard (sent at once by the next
+    /// [`FecEncoder::poll_transmit`]) and, when its group fills, its parity.
+    ///
+    /// # Errors
+    /// [`EncodeError::TooLarge`] above [`wire::MAX_PAYLOAD`] bytes.
+    pub fn push(&mut self, now: Instant, datagram: &[u8]) -> Result<(), EncodeError> {
+        if datagram.len() > MAX_PAYLOAD {
+            return Err(EncodeError::TooLarge(datagram.len()));
+        }
+        self.handle_timeout(now);
+        let parity = self.current_parity();
+        let mut group = match self.open.take() {
+            Some(g) => g,
+            None if parity == 0 => {
+                // Pass-through: no group, no retention, no wait.
+                let seq = self.take_seq(1);
+                self.emit_data(seq, 0, false, datagram);
+                self.update_retained();
+                return Ok(());
+            }
+            None => OpenGroup {
+                base: self.next_seq,
+                count: 0,
+                parity,
+                deadline: now + self.group_wait,
+                max_len: 0,
+                data_bytes: 0,
+            },
+        };
+        let index = group.count;
+        self.emit_data(
+            group.base.wrapping_add(u32::from(index)),
+            index,
+            true,
+            datagram,
+        );
+        let slot = usize::from(index);
+        if self.shards.len() <= slot {
+            self.shards.resize_with(slot + 1, Vec::new);
+        }
+        let shard = &mut self.shards[slot];
+        shard.clear();
+        // Fits: datagram.len() ≤ MAX_PAYLOAD.
+        shard.extend_from_slice(&((datagram.len() + 2) as u16).to_le_bytes());
+        shard.extend_from_slice(datagram);
+        group.count += 1;
+        group.max_len = group.max_len.max(shard.len());
+        group.data_bytes += shard.len();
+        let full = group.count >= self.data_shards;
+        self.open = Some(group);
+        if full {
+            self.close_group();
+        }
+        self.update_retained();
+        Ok(())
+    }
+
+    /// Moves the next datagram to send into `out`; `false` when none is queued.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.handle_timeout(now);
+        let sent = self.queue.pop_into(out);
+        self.update_retained();
+        sent
+    }
+
+    /// When the open group must be closed (its `group_wait` deadline); `None` when
+    /// no group is open, e.g. always when parity is 0.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.framing {
+            Framing::Native => self.open.as_ref().map(|g| g.deadline),
+            // kcp-go groups are fixed-shape: they close only when full.
+            Framing::KcpGo { .. } => None,
+        }
+    }
+
+    /// Closes the open group if its deadline has passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_some_and(|d| now >= d) {
+            self.close_group();
+            self.update_retained();
+        }
+    }
+
+    /// Reserves `n` consecutive `seq` values and returns the first.
+    fn take_seq(&mut self, n: u32) -> u32 {
+        let seq = self.next_seq;
+        self.next_seq = match self.seq_modulus {
+            Some(m) => (seq + n) % m,
+            None => seq.wrapping_add(n),
+        };
+        seq
+    }
+
+    fn next_nonce(&mut self) -> [u8; 16] {
+        // splitmix64: cheap, well-spread, deterministic for tests.
+        let mut out = [0; 16];
+        for half in out.chunks_exact_mut(8) {
+            self.nonce = self.nonce.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = self.nonce;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            half.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+        }
+        out
+    }
+
+    fn emit_data(&mut self, seq: u32, index: u8, retained: bool, payload: &[u8]) {
+        let nonce = self.next_nonce();
+        let mut buf = self.queue.buffer();
+        wire::write_data(self.framing, nonce, seq, index, retained, payload, &mut buf);
+        self.stats.data_shards_sent += 1;
+        self.enqueue(buf);
+    }
+
+    fn enqueue(&mut self, buf: Vec<u8>) {
+        self.queue.push(buf);
+        self.stats.tx_queue_dropped = self.queue.dropped();
+    }
+
+    /// Parity for this group after the caps: parity bytes ≤ 50 % of data bytes
+    /// (adaptive only: fixed means fixed) and the whole group within the budget.
+    fn capped_parity(&self, g: &OpenGroup) -> u8 {
+        let mut p = usize::from(g.parity);
+        if self.policy.is_some() {
+            p = p.min(g.data_bytes / (2 * g.max_len));
+        }
+        let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
+        // p ≤ g.parity, a u8.
+        p.min(budget_shards) as u8
+    }
+
+    fn close_group(&mut self) {
+        let Some(g) = self.open.take() else { return };
+        let k = g.count;
+        let p = self.capped_parity(&g);
+        if p < g.parity {
+            self.stats.parity_capped += 1;
+        }
+        // The group owns seq base..base+k+p; a kcp-go group always owns its full
+        // fixed shape so that `seqid / (ds+ps)` stays the group on the peer.
+        let owned = match self.framing {
+            Framing::Native => k + p,
+            Framing::KcpGo { .. } => k + g.parity,
+        };
+        self.take_seq(u32::from(owned));
+        if p > 0 && self.encode_parity(k, p, g.max_len) {
+            for j in 0..p {
+                let seq = g.base.wrapping_add(u32::from(k + j));
+                let nonce = self.next_nonce();
+                let mut buf = self.queue.buffer();
+                let body = &self.parity[usize::from(j)];
+                wire::write_parity(self.framing, nonce, seq, k + j, k, p, body, &mut buf);
+                self.enqueue(buf);
+            }
+            self.stats.parity_shards_sent += u64::from(p);
+            self.stats.groups_encoded += 1;
+            self.stats.max_parity_observed = self.stats.max_parity_observed.max(p);
+        }
+    }
+
+    /// Pads the open group's `k` shards to `len` bytes and computes `p` parity
+    /// shards into `self.parity`; `false` if the codec refused.
+    fn encode_parity(&mut self, k: u8, p: u8, len: usize) -> bool {
+        let (k, p) = (usize::from(k), usize::from(p));
+        for s in &mut self.shards[..k] {
+            s.resize(len, 0);
+        }
+        if self.parity.len() < p {
+            self.parity.resize_with(p, Vec::new);
+        }
+        for b in &mut self.parity[..p] {
+            b.clear();
+            b.resize(len, 0);
+        }
+        // Shapes are validated at construction, so the codec exists and accepts
+        // equal-length shards; a refusal only costs this group its parity.
+        match self.codecs.get(k as u8, p as u8) {
+            Some(codec) => codec
+                .encode_sep(&self.shards[..k], &mut self.parity[..p])
+                .is_ok(),
+            None => false,
+        }
+    }
+
+    fn update_retained(&mut self) {
+        let open = self.open.as_ref().map_or(0, |g| g.data_bytes);
+        let r = open + self.queue.bytes();
+        self.stats.retained_bytes = r;
+        self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
+    }
+}

@@ -1,0 +1,57 @@
+//! FEC counters. All counts are cumulative since creation.
+
+/// Sender-side counters of a [`super::FecEncoder`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EncoderStats {
+    /// Data shards framed for sending, in packets.
+    pub data_shards_sent: u64,
+    /// Parity shards framed for sending, in packets.
+    pub parity_shards_sent: u64,
+    /// Groups closed with at least one parity shard.
+    pub groups_encoded: u64,
+    /// Groups whose parity was lowered by the 50 % byte cap or the memory budget.
+    pub parity_capped: u64,
+    /// Largest parity count any group carried, in packets.
+    pub max_parity_observed: u8,
+    /// Adaptive policy parity changes.
+    pub policy_changes: u64,
+    /// Datagrams dropped because the caller did not poll the transmit queue.
+    pub tx_queue_dropped: u64,
+    /// Bytes held now (open group's shards + transmit queue).
+    pub retained_bytes: usize,
+    /// Peak of `retained_bytes`.
+    pub peak_retained_bytes: usize,
+}
+
+/// Receiver-side counters of a [`super::FecDecoder`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DecoderStats {
+    /// Data shards received and handed up, in packets.
+    pub data_shards_received: u64,
+    /// Parity shards received, in packets.
+    pub parity_shards_received: u64,
+    /// Data shards rebuilt from parity and handed up, in packets.
+    pub shards_recovered: u64,
+    /// Groups retired with data missing although their shape was known (parity
+    /// seen): more shards were lost than parity could repair.
+    pub groups_unrecoverable: u64,
+    /// Groups retired by `group_expiry` before completing (any shape).
+    pub groups_expired: u64,
+    /// Groups released early to respect the memory budget or the group table size.
+    pub groups_evicted: u64,
+    /// Shards already seen (same `seq`), dropped.
+    pub duplicates: u64,
+    /// Shards too old for the duplicate window or for a retired group, dropped
+    /// (parity) or handed up unchecked (data).
+    pub stale: u64,
+    /// Datagrams rejected as malformed (bad header, CRC, size or shape).
+    pub malformed: u64,
+    /// Datagrams dropped because the caller did not poll the delivery queue.
+    pub rx_queue_dropped: u64,
+    /// Loss reports received (native framing) and returned to the caller.
+    pub reports_received: u64,
+    /// Bytes held now in incomplete groups and the delivery queue.
+    pub retained_bytes: usize,
+    /// Peak of `retained_bytes`.
+    pub peak_retained_bytes: usize,
+}
