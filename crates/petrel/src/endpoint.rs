@@ -106,7 +106,7 @@ impl Endpoint {
             None => rand_chacha::ChaCha20Rng::from_entropy(),
         };
         let server = if config.accept_incoming {
-            let handshake = ServerHandshake::new(mode.clone(), rng.gen(), rng.gen())
+            let handshake = ServerHandshake::new(mode, rng.gen(), rng.gen())
                 .map_err(|e| invalid_input(ConfigError(e.to_string())))?;
             Some(Mutex::new(ServerState {
                 handshake,
@@ -263,7 +263,7 @@ impl EndpointIo {
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
-        let mut kcp_config = self.config.kcp.clone();
+        let mut kcp_config = self.config.kcp;
         kcp_config.mtu = usize::from(established.params.mtu).min(kcp_config.mtu);
         let kcp = petrel_proto::kcp::Kcp::new(established.conv, kcp_config, now)
             .map_err(|e| ConnectError::Handshake(e.to_string()))?;
@@ -272,7 +272,7 @@ impl EndpointIo {
                 .map_err(|e| ConnectError::Handshake(e.to_string()))?;
         let shared = Arc::new(ConnShared::new(
             peer,
-            established.clone(),
+            *established,
             kcp,
             control,
             self.clone(),

@@ -1,5 +1,7 @@
 //! Integration tests of the tokio runtime on real loopback sockets.
 
+#![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -140,10 +142,12 @@ async fn native_close_reaches_the_peer_after_its_data() {
 
 #[tokio::test]
 async fn full_send_queue_makes_send_wait_and_loses_nothing() {
-    let mut kcp = petrel::KcpConfig::default();
-    kcp.send_queue_limit = 64;
+    let kcp = petrel::KcpConfig {
+        send_queue_limit: 64,
+        ..Default::default()
+    };
     let (server, addr) = echo_server(EndpointConfig {
-        kcp: kcp.clone(),
+        kcp,
         ..EndpointConfig::server()
     })
     .await;
@@ -193,8 +197,10 @@ async fn full_send_queue_makes_send_wait_and_loses_nothing() {
 
 #[tokio::test]
 async fn vanished_peer_is_reported_as_dead_link() {
-    let mut kcp = petrel::KcpConfig::default();
-    kcp.dead_link = 5;
+    let kcp = petrel::KcpConfig {
+        dead_link: 5,
+        ..Default::default()
+    };
     let config = EndpointConfig {
         kcp,
         mode: Mode::Raw { conv: 7 },
