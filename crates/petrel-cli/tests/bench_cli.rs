@@ -132,6 +132,8 @@ fn default_suite_writes_one_json_per_case() {
     assert_eq!(
         names,
         [
+            "rudp-1024B-1x1.json",
+            "rudp-1024B-4x16.json",
             "tcp-1024B-1x1.json",
             "tcp-1024B-4x16.json",
             "udp-1024B-1x1.json",
