@@ -4,6 +4,7 @@
 mod config;
 mod link;
 mod profile;
+mod relay;
 mod route;
 mod stats;
 
@@ -12,5 +13,8 @@ pub use config::{
 };
 pub use link::{Link, Packet, Room, Transmit, Verdict};
 pub use profile::{Profile, UnknownProfile};
+pub use relay::{
+    DirectionReport, Lateness, Relay, RelayConfig, RelayError, RelayStats, RouteReport,
+};
 pub use route::{stream_rng, Direction, Route};
 pub use stats::{DropCause, DropCounters, LinkStats};
