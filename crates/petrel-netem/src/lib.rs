@@ -1,6 +1,7 @@
 //! Petrel's network impairment emulator: a seeded link model and a UDP relay.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod bench;
 mod config;
 mod link;
 mod profile;

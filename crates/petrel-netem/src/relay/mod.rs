@@ -4,7 +4,7 @@
 
 mod engine;
 mod report;
-mod sys;
+pub(crate) mod sys;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
