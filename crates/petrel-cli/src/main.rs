@@ -17,7 +17,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Relay UDP through a seeded impairment emulator (loss, delay, bandwidth, ...).
-    Netem(netem::NetemArgs),
+    Netem(Box<netem::NetemArgs>),
     /// Run a benchmark.
     Bench {
         #[command(subcommand)]
@@ -33,7 +33,7 @@ enum BenchCommand {
 
 fn main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
-        Command::Netem(args) => netem::run(args),
+        Command::Netem(args) => netem::run(*args),
         Command::Bench {
             which: BenchCommand::Netem(args),
         } => netem::run_bench(args),

@@ -368,6 +368,8 @@ struct Host {
     cpu_model: Option<String>,
     cores: usize,
     kernel: Option<String>,
+    /// /proc/loadavg at the start: the machine is shared, and load moves the numbers.
+    loadavg: Option<String>,
 }
 
 fn host() -> Host {
@@ -382,12 +384,16 @@ fn host() -> Host {
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|k| k.trim().to_owned()),
+        loadavg: std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .map(|l| l.trim().to_owned()),
     }
 }
 
 /// `petrel bench netem`: runs the measurements, prints a summary, writes JSON.
 /// Exit code 0 when every measurement ran and moved traffic, 1 otherwise.
 pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
+    let host = host();
     let start_time = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let batch = usize::from(args.batch);
     let ceiling_cfg = CeilingConfig {
@@ -407,8 +413,8 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
     let ceiling = if args.mode != BenchMode::Accuracy {
         let r = petrel_netem::bench::forwarding_ceiling(&ceiling_cfg)?;
         eprintln!(
-            "ceiling: {:.0} pps, {:.3} Gbit/s of {} B datagrams over {:.1} s (sent {}, lost {}, batch {})",
-            r.pps, r.gbit_per_s, ceiling_cfg.payload, r.seconds, r.sent, r.lost, batch
+            "ceiling: {:.0} pps, {:.3} Gbit/s of {} B datagrams over {:.1} s (sent {}, lost {}, batch {}, CPU {:.2} s)",
+            r.pps, r.gbit_per_s, ceiling_cfg.payload, r.seconds, r.sent, r.lost, batch, r.cpu_seconds
         );
         ok &= r.received > 0;
         Some(r)
@@ -420,9 +426,9 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
         let (l, e) = (&r.relay_lateness, &r.end_to_end_excess);
         eprintln!(
             "delay accuracy at {:.0} pps, {} ms: relay lateness p50={:.1}µs p99={:.1}µs max={:.1}µs; \
-             end-to-end excess p50={:.1}µs p99={:.1}µs max={:.1}µs (received {}/{})",
+             end-to-end excess p50={:.1}µs p99={:.1}µs max={:.1}µs (received {}/{}, CPU {:.2} s)",
             r.offered_pps, accuracy_cfg.delay.as_millis(), l.p50_us, l.p99_us, l.max_us,
-            e.p50_us, e.p99_us, e.max_us, r.received, r.sent
+            e.p50_us, e.p99_us, e.max_us, r.received, r.sent, r.cpu_seconds
         );
         ok &= r.received > 0;
         Some(r)
@@ -434,7 +440,7 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
         benchmark: "netem",
         command: std::env::args().collect(),
         start_time,
-        host: host(),
+        host,
         parameters: BenchParameters {
             mode: args.mode,
             ceiling: ceiling_cfg,

@@ -14,7 +14,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use crate::config::{LinkConfig, RouteConfig};
-use crate::relay::sys::{RecvBatch, SendBatch};
+use crate::relay::sys::{process_cpu_time, RecvBatch, SendBatch};
 use crate::relay::{Lateness, Relay, RelayConfig, RelayError, RelayStats};
 
 /// Why a measurement could not run.
@@ -83,6 +83,9 @@ pub struct CeilingResult {
     pub pps: f64,
     /// Received UDP payload in Gbit/s.
     pub gbit_per_s: f64,
+    /// CPU time of the process (relay + generator + sink threads) over the measured
+    /// interval, in seconds of one core.
+    pub cpu_seconds: f64,
     /// The relay's counters at the end.
     pub relay: RelayStats,
 }
@@ -126,6 +129,8 @@ pub struct AccuracyResult {
     pub received: u64,
     /// Achieved offered rate, datagrams per second.
     pub offered_pps: f64,
+    /// CPU time of the process over the measured interval, in seconds of one core.
+    pub cpu_seconds: f64,
     /// The relay's own measure: actual send time − scheduled send time.
     pub relay_lateness: Lateness,
     /// End to end: (sink receive time − generator send time) − configured delay, in
@@ -238,6 +243,7 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
     let start = Instant::now();
     let end = start + cfg.duration;
     let mut last_progress = start;
+    let cpu_start = process_cpu_time();
     while Instant::now() < end {
         let in_flight = (sent - received - lost) as usize;
         let room = cfg.window.saturating_sub(in_flight).min(cfg.batch);
@@ -255,6 +261,7 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
         }
     }
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = (process_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
     std::thread::sleep(Duration::from_millis(50));
     received += rig.drain(|_| ())?;
     let relay = rig.relay.stop()?;
@@ -265,6 +272,7 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
         seconds,
         pps: received as f64 / seconds,
         gbit_per_s: received as f64 * cfg.payload as f64 * 8.0 / seconds / 1e9,
+        cpu_seconds,
         relay,
     })
 }
@@ -291,6 +299,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
     let delay_ns = cfg.delay.as_nanos() as i128;
     let start = Instant::now();
     let end = start + cfg.duration;
+    let cpu_start = process_cpu_time();
     let (mut sent, mut received) = (0u64, 0u64);
     let mut record = |data: &[u8]| {
         let now = Instant::now();
@@ -326,6 +335,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
         std::thread::sleep(Duration::from_micros(50));
     }
     let offered_pps = sent as f64 / start.elapsed().as_secs_f64();
+    let cpu_seconds = (process_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
     let settle = Instant::now() + cfg.delay + Duration::from_millis(100);
     while Instant::now() < settle {
         received += rig.drain(&mut record)?;
@@ -336,6 +346,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
         sent,
         received,
         offered_pps,
+        cpu_seconds,
         relay_lateness: relay.lateness,
         end_to_end_excess: Lateness::from_ns(&excess),
         relay,

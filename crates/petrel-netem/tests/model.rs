@@ -26,6 +26,9 @@ impl petrel_netem::Packet for Pkt {
     }
 }
 
+/// A released packet and its arrival time.
+type Released = (Transmit<Pkt>, Instant);
+
 fn route(link: LinkConfig) -> Route<Pkt> {
     let cfg = RouteConfig::symmetric(link);
     cfg.validate().unwrap();
@@ -39,7 +42,7 @@ fn run(
     count: u64,
     len: usize,
     gap: Duration,
-) -> (Vec<Verdict>, Vec<(Transmit<Pkt>, Instant)>, LinkStats) {
+) -> (Vec<Verdict>, Vec<Released>, LinkStats) {
     let t0 = Instant::now();
     let mut verdicts = Vec::with_capacity(count as usize);
     let mut out = Vec::new();

@@ -32,6 +32,20 @@ pub(crate) fn tighten_timer_slack() {
     }
 }
 
+/// User + system CPU time of this whole process so far.
+pub(crate) fn process_cpu_time() -> Duration {
+    // SAFETY: all-zero bytes are a valid rusage, which getrusage then fills.
+    let mut ru: libc::rusage = unsafe { mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the call.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
 /// A level-triggered epoll instance; tokens are caller-chosen `u64`s.
 #[derive(Debug)]
 pub(crate) struct Epoll {
