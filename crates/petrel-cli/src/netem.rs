@@ -413,8 +413,11 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
     let ceiling = if args.mode != BenchMode::Accuracy {
         let r = petrel_netem::bench::forwarding_ceiling(&ceiling_cfg)?;
         eprintln!(
-            "ceiling: {:.0} pps, {:.3} Gbit/s of {} B datagrams over {:.1} s (sent {}, lost {}, batch {}, CPU {:.2} s)",
-            r.pps, r.gbit_per_s, ceiling_cfg.payload, r.seconds, r.sent, r.lost, batch, r.cpu_seconds
+            "ceiling: {:.0} pps, {:.3} Gbit/s of {} B datagrams over {:.1} s (sent {}, lost {}, batch {}, \
+             CPU {:.2} s of which relay thread {:.2} s = {:.0} pps per relay core)",
+            r.pps, r.gbit_per_s, ceiling_cfg.payload, r.seconds, r.sent, r.lost, batch, r.cpu_seconds,
+            r.relay.thread_cpu_ms / 1e3,
+            r.relay.upstream_total.forwarded_packets as f64 / (r.relay.thread_cpu_ms / 1e3).max(1e-9)
         );
         ok &= r.received > 0;
         Some(r)

@@ -20,7 +20,7 @@ use hdrhistogram::Histogram;
 use socket2::{SockAddr, SockRef};
 
 use super::report::{DirectionReport, Lateness, RelayStats, RouteReport};
-use super::sys::{tighten_timer_slack, Epoll, RecvBatch, SendBatch};
+use super::sys::{thread_cpu_time, tighten_timer_slack, Epoll, RecvBatch, SendBatch};
 use super::{io_err, RelayConfig, RelayError, Shared};
 use crate::route::{Direction, Route};
 use crate::stats::LinkStats;
@@ -413,6 +413,7 @@ impl Engine {
         let c = &self.io.counters;
         let stats = RelayStats {
             uptime_ms: now.saturating_duration_since(self.started).as_secs_f64() * 1e3,
+            thread_cpu_ms: thread_cpu_time().as_secs_f64() * 1e3,
             max_routes: self.config.max_routes,
             routes_rejected: c.routes_rejected,
             truncated: c.truncated,

@@ -95,6 +95,8 @@ impl Lateness {
 pub struct RelayStats {
     /// Time since the relay started, in ms.
     pub uptime_ms: f64,
+    /// CPU time (user + system) of the relay thread, in ms of one core.
+    pub thread_cpu_ms: f64,
     /// The configured route limit.
     pub max_routes: usize,
     /// Datagrams dropped because they came from a new client while `max_routes`
@@ -124,6 +126,7 @@ impl RelayStats {
     pub(crate) fn empty(max_routes: usize) -> Self {
         Self {
             uptime_ms: 0.0,
+            thread_cpu_ms: 0.0,
             max_routes,
             routes_rejected: 0,
             truncated: 0,

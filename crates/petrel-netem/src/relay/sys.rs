@@ -34,10 +34,19 @@ pub(crate) fn tighten_timer_slack() {
 
 /// User + system CPU time of this whole process so far.
 pub(crate) fn process_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_SELF)
+}
+
+/// User + system CPU time of the calling thread so far.
+pub(crate) fn thread_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_THREAD)
+}
+
+fn cpu_time(who: libc::c_int) -> Duration {
     // SAFETY: all-zero bytes are a valid rusage, which getrusage then fills.
     let mut ru: libc::rusage = unsafe { mem::zeroed() };
     // SAFETY: `ru` is a valid, writable rusage for the call.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+    if unsafe { libc::getrusage(who, &mut ru) } != 0 {
         return Duration::ZERO;
     }
     let tv = |t: libc::timeval| {
