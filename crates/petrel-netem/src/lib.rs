@@ -21,7 +21,7 @@
 //!   route (one upstream socket, like a NAT) per client address, bounded by
 //!   [`RelayConfig::max_routes`]. Started and stopped in-process by tests and
 //!   benchmarks; the `petrel netem` command wraps it.
-//! - **Measurements of the relay** ([`bench`]): forwarding ceiling and delay accuracy,
+//! - **Measurements of the relay** ([`bench`](mod@bench)): forwarding ceiling and delay accuracy,
 //!   behind `petrel bench netem`.
 //!
 //! Not here: the CLI (`petrel-cli`), transport benchmarks that *use* the relay
