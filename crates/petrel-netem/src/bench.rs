@@ -91,7 +91,7 @@ pub struct CeilingResult {
 }
 
 /// Delay accuracy parameters. `Default`: 100 000 pps of 200-byte datagrams, 10 ms
-/// one-way delay, 3 s.
+/// one-way delay, 3 s, batches of 32, 200 µs spin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AccuracyConfig {
     /// Offered rate, datagrams per second (1..=10 000 000).
@@ -106,6 +106,8 @@ pub struct AccuracyConfig {
     pub duration: Duration,
     /// Datagrams per system call, as [`CeilingConfig::batch`].
     pub batch: usize,
+    /// The relay's [`RelayConfig::spin`], µs (0..=10 000).
+    pub spin_us: u64,
 }
 
 impl Default for AccuracyConfig {
@@ -116,6 +118,7 @@ impl Default for AccuracyConfig {
             delay: Duration::from_millis(10),
             duration: Duration::from_secs(3),
             batch: 32,
+            spin_us: 200,
         }
     }
 }
@@ -158,7 +161,7 @@ struct Rig {
 }
 
 impl Rig {
-    fn new(link: LinkConfig, batch: usize) -> Result<Rig, BenchError> {
+    fn new(link: LinkConfig, batch: usize, spin: Duration) -> Result<Rig, BenchError> {
         let rx = UdpSocket::bind("127.0.0.1:0").map_err(io_err("bind sink"))?;
         let tx = UdpSocket::bind("127.0.0.1:0").map_err(io_err("bind generator"))?;
         let mut cfg = RelayConfig::new(
@@ -167,6 +170,7 @@ impl Rig {
         );
         cfg.route = RouteConfig::symmetric(link);
         cfg.batch = batch;
+        cfg.spin = spin;
         let relay = Relay::start(cfg)?;
         for s in [&tx, &rx] {
             s.set_nonblocking(true).map_err(io_err("socket options"))?;
@@ -237,7 +241,11 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
     if cfg.window == 0 {
         return Err(BenchError::Parameter("window: must be at least 1"));
     }
-    let mut rig = Rig::new(LinkConfig::default(), cfg.batch)?;
+    let mut rig = Rig::new(
+        LinkConfig::default(),
+        cfg.batch,
+        RelayConfig::default().spin,
+    )?;
     let packets = vec![vec![0xA5u8; cfg.payload]; cfg.batch];
     let (mut sent, mut received, mut lost) = (0u64, 0u64, 0u64);
     let start = Instant::now();
@@ -292,7 +300,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
     };
     link.validate()
         .map_err(|_| BenchError::Parameter("delay: must be at most 60000 ms"))?;
-    let mut rig = Rig::new(link, cfg.batch)?;
+    let mut rig = Rig::new(link, cfg.batch, Duration::from_micros(cfg.spin_us))?;
     let mut excess = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| BenchError::Parameter("histogram bounds"))?;
     let mut packets = vec![vec![0u8; cfg.payload]; cfg.batch];
