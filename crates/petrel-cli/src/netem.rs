@@ -72,9 +72,9 @@ pub struct NetemArgs {
     /// Seed of every route's random streams.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Stop sleeping this long before a deadline and poll instead, µs: more is more
-    /// accurate under load and costs more CPU with sparse traffic.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    /// Stop sleeping this long before a deadline and poll instead, µs: covers the
+    /// wake-up overshoot; costs up to this much CPU per deadline with sparse traffic.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     spin_us: u64,
     /// Print counters every S seconds (and rewrite --json).
     #[arg(long, value_name = "S", value_parser = seconds)]
@@ -333,7 +333,7 @@ pub struct NetemBenchArgs {
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(16..=65507))]
     accuracy_payload: u16,
     /// Accuracy: the relay stops sleeping this long before a deadline and polls, µs.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
     spin_us: u64,
     /// Accuracy: measured seconds.
     #[arg(long, default_value = "3", value_parser = seconds)]

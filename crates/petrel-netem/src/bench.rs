@@ -91,7 +91,7 @@ pub struct CeilingResult {
 }
 
 /// Delay accuracy parameters. `Default`: 100 000 pps of 200-byte datagrams, 10 ms
-/// one-way delay, 3 s, batches of 32, 200 µs spin.
+/// one-way delay, 3 s, batches of 32, 100 µs spin.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct AccuracyConfig {
     /// Offered rate, datagrams per second (1..=10 000 000).
@@ -118,7 +118,7 @@ impl Default for AccuracyConfig {
             delay: Duration::from_millis(10),
             duration: Duration::from_secs(3),
             batch: 32,
-            spin_us: 200,
+            spin_us: 100,
         }
     }
 }

@@ -19,7 +19,7 @@ pub use report::{DirectionReport, Lateness, RelayStats, RouteReport};
 
 /// Relay settings. `Default`: listen on `127.0.0.1:0` (an ephemeral port), upstream
 /// unset (`0.0.0.0:0`, rejected by [`RelayConfig::validate`]), no impairment, seed 42,
-/// 1024 routes, batches of 32 datagrams, 200 µs spin, 4 MiB socket buffers.
+/// 1024 routes, batches of 32 datagrams, 100 µs spin, 4 MiB socket buffers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
     /// Where clients send.
@@ -54,7 +54,7 @@ impl Default for RelayConfig {
             seed: 42,
             max_routes: 1024,
             batch: 32,
-            spin: Duration::from_micros(200),
+            spin: Duration::from_micros(100),
             socket_buffer: 4 << 20,
         }
     }
