@@ -20,6 +20,7 @@ use hdrhistogram::Histogram;
 use socket2::{SockAddr, SockRef};
 
 use super::report::{DirectionReport, Lateness, RelayStats, RouteReport};
+use super::spin::SpinBudget;
 use super::sys::{thread_cpu_time, tighten_timer_slack, Epoll, RecvBatch, SendBatch};
 use super::{io_err, RelayConfig, RelayError, Shared};
 use crate::route::{Direction, Route};
@@ -123,6 +124,7 @@ pub(crate) struct Engine {
     started: Instant,
     last_publish: Instant,
     dirty: bool,
+    spin: SpinBudget,
 }
 
 fn tune(socket: &UdpSocket, buffer: usize) -> io::Result<()> {
@@ -177,6 +179,7 @@ impl Engine {
             started: now,
             last_publish: now,
             dirty: false,
+            spin: SpinBudget::new(),
         })
     }
 
@@ -184,6 +187,7 @@ impl Engine {
         tighten_timer_slack();
         loop {
             let now = Instant::now();
+            self.spin.advance(now);
             self.release_due(now);
             if self.shared.stop.load(Ordering::SeqCst) {
                 break;
@@ -191,10 +195,8 @@ impl Engine {
             if self.dirty && now >= self.last_publish + PUBLISH_EVERY {
                 self.publish(now);
             }
-            let ready = self
-                .epoll
-                .wait(self.timeout(now))
-                .map_err(io_err("epoll wait"))?;
+            let timeout = self.timeout(now);
+            let ready = self.epoll.wait(timeout).map_err(io_err("epoll wait"))?;
             for token in ready {
                 match token {
                     WAKER => while self.wake_rx.recv(&mut [0u8; 8]).is_ok() {},
@@ -207,8 +209,8 @@ impl Engine {
     }
 
     /// How long to sleep: until `spin` before the next deadline (or the next stats
-    /// refresh), without limit when idle.
-    fn timeout(&self, now: Instant) -> Option<Duration> {
+    /// refresh) while the spin budget lasts, without limit when idle.
+    fn timeout(&mut self, now: Instant) -> Option<Duration> {
         let deadline = self.timers.peek().map(|Reverse((t, _, _))| *t);
         let publish = self.dirty.then_some(self.last_publish + PUBLISH_EVERY);
         let wake = match (deadline, publish) {
@@ -216,7 +218,7 @@ impl Engine {
             (d, p) => d.or(p),
         }?;
         let left = wake.saturating_duration_since(now);
-        Some(left.saturating_sub(self.config.spin))
+        Some(self.spin.sleep_for(left, self.config.spin))
     }
 
     fn recv_listen(&mut self) {

@@ -4,6 +4,7 @@
 
 mod engine;
 mod report;
+mod spin;
 pub(crate) mod sys;
 
 use std::io;
@@ -38,7 +39,8 @@ pub struct RelayConfig {
     /// datagram (the unbatched baseline). Range 1..=1024.
     pub batch: usize,
     /// How long before a deadline the thread stops sleeping and polls without
-    /// blocking, to absorb wake-up latency. Range 0..=10 ms.
+    /// blocking, to absorb wake-up latency; spinning is capped at about 1/10 of a core
+    /// (when the budget is spent the thread sleeps to the deadline). Range 0..=10 ms.
     pub spin: Duration,
     /// `SO_RCVBUF`/`SO_SNDBUF` requested for every socket, in bytes (the kernel may
     /// cap it at `net.core.rmem_max`/`wmem_max`). Range 4096..=1 GiB.
