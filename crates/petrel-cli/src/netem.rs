@@ -28,7 +28,7 @@ pub struct NetemArgs {
     #[arg(long, default_value = "none", value_parser = parse_profile)]
     profile: Profile,
     /// Random loss per packet, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent)]
+    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
     loss: Option<f64>,
     /// Periodic burst loss: drop K consecutive packets of every N.
     #[arg(long, value_name = "K/N", value_parser = parse_burst)]
@@ -37,22 +37,22 @@ pub struct NetemArgs {
     #[arg(long, value_name = "P,R,GOOD,BAD", value_parser = parse_gilbert)]
     gilbert: Option<GilbertElliott>,
     /// One-way delay, ms.
-    #[arg(long, value_name = "MS", value_parser = millis)]
+    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
     delay: Option<Duration>,
     /// Jitter (uniform ±), ms.
-    #[arg(long, value_name = "MS", value_parser = millis)]
+    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
     jitter: Option<Duration>,
     /// Duplication per packet, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent)]
+    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
     duplicate: Option<f64>,
     /// Share of packets delayed by --reorder-delay extra, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent)]
+    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
     reorder: Option<f64>,
     /// Extra delay of reordered packets, ms.
-    #[arg(long, value_name = "MS", value_parser = millis)]
+    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
     reorder_delay: Option<Duration>,
     /// Bandwidth (serialization rate), bit/s with optional k/m/g suffix.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate)]
+    #[arg(long, value_name = "RATE", value_parser = parse_rate, allow_negative_numbers = true)]
     rate: Option<u64>,
     /// Drop-tail queue limit, packets.
     #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
@@ -327,7 +327,7 @@ pub struct NetemBenchArgs {
     #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pps: u64,
     /// Accuracy: configured one-way delay, ms.
-    #[arg(long, default_value = "10", value_parser = millis)]
+    #[arg(long, default_value = "10", value_parser = millis, allow_negative_numbers = true)]
     delay: Duration,
     /// Accuracy: UDP payload, bytes.
     #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(16..=65507))]

@@ -21,8 +21,10 @@ fn invalid_flags_exit_with_code_2_and_say_why() {
         "--upstream",
         "127.0.0.1:9",
     ];
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 10] = [
         (&["--loss=-1"], "percentage"),
+        (&["--loss", "-1"], "percentage"),
+        (&["--delay", "-5"], "0..=60000 ms"),
         (&["--loss", "150"], "percentage"),
         (&["--duplicate", "100.5%"], "percentage"),
         (&["--reorder", "x"], "not a number"),
