@@ -224,6 +224,14 @@ fn print_stats(s: &RelayStats) {
     );
     eprintln!("  upstream   {}", direction_line(&s.upstream_total));
     eprintln!("  downstream {}", direction_line(&s.downstream_total));
+    // Per-route lines only while they stay readable; the JSON always has every route.
+    if (2..=8).contains(&s.routes.len()) {
+        for r in &s.routes {
+            eprintln!("  route {} {}", r.index, r.client);
+            eprintln!("    upstream   {}", direction_line(&r.upstream.stats));
+            eprintln!("    downstream {}", direction_line(&r.downstream.stats));
+        }
+    }
 }
 
 fn write_json(path: &PathBuf, value: &impl Serialize) -> anyhow::Result<()> {

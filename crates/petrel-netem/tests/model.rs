@@ -397,3 +397,71 @@ fn invalid_configuration_names_the_field() {
         assert!(e.to_string().contains(field));
     }
 }
+
+mod invariants {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn link_config() -> impl Strategy<Value = LinkConfig> {
+        (
+            (0.0..=1.0f64, proptest::option::of((0u32..=10, 1u32..=20))),
+            (0u64..=50, 0u64..=20, 0.0..=0.5f64, 0.0..=0.5f64),
+            proptest::option::of(1_000u64..=1_000_000_000),
+            (
+                proptest::option::of(1usize..=64),
+                proptest::option::of(1usize..=100_000),
+            ),
+        )
+            .prop_map(
+                |((loss, burst), (delay, jitter, dup, reorder), rate, (qp, qb))| LinkConfig {
+                    random_loss: loss,
+                    burst: burst.map(|(k, n)| BurstLoss { k: k.min(n), n }),
+                    delay: Duration::from_millis(delay),
+                    jitter: Duration::from_millis(jitter),
+                    duplicate: dup,
+                    reorder,
+                    rate_bps: rate,
+                    queue_packets: qp,
+                    queue_bytes: qb,
+                    ..Default::default()
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Every packet (and copy) is forwarded, dropped or still held; the route never
+        /// holds more than its capacity; releases come out in deadline order.
+        #[test]
+        fn packets_are_conserved_and_bounded(
+            link in link_config(),
+            cap_packets in 1usize..=200,
+            sizes in proptest::collection::vec((1usize..=1500, 0u64..=2000), 1..400),
+        ) {
+            let cfg = RouteConfig {
+                capacity: RouteCapacity { bytes: 64 * 1024, packets: cap_packets },
+                ..RouteConfig::symmetric(link)
+            };
+            prop_assert!(cfg.validate().is_ok());
+            let mut r: Route<Pkt> = Route::new(&cfg, 9, 3);
+            let mut now = Instant::now();
+            let mut last_release = now;
+            for (id, (len, gap_us)) in sizes.iter().enumerate() {
+                now += Duration::from_micros(*gap_us);
+                while let Some(tx) = r.poll_transmit(Upstream, now) {
+                    prop_assert!(tx.scheduled <= now && tx.scheduled >= last_release);
+                    last_release = tx.scheduled;
+                }
+                r.offer(Upstream, now, Pkt { id: id as u64, len: *len });
+                prop_assert!(r.held_packets() <= cap_packets);
+                prop_assert!(r.held_bytes() <= 64 * 1024);
+                let s = r.link(Upstream).stats();
+                prop_assert_eq!(
+                    s.in_packets + s.duplicated,
+                    s.forwarded_packets + s.dropped.total() + r.held_packets() as u64
+                );
+            }
+        }
+    }
+}
