@@ -72,6 +72,9 @@ pub struct NetemArgs {
     /// Seed of every route's random streams.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Remove a route after S seconds without traffic (0 = never).
+    #[arg(long, value_name = "S", default_value = "60", value_parser = idle_timeout)]
+    route_idle_timeout: Duration,
     /// Stop sleeping this long before a deadline and poll instead, µs: covers the
     /// wake-up overshoot; costs up to this much CPU per deadline with sparse traffic.
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
@@ -129,6 +132,15 @@ fn seconds(s: &str) -> Result<Duration, String> {
         Ok(Duration::from_secs_f64(v))
     } else {
         Err("must be in 0.01..=86400 s".to_owned())
+    }
+}
+
+/// Seconds, where 0 means "never".
+fn idle_timeout(s: &str) -> Result<Duration, String> {
+    if s.trim_end_matches('s') == "0" {
+        Ok(Duration::ZERO)
+    } else {
+        seconds(s)
     }
 }
 
@@ -199,6 +211,7 @@ fn relay_config(a: &NetemArgs) -> RelayConfig {
     }
     cfg.seed = a.seed;
     cfg.max_routes = a.max_routes as usize;
+    cfg.route_idle_timeout = Some(a.route_idle_timeout).filter(|t| !t.is_zero());
     cfg.spin = Duration::from_micros(a.spin_us);
     cfg
 }
@@ -214,9 +227,10 @@ fn direction_line(s: &LinkStats) -> String {
 
 fn print_stats(s: &RelayStats) {
     eprintln!(
-        "[{:.1}s] routes={} rejected={} lateness p50={:.0}µs p99={:.0}µs max={:.0}µs",
+        "[{:.1}s] routes={} expired={} rejected={} lateness p50={:.0}µs p99={:.0}µs max={:.0}µs",
         s.uptime_ms / 1e3,
         s.routes.len(),
+        s.routes_expired,
         s.routes_rejected,
         s.lateness.p50_us,
         s.lateness.p99_us,

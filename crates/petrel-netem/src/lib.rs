@@ -58,7 +58,8 @@
 //! packet that waited in the socket buffer is scheduled from when the relay saw it;
 //! when the socket send buffer is full the datagram is dropped and counted
 //! (`send_dropped`) rather than queued again. Linux only (epoll, `recvmmsg`).
-//! Routes are never expired while the relay runs; `max_routes` bounds them.
+//! Routes expire after [`RelayConfig::route_idle_timeout`] without traffic (like a
+//! NAT mapping; a client that comes back gets a new route and upstream port).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod bench;

@@ -191,3 +191,30 @@ fn rejects_invalid_configuration() {
     let e = Relay::start(RelayConfig::default()).unwrap_err();
     assert!(e.to_string().contains("upstream"), "{e}");
 }
+
+#[test]
+fn idle_routes_expire_and_free_their_place() {
+    let echo = Echo::start();
+    let mut cfg = RelayConfig::new("127.0.0.1:0".parse().unwrap(), echo.addr);
+    cfg.max_routes = 1;
+    cfg.route_idle_timeout = Some(Duration::from_millis(100));
+    let relay = Relay::start(cfg).unwrap();
+    let (a, b) = (client(), client());
+    let mut buf = [0u8; 16];
+    a.send_to(b"first", relay.local_addr()).unwrap();
+    assert_eq!(a.recv(&mut buf).unwrap(), 5);
+    let s = settled(&relay, |s| s.routes_expired == 1);
+    assert_eq!((s.routes_expired, s.routes.len()), (1, 0));
+    // The expired route's counters stay in the totals.
+    assert_eq!(s.upstream_total.forwarded_packets, 1);
+    b.send_to(b"second", relay.local_addr()).unwrap();
+    assert_eq!(b.recv(&mut buf).unwrap(), 6);
+    let s = settled(&relay, |s| s.routes.len() == 1);
+    assert_eq!(
+        s.routes[0].index, 1,
+        "a new route gets the next index and stream"
+    );
+    assert_eq!(s.routes[0].client, b.local_addr().unwrap());
+    assert_eq!(s.routes_rejected, 0);
+    assert_eq!(s.upstream_total.forwarded_packets, 2);
+}

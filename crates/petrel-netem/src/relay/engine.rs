@@ -7,7 +7,7 @@
 //! no timeout: no CPU is used without traffic.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use socket2::{SockAddr, SockRef};
 
-use super::report::{DirectionReport, Lateness, RelayStats, RouteReport};
+use super::report::{Lateness, RelayStats};
+use super::routes::{RouteTable, Slot};
 use super::spin::SpinBudget;
 use super::sys::{thread_cpu_time, tighten_timer_slack, Epoll, RecvBatch, SendBatch};
 use super::{io_err, RelayConfig, RelayError, Shared};
 use crate::route::{Direction, Route};
-use crate::stats::LinkStats;
 
 const WAKER: u64 = 0;
 const LISTEN: u64 = 1;
@@ -39,13 +39,10 @@ const POOL_MAX: usize = 4096;
 const POOL_BUF_MAX: usize = 16 << 10;
 const DIRS: [Direction; 2] = Direction::BOTH;
 
-struct Slot {
-    client: SocketAddr,
-    client_addr: SockAddr,
-    socket: UdpSocket,
-    route: Route<Vec<u8>>,
-    armed: [Option<Instant>; 2],
-    created: Instant,
+/// How often idle routes are looked for: often enough that a route outlives its
+/// timeout by at most half of it, at most once a second.
+fn sweep_every(idle: Duration) -> Duration {
+    (idle / 2).min(Duration::from_secs(1))
 }
 
 #[derive(Default)]
@@ -117,14 +114,15 @@ pub(crate) struct Engine {
     listen: UdpSocket,
     wake_rx: UnixDatagram,
     shared: Arc<Shared>,
-    slots: Vec<Slot>,
-    by_client: HashMap<SocketAddr, usize>,
-    timers: BinaryHeap<Reverse<(Instant, usize, usize)>>,
+    routes: RouteTable,
+    /// (deadline, slot position, route index, direction).
+    timers: BinaryHeap<Reverse<(Instant, usize, u64, usize)>>,
     io: Io,
     started: Instant,
     last_publish: Instant,
     dirty: bool,
     spin: SpinBudget,
+    last_sweep: Instant,
 }
 
 fn tune(socket: &UdpSocket, buffer: usize) -> io::Result<()> {
@@ -173,13 +171,13 @@ impl Engine {
             listen,
             wake_rx,
             shared,
-            slots: Vec::new(),
-            by_client: HashMap::new(),
+            routes: RouteTable::default(),
             timers: BinaryHeap::new(),
             started: now,
             last_publish: now,
             dirty: false,
             spin: SpinBudget::new(),
+            last_sweep: now,
         })
     }
 
@@ -191,6 +189,14 @@ impl Engine {
             self.release_due(now);
             if self.shared.stop.load(Ordering::SeqCst) {
                 break;
+            }
+            if let Some(idle) = self.config.route_idle_timeout {
+                if now >= self.last_sweep + sweep_every(idle) {
+                    let before = self.routes.expired;
+                    self.routes.expire_idle(now, idle);
+                    self.dirty |= self.routes.expired != before;
+                    self.last_sweep = now;
+                }
             }
             if self.dirty && now >= self.last_publish + PUBLISH_EVERY {
                 self.publish(now);
@@ -211,12 +217,13 @@ impl Engine {
     /// How long to sleep: until `spin` before the next deadline (or the next stats
     /// refresh) while the spin budget lasts, without limit when idle.
     fn timeout(&mut self, now: Instant) -> Option<Duration> {
-        let deadline = self.timers.peek().map(|Reverse((t, _, _))| *t);
+        let deadline = self.timers.peek().map(|Reverse((t, _, _, _))| *t);
         let publish = self.dirty.then_some(self.last_publish + PUBLISH_EVERY);
-        let wake = match (deadline, publish) {
-            (Some(d), Some(p)) => Some(d.min(p)),
-            (d, p) => d.or(p),
-        }?;
+        let sweep = match self.config.route_idle_timeout {
+            Some(idle) if self.routes.live() > 0 => Some(self.last_sweep + sweep_every(idle)),
+            _ => None,
+        };
+        let wake = [deadline, publish, sweep].into_iter().flatten().min()?;
         let left = wake.saturating_duration_since(now);
         Some(self.spin.sleep_for(left, self.config.spin))
     }
@@ -263,7 +270,7 @@ impl Engine {
     }
 
     fn recv_route(&mut self, idx: usize) {
-        let Some(fd) = self.slots.get(idx).map(|s| s.socket.as_raw_fd()) else {
+        let Some(fd) = self.routes.get(idx).map(|s| s.socket.as_raw_fd()) else {
             return;
         };
         for _ in 0..RECV_ROUNDS {
@@ -299,10 +306,10 @@ impl Engine {
     }
 
     fn route_for(&mut self, client: SocketAddr, now: Instant) -> Option<usize> {
-        if let Some(&idx) = self.by_client.get(&client) {
+        if let Some(idx) = self.routes.lookup(&client) {
             return Some(idx);
         }
-        if self.slots.len() >= self.config.max_routes {
+        if self.routes.live() >= self.config.max_routes {
             self.io.counters.routes_rejected += 1;
             return None;
         }
@@ -325,31 +332,32 @@ impl Engine {
         let socket = UdpSocket::bind(any)?;
         socket.connect(upstream)?;
         tune(&socket, self.config.socket_buffer)?;
-        let idx = self.slots.len();
+        let (pos, index) = self.routes.next_position();
         self.epoll
-            .add(socket.as_raw_fd(), FIRST_ROUTE + idx as u64)?;
-        self.slots.push(Slot {
+            .add(socket.as_raw_fd(), FIRST_ROUTE + pos as u64)?;
+        Ok(self.routes.insert(Slot {
+            index,
             client,
             client_addr: SockAddr::from(client),
             socket,
-            route: Route::new(&self.config.route, self.config.seed, idx as u64),
+            route: Route::new(&self.config.route, self.config.seed, index),
             armed: [None, None],
             created: now,
-        });
-        self.by_client.insert(client, idx);
-        Ok(idx)
+            last_active: now,
+        }))
     }
 
     fn offer(&mut self, idx: usize, dir: Direction, now: Instant, buf: Vec<u8>) {
-        let Some(slot) = self.slots.get_mut(idx) else {
+        let Some(slot) = self.routes.get_mut(idx) else {
             return self.io.recycle(buf);
         };
+        slot.last_active = now;
         slot.route.offer(dir, now, buf);
         let d = dir as usize;
         if let Some(next) = slot.route.next_deadline(dir) {
             if slot.armed[d].is_none_or(|a| next < a) {
                 slot.armed[d] = Some(next);
-                self.timers.push(Reverse((next, idx, d)));
+                self.timers.push(Reverse((next, idx, slot.index, d)));
             }
         }
     }
@@ -357,15 +365,15 @@ impl Engine {
     /// Sends every packet due at `now`. Heap entries whose time no longer matches the
     /// link's armed deadline are stale (an earlier deadline was armed since) and skipped.
     fn release_due(&mut self, now: Instant) {
-        while let Some(&Reverse((t, idx, d))) = self.timers.peek() {
+        while let Some(&Reverse((t, idx, index, d))) = self.timers.peek() {
             if t > now {
                 break;
             }
             self.timers.pop();
-            let Some(slot) = self.slots.get_mut(idx) else {
+            let Some(slot) = self.routes.get_mut(idx) else {
                 continue;
             };
-            if slot.armed[d] != Some(t) {
+            if slot.index != index || slot.armed[d] != Some(t) {
                 continue;
             }
             slot.armed[d] = None;
@@ -384,34 +392,13 @@ impl Engine {
             }
             if let Some(next) = slot.route.next_deadline(dir) {
                 slot.armed[d] = Some(next);
-                self.timers.push(Reverse((next, idx, d)));
+                self.timers.push(Reverse((next, idx, slot.index, d)));
             }
         }
     }
 
     fn publish(&mut self, now: Instant) -> RelayStats {
-        let mut up_total = LinkStats::default();
-        let mut down_total = LinkStats::default();
-        let routes = self
-            .slots
-            .iter()
-            .enumerate()
-            .map(|(i, s)| {
-                let age = now.saturating_duration_since(s.created);
-                let up = s.route.link(Direction::Upstream);
-                let down = s.route.link(Direction::Downstream);
-                up_total.merge(up.stats());
-                down_total.merge(down.stats());
-                RouteReport {
-                    index: i as u64,
-                    client: s.client,
-                    upstream_local: s.socket.local_addr().ok(),
-                    age_ms: age.as_secs_f64() * 1e3,
-                    upstream: DirectionReport::new(*up.stats(), up.config(), age),
-                    downstream: DirectionReport::new(*down.stats(), down.config(), age),
-                }
-            })
-            .collect();
+        let (routes, [upstream_total, downstream_total]) = self.routes.reports(now);
         let c = &self.io.counters;
         let stats = RelayStats {
             uptime_ms: now.saturating_duration_since(self.started).as_secs_f64() * 1e3,
@@ -424,8 +411,9 @@ impl Engine {
             send_dropped: c.send_dropped,
             route_setup_errors: c.route_setup_errors,
             lateness: Lateness::from_ns(&self.io.lateness),
-            upstream_total: up_total,
-            downstream_total: down_total,
+            upstream_total,
+            downstream_total,
+            routes_expired: self.routes.expired,
             routes,
         };
         if let Ok(mut s) = self.shared.stats.lock() {

@@ -4,6 +4,7 @@
 
 mod engine;
 mod report;
+mod routes;
 mod spin;
 pub(crate) mod sys;
 
@@ -20,7 +21,7 @@ pub use report::{DirectionReport, Lateness, RelayStats, RouteReport};
 
 /// Relay settings. `Default`: listen on `127.0.0.1:0` (an ephemeral port), upstream
 /// unset (`0.0.0.0:0`, rejected by [`RelayConfig::validate`]), no impairment, seed 42,
-/// 1024 routes, batches of 32 datagrams, 100 µs spin, 4 MiB socket buffers.
+/// 1024 routes expiring after 60 s idle, batches of 32 datagrams, 100 µs spin, 4 MiB socket buffers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RelayConfig {
     /// Where clients send.
@@ -32,9 +33,13 @@ pub struct RelayConfig {
     /// Seed of every route's random streams (see [`crate::stream_rng`]).
     pub seed: u64,
     /// Most client addresses served at once; datagrams from further clients are
-    /// dropped and counted in [`RelayStats::routes_rejected`]. Routes live until the
-    /// relay stops. Range 1..=65536.
+    /// dropped and counted in [`RelayStats::routes_rejected`] until routes
+    /// expire. Range 1..=65536.
     pub max_routes: usize,
+    /// A route that holds nothing and has seen no packet for this long is removed
+    /// and its upstream socket closed, as a NAT mapping times out; its counters stay
+    /// in the totals. `None`: routes live until the relay stops. Range 10 ms..=1 day.
+    pub route_idle_timeout: Option<Duration>,
     /// Datagrams per `recvmmsg`/`sendmmsg` call. 1 makes every call carry one
     /// datagram (the unbatched baseline). Range 1..=1024.
     pub batch: usize,
@@ -55,6 +60,7 @@ impl Default for RelayConfig {
             route: RouteConfig::default(),
             seed: 42,
             max_routes: 1024,
+            route_idle_timeout: Some(Duration::from_secs(60)),
             batch: 32,
             spin: Duration::from_micros(100),
             socket_buffer: 4 << 20,
@@ -95,6 +101,15 @@ impl RelayConfig {
                 self.max_routes.to_string(),
                 "in 1..=65536",
             ));
+        }
+        if let Some(idle) = self.route_idle_timeout {
+            if !(Duration::from_millis(10)..=Duration::from_secs(86_400)).contains(&idle) {
+                return Err(err(
+                    "route_idle_timeout",
+                    format!("{} ms", idle.as_millis()),
+                    "in 10..=86400000 ms",
+                ));
+            }
         }
         if !(1..=1024).contains(&self.batch) {
             return Err(err("batch", self.batch.to_string(), "in 1..=1024"));

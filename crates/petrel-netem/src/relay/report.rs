@@ -110,15 +110,17 @@ pub struct RelayStats {
     pub send_errors: u64,
     /// Datagrams dropped because the socket send buffer was full.
     pub send_dropped: u64,
+    /// Routes removed after [`crate::RelayConfig::route_idle_timeout`] without traffic.
+    pub routes_expired: u64,
     /// Routes that could not get an upstream socket (their datagram is dropped).
     pub route_setup_errors: u64,
     /// Send-time error of every released packet.
     pub lateness: Lateness,
-    /// All routes' upstream counters added up.
+    /// Upstream counters of every route the relay has had (expired ones included).
     pub upstream_total: LinkStats,
-    /// All routes' downstream counters added up.
+    /// Downstream counters of every route the relay has had (expired ones included).
     pub downstream_total: LinkStats,
-    /// Per route, in creation order.
+    /// Live routes, in creation order.
     pub routes: Vec<RouteReport>,
 }
 
@@ -134,6 +136,7 @@ impl RelayStats {
             send_errors: 0,
             send_dropped: 0,
             route_setup_errors: 0,
+            routes_expired: 0,
             lateness: Lateness::default(),
             upstream_total: LinkStats::default(),
             downstream_total: LinkStats::default(),
