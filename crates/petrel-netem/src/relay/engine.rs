@@ -29,6 +29,7 @@ use crate::route::{Direction, Route};
 const WAKER: u64 = 0;
 const LISTEN: u64 = 1;
 const FIRST_ROUTE: u64 = 2;
+const EPOLL_EVENTS: usize = 256;
 /// Batches read from one readable socket per loop turn, so a flooded socket cannot
 /// delay due packets by more than a few batches.
 const RECV_ROUNDS: usize = 4;
@@ -123,6 +124,7 @@ pub(crate) struct Engine {
     dirty: bool,
     spin: SpinBudget,
     last_sweep: Instant,
+    ready: Vec<u64>,
 }
 
 fn tune(socket: &UdpSocket, buffer: usize) -> io::Result<()> {
@@ -145,7 +147,7 @@ impl Engine {
         wake_rx
             .set_nonblocking(true)
             .map_err(io_err("waker socket options"))?;
-        let epoll = Epoll::new(256).map_err(io_err("epoll_create1"))?;
+        let epoll = Epoll::new(EPOLL_EVENTS).map_err(io_err("epoll_create1"))?;
         epoll
             .add(wake_rx.as_raw_fd(), WAKER)
             .map_err(io_err("epoll add waker"))?;
@@ -178,6 +180,7 @@ impl Engine {
             dirty: false,
             spin: SpinBudget::new(),
             last_sweep: now,
+            ready: Vec::with_capacity(EPOLL_EVENTS),
         })
     }
 
@@ -202,14 +205,18 @@ impl Engine {
                 self.publish(now);
             }
             let timeout = self.timeout(now);
-            let ready = self.epoll.wait(timeout).map_err(io_err("epoll wait"))?;
-            for token in ready {
+            let mut ready = std::mem::take(&mut self.ready);
+            self.epoll
+                .wait(timeout, &mut ready)
+                .map_err(io_err("epoll wait"))?;
+            for &token in &ready {
                 match token {
                     WAKER => while self.wake_rx.recv(&mut [0u8; 8]).is_ok() {},
                     LISTEN => self.recv_listen(),
                     t => self.recv_route((t - FIRST_ROUTE) as usize),
                 }
             }
+            self.ready = ready;
         }
         Ok(self.publish(Instant::now()))
     }

@@ -84,8 +84,14 @@ impl Epoll {
         Ok(())
     }
 
-    /// Waits up to `timeout` (`None`: until an event) and returns the ready tokens.
-    pub(crate) fn wait(&mut self, timeout: Option<Duration>) -> io::Result<Vec<u64>> {
+    /// Waits up to `timeout` (`None`: until an event) and replaces `ready` with the
+    /// ready tokens.
+    pub(crate) fn wait(
+        &mut self,
+        timeout: Option<Duration>,
+        ready: &mut Vec<u64>,
+    ) -> io::Result<()> {
+        ready.clear();
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN,
@@ -97,17 +103,17 @@ impl Epoll {
         });
         let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const _);
         // SAFETY: one valid pollfd; `ts_ptr` is null or points to `ts`, alive here.
-        let ready = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, std::ptr::null()) };
-        if ready < 0 {
+        let polled = unsafe { libc::ppoll(&mut pfd, 1, ts_ptr, std::ptr::null()) };
+        if polled < 0 {
             let e = io::Error::last_os_error();
             return if e.kind() == io::ErrorKind::Interrupted {
-                Ok(Vec::new())
+                Ok(())
             } else {
                 Err(e)
             };
         }
-        if ready == 0 {
-            return Ok(Vec::new());
+        if polled == 0 {
+            return Ok(());
         }
         // SAFETY: `events` has `len` initialised entries the kernel may overwrite.
         let n = unsafe {
@@ -119,8 +125,11 @@ impl Epoll {
             )
         };
         match cvt(n) {
-            Ok(n) => Ok(self.events[..n as usize].iter().map(|e| e.u64).collect()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(Vec::new()),
+            Ok(n) => {
+                ready.extend(self.events[..n as usize].iter().map(|e| e.u64));
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             Err(e) => Err(e),
         }
     }
