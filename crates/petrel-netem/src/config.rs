@@ -201,7 +201,9 @@ impl LinkConfig {
             .burst
             .map_or(0.0, |b| f64::from(b.k) / f64::from(b.n.max(1)));
         let gilbert = self.gilbert.map_or(0.0, |g| g.stationary_loss());
-        1.0 - (1.0 - burst) * (1.0 - gilbert) * (1.0 - self.random_loss)
+        // Each condition applies to what the earlier ones let through; written as a
+        // sum so that a single condition's rate comes back exactly.
+        burst + (1.0 - burst) * (gilbert + (1.0 - gilbert) * self.random_loss)
     }
 }
 

@@ -149,7 +149,7 @@ fn applies_seeded_loss_and_delay_exactly_as_the_model() {
         "{}",
         r.upstream.observed_loss
     );
-    assert!((r.upstream.configured_loss - 0.1).abs() < 1e-12);
+    assert_eq!(r.upstream.configured_loss, 0.1);
     // Two 5 ms one-way delays: no echo can come back sooner than 10 ms.
     assert!(got.iter().all(|(_, rtt)| *rtt >= Duration::from_millis(10)));
 }
