@@ -221,8 +221,9 @@ impl Engine {
         Ok(self.publish(Instant::now()))
     }
 
-    /// How long to sleep: until `spin` before the next deadline (or the next stats
-    /// refresh) while the spin budget lasts, without limit when idle.
+    /// How long to sleep: until `spin` before the next packet deadline while the spin
+    /// budget lasts, or until the next stats refresh or idle-route sweep; without
+    /// limit when there is nothing to wait for.
     fn timeout(&mut self, now: Instant) -> Option<Duration> {
         let deadline = self.timers.peek().map(|Reverse((t, _, _, _))| *t);
         let publish = self.dirty.then_some(self.last_publish + PUBLISH_EVERY);
@@ -230,9 +231,17 @@ impl Engine {
             Some(idle) if self.routes.live() > 0 => Some(self.last_sweep + sweep_every(idle)),
             _ => None,
         };
-        let wake = [deadline, publish, sweep].into_iter().flatten().min()?;
-        let left = wake.saturating_duration_since(now);
-        Some(self.spin.sleep_for(left, self.config.spin))
+        // Only packet deadlines are worth spinning for.
+        let packet = self.spin.sleep_for(
+            deadline.map(|d| d.saturating_duration_since(now)),
+            self.config.spin,
+        );
+        let chores = [publish, sweep]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| t.saturating_duration_since(now));
+        [packet, chores].into_iter().flatten().min()
     }
 
     fn recv_listen(&mut self) {

@@ -44,16 +44,17 @@ impl SpinBudget {
         self.last = Some(now);
     }
 
-    /// How long to sleep when the next wake-up is `left` away and the spin window is
-    /// `spin`; records whether the time until the next [`SpinBudget::advance`] is spin.
-    pub(crate) fn sleep_for(&mut self, left: Duration, spin: Duration) -> Duration {
+    /// How long to sleep when the next deadline is `left` away (`None`: no deadline)
+    /// and the spin window is `spin`; records whether the time until the next
+    /// [`SpinBudget::advance`] is spin.
+    pub(crate) fn sleep_for(&mut self, left: Option<Duration>, spin: Duration) -> Option<Duration> {
         let spin = if self.credit.is_zero() {
             Duration::ZERO
         } else {
             spin
         };
-        let sleep = left.saturating_sub(spin);
-        self.spinning = sleep.is_zero() && !left.is_zero();
+        let sleep = left.map(|l| l.saturating_sub(spin));
+        self.spinning = sleep.is_some_and(|s| s.is_zero()) && left.is_some_and(|l| !l.is_zero());
         sleep
     }
 }
@@ -76,7 +77,7 @@ mod tests {
                 deadline += gap;
                 continue;
             }
-            let sleep = b.sleep_for(left, spin);
+            let sleep = b.sleep_for(Some(left), spin).unwrap_or_default();
             let step = if sleep.is_zero() {
                 spun += Duration::from_micros(1);
                 Duration::from_micros(1)
