@@ -24,6 +24,22 @@
 //! - **Measurements of the relay** ([`bench`](mod@bench)): forwarding ceiling and delay accuracy,
 //!   behind `petrel bench netem`.
 //!
+//! ```no_run
+//! use petrel_netem::{Profile, Relay, RelayConfig};
+//!
+//! # fn main() -> Result<(), petrel_netem::RelayError> {
+//! let server = "127.0.0.1:5000".parse().unwrap();
+//! let mut config = RelayConfig::new("127.0.0.1:0".parse().unwrap(), server);
+//! config.route = Profile::Random.route();
+//! config.seed = 42;
+//! let relay = Relay::start(config)?;
+//! // ... point the client at relay.local_addr() and run it ...
+//! let stats = relay.stop()?;
+//! println!("upstream loss {:.2} %", stats.upstream_total.observed_loss() * 100.0);
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Not here: the CLI (`petrel-cli`), transport benchmarks that *use* the relay
 //! (`petrel-bench`), and kernel `tc netem` (unavailable on the machines this is built
 //! for — the reason this crate exists).
