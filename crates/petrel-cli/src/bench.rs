@@ -53,6 +53,8 @@ struct SuiteArgs {
 enum BenchCommand {
     /// Closed-loop loopback echo (specs/benchmarks.md §A).
     Echo(EchoArgs),
+    /// The impairment relay's forwarding ceiling and delay accuracy.
+    Netem(crate::netem::NetemBenchArgs),
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -116,6 +118,12 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+        Some(BenchCommand::Netem(netem)) => {
+            return crate::netem::run_bench(netem).unwrap_or_else(|e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            })
+        }
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -1,6 +1,7 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
 mod bench;
+mod netem;
 
 use std::process::ExitCode;
 
@@ -18,11 +19,19 @@ struct Cli {
 enum Command {
     /// Run benchmarks (no subcommand: the default suite).
     Bench(bench::BenchArgs),
+    /// Relay UDP through a seeded impairment emulator (loss, delay, bandwidth, ...).
+    Netem(Box<netem::NetemArgs>),
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    match cli.command {
+    match Cli::parse().command {
         Command::Bench(args) => bench::main(args),
+        Command::Netem(args) => match netem::run(*args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
