@@ -8,6 +8,7 @@
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
 //!   small transport trait, with raw UDP and TCP adapters;
+//! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`table`]: the side-by-side summary table.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
@@ -19,6 +20,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
+pub mod idle;
 pub mod measure;
 pub mod record;
 pub mod table;

@@ -55,6 +55,8 @@ enum BenchCommand {
     Echo(EchoArgs),
     /// The impairment relay's forwarding ceiling and delay accuracy.
     Netem(crate::netem::NetemBenchArgs),
+    /// What N established, quiet connections cost (CPU, wake-ups, memory).
+    Idle(crate::bench_idle::IdleArgs),
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -118,6 +120,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+        Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");
