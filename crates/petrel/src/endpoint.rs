@@ -16,7 +16,7 @@ use petrel_proto::handshake::{
     DatagramKind, Established, HandshakeMode, HandshakeStats, LegacyConfig, LegacyMessage,
     NativeConfig, NativeMessage, ServerEvent, ServerHandshake,
 };
-use petrel_proto::kcp::peek_conv;
+use petrel_proto::session::{fec_descriptor, peek_conv, Session};
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 
@@ -185,13 +185,7 @@ impl Endpoint {
             .collect();
         conns
             .iter()
-            .map(|c| {
-                let st = c.lock();
-                ConnectionStats {
-                    kcp: st.kcp.stats(),
-                    ..st.stats
-                }
-            })
+            .map(|c| c.lock().snapshot())
             .collect()
     }
 }
@@ -210,6 +204,9 @@ fn handshake_mode(config: &EndpointConfig) -> HandshakeMode {
             snd_wnd: kcp.snd_wnd,
             rcv_wnd: kcp.rcv_wnd,
             connect_timeout: config.connect_timeout,
+            fec: fec_descriptor(&config.fec),
+            fec_max_data: config.fec_max_data,
+            fec_max_parity: config.fec_max_parity,
             ..NativeConfig::default()
         }),
         Mode::Legacy => HandshakeMode::Legacy(LegacyConfig {
@@ -263,18 +260,12 @@ impl EndpointIo {
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
-        let mut kcp_config = self.config.kcp.clone();
-        kcp_config.mtu = usize::from(established.params.mtu).min(kcp_config.mtu);
-        let kcp = petrel_proto::kcp::Kcp::new(established.conv, kcp_config, now)
+        let session = Session::new(established, &self.config.session_config(), now)
             .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let control =
-            petrel_proto::handshake::Control::new(established, self.config.control.clone(), now)
-                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
         let shared = Arc::new(ConnShared::new(
             peer,
             established.clone(),
-            kcp,
-            control,
+            session,
             self.clone(),
         ));
         {

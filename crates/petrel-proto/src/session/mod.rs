@@ -64,6 +64,14 @@ pub use fec::{FecInputError, FecStats, CONV_PREFIX};
 
 use fec::FecLink;
 
+/// Reads the `conv` every data datagram of a session starts with (KCP's header,
+/// or the FEC conv prefix, which also fronts 13-byte loss reports shorter than a
+/// KCP header), for routing by `(peer, conv)`. `None` below 4 bytes.
+pub fn peek_conv(datagram: &[u8]) -> Option<u32> {
+    let (conv, _) = datagram.split_first_chunk::<CONV_PREFIX>()?;
+    Some(u32::from_le_bytes(*conv))
+}
+
 /// Why a session ended other than by a clean close.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum SessionError {
