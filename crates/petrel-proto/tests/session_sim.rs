@@ -175,7 +175,11 @@ fn idle_sessions_have_only_the_control_timer() {
     let idle = start + SessionConfig::default().control.idle_timeout;
     for s in [&sim.a, &sim.b] {
         let t = s.poll_timeout().unwrap();
-        assert!(t >= idle, "{:?} after start, expected the idle deadline", t - start);
+        assert!(
+            t >= idle,
+            "{:?} after start, expected the idle deadline",
+            t - start
+        );
         assert_eq!(s.stats().fec.unwrap().encoder.retained_bytes, 0);
     }
 }

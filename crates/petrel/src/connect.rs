@@ -87,11 +87,11 @@ pub(crate) async fn run(
         return Err(ConnectError::EndpointGone);
     }
     let now = Instant::now();
-    let handshake = ClientHandshake::new(io.mode.clone(), now, wall_clock_ms(), io.next_seed())
+    let handshake = ClientHandshake::new(io.mode, now, wall_clock_ms(), io.next_seed())
         .map_err(|e| ConnectError::Handshake(e.to_string()))?;
     if let Some(established) = handshake.established() {
         // Raw KCP: nothing to negotiate.
-        let established = established.clone();
+        let established = *established;
         let conn = io.create_connection(now, peer, &established)?;
         EndpointCounters::add(&io.counters.connections_connected, 1);
         return Ok(conn);

@@ -106,7 +106,7 @@ impl Endpoint {
             None => rand_chacha::ChaCha20Rng::from_entropy(),
         };
         let server = if config.accept_incoming {
-            let handshake = ServerHandshake::new(mode.clone(), rng.gen(), rng.gen())
+            let handshake = ServerHandshake::new(mode, rng.gen(), rng.gen())
                 .map_err(|e| invalid_input(ConfigError(e.to_string())))?;
             Some(Mutex::new(ServerState {
                 handshake,
@@ -183,10 +183,7 @@ impl Endpoint {
             .values()
             .cloned()
             .collect();
-        conns
-            .iter()
-            .map(|c| c.lock().snapshot())
-            .collect()
+        conns.iter().map(|c| c.lock().snapshot()).collect()
     }
 }
 
@@ -262,12 +259,7 @@ impl EndpointIo {
     ) -> Result<Arc<ConnShared>, ConnectError> {
         let session = Session::new(established, &self.config.session_config(), now)
             .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let shared = Arc::new(ConnShared::new(
-            peer,
-            established.clone(),
-            session,
-            self.clone(),
-        ));
+        let shared = Arc::new(ConnShared::new(peer, *established, session, self.clone()));
         {
             let mut reg = lock(&self.registry);
             if reg.conns.len() >= self.config.max_connections {

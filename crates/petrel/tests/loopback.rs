@@ -1,4 +1,5 @@
 //! Integration tests of the tokio runtime on real loopback sockets.
+#![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -224,10 +225,12 @@ async fn native_close_reaches_the_peer_after_its_data() {
 
 #[tokio::test]
 async fn full_send_queue_makes_send_wait_and_loses_nothing() {
-    let mut kcp = petrel::KcpConfig::default();
-    kcp.send_queue_limit = 64;
+    let kcp = petrel::KcpConfig {
+        send_queue_limit: 64,
+        ..Default::default()
+    };
     let (server, addr) = echo_server(EndpointConfig {
-        kcp: kcp.clone(),
+        kcp,
         ..EndpointConfig::server()
     })
     .await;
@@ -277,8 +280,10 @@ async fn full_send_queue_makes_send_wait_and_loses_nothing() {
 
 #[tokio::test]
 async fn vanished_peer_is_reported_as_dead_link() {
-    let mut kcp = petrel::KcpConfig::default();
-    kcp.dead_link = 5;
+    let kcp = petrel::KcpConfig {
+        dead_link: 5,
+        ..Default::default()
+    };
     let config = EndpointConfig {
         kcp,
         mode: Mode::Raw { conv: 7 },
@@ -398,4 +403,35 @@ async fn idle_connections_cost_no_wakeups() {
     let after = client.stats().timer_wakeups + server.stats().timer_wakeups;
     assert_eq!(after - before, 0, "{n} idle connections woke up");
     assert_eq!(server.stats().connections_open, n as u64);
+}
+
+#[tokio::test]
+async fn idle_fec_connections_cost_no_wakeups() {
+    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            fec: fec(FecScheme::ADAPTIVE_DEFAULT),
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = 50;
+    let mut conns = Vec::new();
+    for i in 0..n {
+        let conn = client.connect(addr).await.unwrap();
+        spawn_echo(server.accept().await.unwrap());
+        conn.send(message(i, 3000)).await.unwrap();
+        assert_eq!(conn.recv().await.unwrap(), Some(message(i, 3000)));
+        conns.push(conn);
+    }
+    // FEC timers end with the traffic: the last loss report (100 ms) and the
+    // decoder's group expiry (500 ms). Then only the 5 s keepalive is left.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let before = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    assert_eq!(after - before, 0, "{n} idle FEC connections woke up");
+    assert!(conns.iter().all(|c| c.stats().fec.is_some()));
 }

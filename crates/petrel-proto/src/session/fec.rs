@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::fec::{
-    DecodeError, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme,
-    Framing, LossReport,
+    DecodeError, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme, Framing,
+    LossReport,
 };
 
 /// Bytes of the `conv u32 LE` prefix in front of every FEC datagram (shards and
