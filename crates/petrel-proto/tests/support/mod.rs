@@ -130,8 +130,13 @@ impl Machine for Session {
     fn poll_timeout(&self) -> Option<Instant> {
         Session::poll_timeout(self)
     }
+    /// Routes like the runtime in native mode: a leading zero u32 is control.
     fn input(&mut self, now: Instant, datagram: &[u8]) {
-        let _ = Session::input(self, now, datagram);
+        if datagram.get(..4) == Some(&[0; 4]) {
+            self.handle_control(now, datagram);
+        } else {
+            let _ = Session::input(self, now, datagram);
+        }
     }
     fn handle_timeout(&mut self, now: Instant) {
         Session::handle_timeout(self, now);
