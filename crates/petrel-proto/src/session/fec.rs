@@ -69,11 +69,9 @@ impl FecLink {
         if config.scheme == FecScheme::None {
             return Ok(None);
         }
-        let mut encoder = FecEncoder::new(config, Framing::Native)?;
-        encoder.set_nonce_seed(u64::from(conv));
         Ok(Some(Self {
             prefix: conv.to_le_bytes(),
-            encoder,
+            encoder: FecEncoder::new(config, Framing::Native)?,
             decoder: FecDecoder::new(config, Framing::Native)?,
             reports: matches!(config.scheme, FecScheme::Adaptive { .. }),
             report_interval,
