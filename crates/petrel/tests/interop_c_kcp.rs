@@ -6,7 +6,8 @@
 //!
 //! Needs `python3` with `pip install kcp`. Without it the test prints why and passes,
 //! unless `PETREL_REQUIRE_INTEROP=1` (set by `.ci/run`), where it fails.
-#![allow(clippy::unwrap_used)]
+
+#![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -1,5 +1,6 @@
 //! Integration tests of the tokio runtime on real loopback sockets.
-#![allow(clippy::unwrap_used)]
+
+#![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
 use std::net::SocketAddr;
 use std::time::Duration;
