@@ -178,23 +178,26 @@ async fn native_adaptive_fec_round_trip_and_close() {
 }
 
 #[tokio::test]
-async fn legacy_mode_with_fec_configured_alike_round_trips() {
+async fn legacy_and_raw_modes_with_fec_configured_alike_round_trip() {
     let scheme = fec(FecScheme::Fixed {
         data_shards: 4,
         parity_shards: 2,
     });
-    let client = EndpointConfig {
-        mode: Mode::Legacy,
-        fec: scheme,
-        ..EndpointConfig::default()
-    };
-    let server = EndpointConfig {
-        mode: Mode::Legacy,
-        fec: scheme,
-        ..EndpointConfig::server()
-    };
-    let stats = round_trip_with(client, server, Duration::ZERO).await;
-    assert!(stats.fec.expect("local FEC").decoder.parity_shards_received > 0);
+    for mode in [Mode::Legacy, Mode::Raw { conv: 0x0fec_0001 }] {
+        let client = EndpointConfig {
+            mode,
+            fec: scheme,
+            ..EndpointConfig::default()
+        };
+        let server = EndpointConfig {
+            mode,
+            fec: scheme,
+            ..EndpointConfig::server()
+        };
+        let stats = round_trip_with(client, server, Duration::ZERO).await;
+        let fec = stats.fec.expect("local FEC");
+        assert!(fec.decoder.parity_shards_received > 0, "{mode:?}: {fec:?}");
+    }
 }
 
 #[tokio::test]

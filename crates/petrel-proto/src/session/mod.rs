@@ -358,3 +358,82 @@ impl Session {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fec::{FecConfig, FecScheme};
+    use crate::handshake::{Binding, RAW_PARAMS};
+
+    fn session(scheme: FecScheme, now: Instant) -> Session {
+        let established = Established {
+            conv: 99,
+            params: RAW_PARAMS,
+            binding: Binding::Raw,
+        };
+        let config = SessionConfig {
+            fec: FecConfig {
+                scheme,
+                ..FecConfig::default()
+            },
+            ..SessionConfig::default()
+        };
+        Session::new(&established, &config, now).unwrap()
+    }
+
+    #[test]
+    fn every_datagram_fits_the_mtu_and_starts_with_conv() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::default(), now);
+        assert_eq!(s.overhead(), 14);
+        s.send(&[1; 20_000]).unwrap();
+        let mut out = Vec::new();
+        let (mut count, mut longest) = (0, 0);
+        let later = now + Duration::from_millis(5);
+        while s.poll_transmit(now, &mut out) || s.poll_transmit(later, &mut out) {
+            assert_eq!(peek_conv(&out), Some(99));
+            longest = longest.max(out.len());
+            count += 1;
+        }
+        // 18 data shards (mss 1162) and their groups' parity, the longest at the MTU.
+        assert!(count > 18, "{count}");
+        assert_eq!(longest, 1200);
+        let fec = s.stats().fec.unwrap();
+        assert_eq!(fec.encoder.data_shards_sent, 18);
+        assert_eq!(fec.encoder.parity_shards_sent, 6);
+    }
+
+    #[test]
+    fn no_fec_means_bare_kcp() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::None, now);
+        assert_eq!(s.overhead(), 0);
+        s.send(b"x").unwrap();
+        let mut out = Vec::new();
+        assert!(s.poll_transmit(now, &mut out));
+        assert_eq!(out.len(), crate::kcp::HEADER_LEN + 1);
+        assert!(s.stats().fec.is_none());
+    }
+
+    #[test]
+    fn foreign_and_short_datagrams_are_counted_errors() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::default(), now);
+        assert!(matches!(
+            s.input(now, &[1, 2]),
+            Err(SessionInputError::Fec(FecInputError::WrongConv))
+        ));
+        let mut other = 100u32.to_le_bytes().to_vec();
+        other.extend_from_slice(&[0x10; 40]);
+        assert!(s.input(now, &other).is_err());
+        let mut ours = 99u32.to_le_bytes().to_vec();
+        ours.extend_from_slice(&[0x77; 40]);
+        assert!(matches!(
+            s.input(now, &ours),
+            Err(SessionInputError::Fec(FecInputError::Decode(_)))
+        ));
+        let fec = s.stats().fec.unwrap();
+        assert_eq!((fec.wrong_conv, fec.decoder.malformed), (2, 1));
+        assert!(s.error().is_none());
+    }
+}
