@@ -16,7 +16,7 @@ use petrel_proto::handshake::{
     Binding, DatagramKind, Established, HandshakeMode, HandshakeStats, LegacyConfig, LegacyMessage,
     NativeConfig, NativeMessage, ServerEvent, ServerHandshake,
 };
-use petrel_proto::kcp::peek_conv;
+use petrel_proto::session::{fec_descriptor, peek_conv, Session};
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 
@@ -209,16 +209,7 @@ impl Endpoint {
             .values()
             .cloned()
             .collect();
-        conns
-            .iter()
-            .map(|c| {
-                let st = c.lock();
-                ConnectionStats {
-                    kcp: st.kcp.stats(),
-                    ..st.stats
-                }
-            })
-            .collect()
+        conns.iter().map(|c| c.lock().snapshot()).collect()
     }
 }
 
@@ -236,6 +227,9 @@ fn handshake_mode(config: &EndpointConfig) -> HandshakeMode {
             snd_wnd: kcp.snd_wnd,
             rcv_wnd: kcp.rcv_wnd,
             connect_timeout: config.connect_timeout,
+            fec: fec_descriptor(&config.fec),
+            fec_max_data: config.fec_max_data,
+            fec_max_parity: config.fec_max_parity,
             ..NativeConfig::default()
         }),
         Mode::Legacy => HandshakeMode::Legacy(LegacyConfig {
@@ -289,20 +283,9 @@ impl EndpointIo {
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
-        let mut kcp_config = self.config.kcp;
-        kcp_config.mtu = usize::from(established.params.mtu).min(kcp_config.mtu);
-        let kcp = petrel_proto::kcp::Kcp::new(established.conv, kcp_config, now)
+        let session = Session::new(established, &self.config.session_config(), now)
             .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let control =
-            petrel_proto::handshake::Control::new(established, self.config.control.clone(), now)
-                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let shared = Arc::new(ConnShared::new(
-            peer,
-            *established,
-            kcp,
-            control,
-            self.clone(),
-        ));
+        let shared = Arc::new(ConnShared::new(peer, *established, session, self.clone()));
         {
             let mut reg = lock(&self.registry);
             if reg.conns.len() >= self.config.max_connections {
