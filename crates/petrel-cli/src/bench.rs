@@ -16,9 +16,12 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use petrel::EndpointConfig;
+use petrel_bench::echo::kcp::KcpTransport;
+use petrel_bench::echo::quic::QuicTransport;
 use petrel_bench::echo::rudp::RudpTransport;
 use petrel_bench::echo::tcp::TcpTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
+use petrel_bench::echo::websocket::WebSocketTransport;
 use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
 use petrel_bench::record::rfc3339_utc;
 use petrel_bench::table;
@@ -41,11 +44,11 @@ struct SuiteArgs {
     /// Directory under which a `<timestamp>/` folder of JSON results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
-    /// Measured seconds per case.
-    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    /// Measured seconds per case (12 cases: the suite stays under ~1 minute).
+    #[arg(long, default_value = "2", value_parser = parse_seconds)]
     seconds: Duration,
     /// Warm-up seconds per case.
-    #[arg(long, default_value = "1", value_parser = parse_seconds)]
+    #[arg(long, default_value = "0.5", value_parser = parse_seconds)]
     warmup: Duration,
 }
 
@@ -63,8 +66,14 @@ enum Protocol {
     Udp,
     /// TCP with length-prefixed messages and TCP_NODELAY.
     Tcp,
+    /// WebSocket binary messages over TCP (tokio-tungstenite).
+    Websocket,
     /// Petrel reliable UDP (KCP ARQ, native handshake, default tuning).
     Rudp,
+    /// KCP through tokio_kcp, tuned like Petrel's defaults.
+    Kcp,
+    /// QUIC through quinn (rustls/ring), one bidirectional stream per client.
+    Quic,
 }
 
 #[derive(Debug, Args)]
@@ -94,10 +103,10 @@ struct EchoArgs {
     /// multi-thread runtime shared by server and clients.
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
-    /// UDP and RUDP: requested SO_SNDBUF (bytes).
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF (bytes).
     #[arg(long, default_value_t = DEFAULT_SEND_BUFFER)]
     send_buffer: usize,
-    /// UDP and RUDP: requested SO_RCVBUF (bytes).
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF (bytes).
     #[arg(long, default_value_t = DEFAULT_RECV_BUFFER)]
     recv_buffer: usize,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
@@ -179,8 +188,17 @@ async fn run_case(
     match protocol {
         Protocol::Udp => run_echo(&UdpTransport::new(buffers), cfg, &case).await,
         Protocol::Tcp => run_echo(&TcpTransport, cfg, &case).await,
+        Protocol::Websocket => run_echo(&WebSocketTransport, cfg, &case).await,
         Protocol::Rudp => {
             let transport = RudpTransport::new(EndpointConfig::default(), buffers);
+            run_echo(&transport, cfg, &case).await
+        }
+        Protocol::Kcp => run_echo(&KcpTransport::new(buffers), cfg, &case).await,
+        Protocol::Quic => {
+            let transport = QuicTransport::new(buffers).map_err(|e| EchoError::Setup {
+                what: "create the QUIC transport".to_owned(),
+                source: std::io::Error::other(e),
+            })?;
             run_echo(&transport, cfg, &case).await
         }
     }
@@ -234,16 +252,19 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
     Ok(report.record.ok)
 }
 
-/// The default suite: (protocol, clients, window) at 1024 B; RUDP next to its
-/// baselines at the two shapes the foundation issue reports.
-const SUITE: [(Protocol, usize, usize); 6] = [
-    (Protocol::Udp, 4, 16),
-    (Protocol::Rudp, 4, 16),
-    (Protocol::Tcp, 4, 16),
-    (Protocol::Udp, 1, 1),
-    (Protocol::Rudp, 1, 1),
-    (Protocol::Tcp, 1, 1),
+/// Protocols of the default suite, in table order: RUDP, its baselines and
+/// the peers a user would pick instead.
+const SUITE_PROTOCOLS: [Protocol; 6] = [
+    Protocol::Udp,
+    Protocol::Rudp,
+    Protocol::Kcp,
+    Protocol::Quic,
+    Protocol::Tcp,
+    Protocol::Websocket,
 ];
+
+/// Shapes (clients, window) of the default suite, at 1024 B each.
+const SUITE_SHAPES: [(usize, usize); 2] = [(4, 16), (1, 1)];
 
 fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     let base = EchoConfig {
@@ -265,7 +286,10 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     };
     let mut rows = Vec::new();
     let mut all_ok = true;
-    for (protocol, clients, window) in SUITE {
+    let cases = SUITE_SHAPES
+        .iter()
+        .flat_map(|&shape| SUITE_PROTOCOLS.iter().map(move |&p| (p, shape)));
+    for (protocol, (clients, window)) in cases {
         let cfg = EchoConfig {
             clients,
             window,

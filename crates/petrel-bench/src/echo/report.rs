@@ -152,6 +152,9 @@ pub struct EchoParameters {
     pub runtime_workers: usize,
     /// Whether leftovers count as unfinished (reliable) or lost.
     pub reliable: bool,
+    /// Third-party library under test and its version, e.g. `"quinn 0.11.12"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// The outcome of [`run_echo`](super::run_echo): the record to write and the typed rounds.
