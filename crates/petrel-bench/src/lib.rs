@@ -7,18 +7,21 @@
 //! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
-//!   small transport trait, with raw UDP and TCP adapters;
-//! - [`table`]: the side-by-side summary table.
+//!   small transport trait, with raw UDP, TCP, Petrel RUDP and peer-library
+//!   (WebSocket, KCP, QUIC) adapters;
+//! - [`table`]: the side-by-side summary table;
+//! - [`report`]: the self-contained HTML report rendered from a directory of
+//!   result files.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
 //! runtime and the command line (`petrel-cli` builds both). The RUDP (§B),
-//! goodput (§C) and fan-out (§D) benchmarks and the HTML report are not
-//! implemented yet.
+//! goodput (§C) and fan-out (§D) benchmarks are not implemented yet.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
 pub mod measure;
 pub mod record;
+pub mod report;
 pub mod table;

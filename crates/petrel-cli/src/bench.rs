@@ -24,6 +24,7 @@ use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BU
 use petrel_bench::echo::websocket::WebSocketTransport;
 use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
 use petrel_bench::record::rfc3339_utc;
+use petrel_bench::report::write_report;
 use petrel_bench::table;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
@@ -309,5 +310,7 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     }
     print!("{}", table::render(&rows));
     println!("results: {}", dir.display());
+    let report = write_report(&dir).map_err(anyhow::Error::from)?;
+    println!("report: {}", report.display());
     Ok(all_ok)
 }

@@ -1,6 +1,7 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
 mod bench;
+mod report;
 
 use std::process::ExitCode;
 
@@ -18,11 +19,14 @@ struct Cli {
 enum Command {
     /// Run benchmarks (no subcommand: the default suite).
     Bench(bench::BenchArgs),
+    /// Render DIR/report.html from the JSON result files in DIR.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench::main(args),
+        Command::Report(args) => report::main(&args),
     }
 }
