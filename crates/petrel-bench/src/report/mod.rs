@@ -64,8 +64,20 @@ fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> R
     move |source| ReportError::Io { what, path, source }
 }
 
-/// Reads every `*.json` file directly in `dir` (sorted by name) as a
-/// [`ResultRecord`].
+/// Protocols in report order: the baseline, Petrel, the peers over UDP,
+/// then the TCP-based ones; others follow in name order.
+const PROTOCOL_ORDER: [&str; 6] = ["udp", "rudp", "kcp", "quic", "tcp", "websocket"];
+
+fn protocol_rank(r: &ResultRecord) -> usize {
+    let proto = r.parameters.get("protocol").and_then(|p| p.as_str());
+    PROTOCOL_ORDER
+        .iter()
+        .position(|p| Some(*p) == proto)
+        .unwrap_or(PROTOCOL_ORDER.len())
+}
+
+/// Reads every `*.json` file directly in `dir` as a [`ResultRecord`],
+/// ordered by protocol (see `PROTOCOL_ORDER`), then case name.
 ///
 /// # Errors
 /// [`ReportError`]: unreadable directory or file, a file that is not a
@@ -87,8 +99,7 @@ pub fn load_records(dir: &Path) -> Result<Vec<ResultRecord>, ReportError> {
             count: paths.len(),
         });
     }
-    paths.sort();
-    paths
+    let mut records = paths
         .iter()
         .map(|path| {
             let text = std::fs::read_to_string(path).map_err(io_error("read", path))?;
@@ -97,7 +108,9 @@ pub fn load_records(dir: &Path) -> Result<Vec<ResultRecord>, ReportError> {
                 source,
             })
         })
-        .collect()
+        .collect::<Result<Vec<ResultRecord>, _>>()?;
+    records.sort_by(|a, b| (protocol_rank(a), &a.case).cmp(&(protocol_rank(b), &b.case)));
+    Ok(records)
 }
 
 /// Renders `dir/report.html` from the result files in `dir`; returns its path.

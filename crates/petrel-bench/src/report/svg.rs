@@ -63,7 +63,9 @@ pub fn escape(text: &str) -> String {
 
 /// A value with at most 3 significant decimals, e.g. `87835`, `221.5`, `0.42`.
 pub fn number(v: f64) -> String {
-    if v.abs() >= 100.0 {
+    if v == 0.0 {
+        "0".to_owned()
+    } else if v.abs() >= 100.0 {
         format!("{v:.0}")
     } else if v.abs() >= 10.0 {
         format!("{v:.1}")
