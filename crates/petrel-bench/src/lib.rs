@@ -10,6 +10,8 @@
 //!   small transport trait, with raw UDP, TCP, Petrel RUDP and peer-library
 //!   (WebSocket, KCP, QUIC) adapters;
 //! - [`table`]: the side-by-side summary table;
+//! - [`matrix`]: the TOML case matrix of `petrel bench matrix` and the merge
+//!   of per-round results into one record per case;
 //! - [`report`]: the self-contained HTML report rendered from a directory of
 //!   result files.
 //!
@@ -21,6 +23,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
+pub mod matrix;
 pub mod measure;
 pub mod record;
 pub mod report;

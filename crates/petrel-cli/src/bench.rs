@@ -57,6 +57,19 @@ struct SuiteArgs {
 enum BenchCommand {
     /// Closed-loop loopback echo (specs/benchmarks.md §A).
     Echo(EchoArgs),
+    /// Echo cases from a TOML file, each round in its own process (3 rounds,
+    /// seeds 42/43/44 unless the file says otherwise); writes JSON + report.
+    Matrix(MatrixArgs),
+}
+
+#[derive(Debug, Args)]
+struct MatrixArgs {
+    /// The matrix file (see `petrel_bench::matrix` for its layout).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Directory under which a `<timestamp>/` folder of results is written.
+    #[arg(long, default_value = "petrel-results")]
+    out_dir: PathBuf,
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -126,6 +139,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+        Some(BenchCommand::Matrix(m)) => matrix_command(&m),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
@@ -154,8 +168,7 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// Most tokio worker threads `--io-threads` accepts.
-const MAX_IO_THREADS: usize = 64;
+use petrel_bench::matrix::MAX_IO_THREADS;
 
 fn runtime(io_threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
     let mut builder = if io_threads <= 1 {
@@ -267,6 +280,23 @@ const SUITE_PROTOCOLS: [Protocol; 6] = [
 /// Shapes (clients, window) of the default suite, at 1024 B each.
 const SUITE_SHAPES: [(usize, usize); 2] = [(4, 16), (1, 1)];
 
+/// Creates `out_dir/<UTC timestamp>/`, e.g. `petrel-results/20261130T115548Z`.
+fn results_dir(out_dir: &Path) -> Result<PathBuf, Failure> {
+    let stamp: String = rfc3339_utc(SystemTime::now())
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    let dir = out_dir.join(stamp);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn matrix_command(args: &MatrixArgs) -> Result<bool, Failure> {
+    let matrix = crate::matrix::load(&args.config).map_err(Failure::Usage)?;
+    let dir = results_dir(&args.out_dir)?;
+    Ok(crate::matrix::run(&matrix, &dir)?)
+}
+
 fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     let base = EchoConfig {
         warmup: args.warmup,
@@ -274,12 +304,7 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         ..EchoConfig::default()
     };
     base.validate().map_err(|e| Failure::Usage(e.to_string()))?;
-    let stamp: String = rfc3339_utc(SystemTime::now())
-        .chars()
-        .filter(|c| !matches!(c, '-' | ':'))
-        .collect();
-    let dir = args.out_dir.join(stamp);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = results_dir(&args.out_dir)?;
     let rt = runtime(1)?;
     let buffers = RequestedBuffers {
         send: Some(DEFAULT_SEND_BUFFER),

@@ -1,6 +1,7 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
 mod bench;
+mod matrix;
 mod report;
 
 use std::process::ExitCode;
