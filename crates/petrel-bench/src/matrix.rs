@@ -387,7 +387,7 @@ mod tests {
     fn merge_refuses_mismatched_parts() {
         assert!(merge_rounds(&[], &[]).is_err());
         let a = part("udp-x", 1.0, true);
-        assert!(merge_rounds(&[a.clone()], &[1, 2]).is_err());
+        assert!(merge_rounds(std::slice::from_ref(&a), &[1, 2]).is_err());
         let b = part("tcp-x", 1.0, true);
         assert!(merge_rounds(&[a.clone(), b], &[1, 2]).is_err());
         let mut two = a.clone();

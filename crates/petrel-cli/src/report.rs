@@ -13,7 +13,7 @@ use petrel_bench::report::{write_report, ReportError};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
-    /// Directory of JSON result files (e.g. petrel-results/<timestamp>).
+    /// Directory of JSON result files (e.g. `petrel-results/<timestamp>`).
     dir: PathBuf,
 }
 
