@@ -117,12 +117,15 @@ struct EchoArgs {
     /// multi-thread runtime shared by server and clients.
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
-    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF (bytes).
-    #[arg(long, default_value_t = DEFAULT_SEND_BUFFER)]
-    send_buffer: usize,
-    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF (bytes).
-    #[arg(long, default_value_t = DEFAULT_RECV_BUFFER)]
-    recv_buffer: usize,
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF
+    /// (bytes; default 65536). Refused for tcp and websocket, which keep the
+    /// OS defaults.
+    #[arg(long)]
+    send_buffer: Option<usize>,
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF
+    /// (bytes; default 4194304). Refused for tcp and websocket.
+    #[arg(long)]
+    recv_buffer: Option<usize>,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -241,9 +244,15 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             args.io_threads
         )));
     }
+    let stream_based = matches!(args.protocol, Protocol::Tcp | Protocol::Websocket);
+    if stream_based && (args.send_buffer.is_some() || args.recv_buffer.is_some()) {
+        return Err(Failure::Usage(
+            "--send-buffer/--recv-buffer apply to udp, rudp, kcp and quic only; tcp and websocket keep the OS defaults".to_owned(),
+        ));
+    }
     let buffers = RequestedBuffers {
-        send: Some(args.send_buffer),
-        recv: Some(args.recv_buffer),
+        send: Some(args.send_buffer.unwrap_or(DEFAULT_SEND_BUFFER)),
+        recv: Some(args.recv_buffer.unwrap_or(DEFAULT_RECV_BUFFER)),
     };
     let report = runtime(args.io_threads)?
         .block_on(run_case(args.protocol, buffers, &cfg))

@@ -60,6 +60,18 @@ fn echo_runs_each_peer_and_names_it() {
 }
 
 #[test]
+fn socket_buffers_for_stream_transports_are_refused() {
+    for protocol in ["tcp", "websocket"] {
+        for flag in ["--send-buffer", "--recv-buffer"] {
+            let out = petrel(&["bench", "echo", "--protocol", protocol, flag, "65536"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{protocol} {flag}: {stderr}");
+            assert!(stderr.contains("udp, rudp, kcp and quic only"), "{stderr}");
+        }
+    }
+}
+
+#[test]
 fn report_renders_a_directory_and_rejects_bad_ones() {
     let dir = scratch("cli-report");
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("../petrel-bench/tests/fixtures");
