@@ -5,6 +5,8 @@
 //! another's sockets, heap or runtime threads) lives in `petrel-cli`; what
 //! lives here is the configuration, its validation and the merge.
 //!
+//! `matrices/peers.toml` in this crate is the default suite as a matrix.
+//!
 //! ```toml
 //! rounds = 3              # optional, 1..=100 (default 3)
 //! seeds = [42, 43, 44]    # optional, one per round (default 42, 43, 44, …)
@@ -294,6 +296,16 @@ mod tests {
         assert_eq!((c.echo.rounds, c.io_threads), (1, 1));
         assert_eq!(m.cases[1].echo.measured, Duration::from_secs(1));
         assert_eq!(m.cases[1].name(), "udp-1024B-1x1");
+    }
+
+    #[test]
+    fn shipped_matrix_parses() {
+        let m = Matrix::from_toml(include_str!("../matrices/peers.toml")).unwrap();
+        assert_eq!(m.cases.len(), 12);
+        assert_eq!(m.seeds, [42, 43, 44]);
+        for p in PROTOCOLS {
+            assert_eq!(m.cases.iter().filter(|c| c.protocol == p).count(), 2, "{p}");
+        }
     }
 
     #[test]
