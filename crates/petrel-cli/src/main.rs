@@ -2,7 +2,9 @@
 
 mod bench;
 mod bench_idle;
+mod matrix;
 mod netem;
+mod report;
 
 use std::process::ExitCode;
 
@@ -22,6 +24,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Relay UDP through a seeded impairment emulator (loss, delay, bandwidth, ...).
     Netem(Box<netem::NetemArgs>),
+    /// Render DIR/report.html from the JSON result files in DIR.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -34,5 +38,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Report(args) => report::main(&args),
     }
 }
