@@ -390,7 +390,7 @@ async fn completed_handshake_flood_is_bounded() {
     let sock = attacker().await;
     let limit = Duration::from_millis(150);
     let mut established = 0;
-    for seed in 0..40 {
+    for seed in 0..20 {
         if native_handshake(&sock, addr, seed, limit).await.is_some() {
             established += 1;
         }
@@ -398,10 +398,10 @@ async fn completed_handshake_flood_is_bounded() {
     let stats = server.stats();
     assert_eq!(established, 8, "{stats:?}");
     assert_eq!(stats.connections_accepted, 8, "{stats:?}");
-    assert!(stats.refused_accept_queue_full >= 32, "{stats:?}");
+    assert!(stats.refused_accept_queue_full >= 12, "{stats:?}");
     // Drain the queue and keep accepting: max_connections takes over.
     let mut held = Vec::new();
-    for seed in 100..140 {
+    for seed in 100..130 {
         while let Ok(Some(c)) = timeout(Duration::from_millis(1), server.accept()).await {
             held.push(c);
         }
@@ -471,8 +471,8 @@ fn short_idle() -> ControlConfig {
     }
 }
 
-/// A client that vanishes (endpoint and handles dropped, no CLOSE) is detected by the
-/// idle timeout; the server's connection ends and is unregistered.
+/// A client that vanishes mid-connection (no CLOSE, no further datagram) is detected by
+/// the idle timeout; the server's connection ends, is unregistered, and fails sends.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vanished_client_times_out() {
     let server = Endpoint::bind(
@@ -485,24 +485,24 @@ async fn vanished_client_times_out() {
     .await
     .unwrap();
     let addr = server.local_addr();
-    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+    let sock = attacker().await;
+    let est = native_handshake(&sock, addr, 3, Duration::from_secs(5))
         .await
         .unwrap();
-    let conn = client.connect(addr).await.unwrap();
-    conn.send(Bytes::from_static(b"hi")).await.unwrap();
+    sock.send_to(&segment(est.conv, Command::Push, 0, 0, 0, 128, b"hi"), addr)
+        .await
+        .unwrap();
     let accepted = timeout(Duration::from_secs(2), server.accept())
         .await
         .unwrap()
         .unwrap();
     assert_eq!(accepted.recv().await.unwrap().as_deref(), Some(&b"hi"[..]));
-    drop(conn);
-    drop(client);
+    drop(sock);
     let end = timeout(Duration::from_secs(5), accepted.recv())
         .await
         .expect("recv hung after the peer vanished");
     assert_eq!(end, Err(ConnectionError::IdleTimeout));
     assert!(eventually(Duration::from_secs(2), || server.stats().connections_open == 0).await);
-    // Sending on the dead connection fails at once instead of blocking.
     let send = timeout(Duration::from_secs(1), accepted.send(Bytes::from_static(b"x"))).await;
     assert_eq!(send.unwrap(), Err(ConnectionError::IdleTimeout));
 }

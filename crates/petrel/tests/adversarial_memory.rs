@@ -68,7 +68,8 @@ async fn oversized_segments_stay_within_the_window_in_bytes() {
     // Two passes: the second resends what the first lost to socket buffers; anything
     // still unacked after it was refused by the server.
     for _pass in 0..2 {
-        for (i, sn) in wanted.iter().filter(|sn| !acked.contains(*sn)).enumerate() {
+        let todo: Vec<u32> = wanted.iter().copied().filter(|sn| !acked.contains(sn)).collect();
+        for (i, sn) in todo.iter().enumerate() {
             let header = Header {
                 conv: est.conv,
                 cmd: Command::Push,
