@@ -49,7 +49,13 @@ fn run_bounded(args: &[&str], limit: Duration) -> Run {
 
 fn assert_usage_error(args: &[&str], needle: &str) {
     let r = run_bounded(args, Duration::from_secs(20));
-    assert_eq!(r.code, Some(2), "{args:?} exited {:?}: {}", r.code, r.stderr);
+    assert_eq!(
+        r.code,
+        Some(2),
+        "{args:?} exited {:?}: {}",
+        r.code,
+        r.stderr
+    );
     assert!(
         r.stderr.to_lowercase().contains(needle),
         "{args:?}: message does not name {needle:?}: {}",
@@ -110,7 +116,16 @@ fn bench_echo_survives_extreme_socket_buffers() {
     for value in ["0", "18446744073709551615"] {
         for flag in ["--send-buffer", "--recv-buffer"] {
             let r = run_bounded(
-                &["bench", "echo", "--seconds", "0.2", "--warmup", "0", flag, value],
+                &[
+                    "bench",
+                    "echo",
+                    "--seconds",
+                    "0.2",
+                    "--warmup",
+                    "0",
+                    flag,
+                    value,
+                ],
                 Duration::from_secs(30),
             );
             assert!(
@@ -119,7 +134,11 @@ fn bench_echo_survives_extreme_socket_buffers() {
                 r.code,
                 r.stderr
             );
-            assert!(!r.stderr.contains("panicked"), "{flag} {value}: {}", r.stderr);
+            assert!(
+                !r.stderr.contains("panicked"),
+                "{flag} {value}: {}",
+                r.stderr
+            );
         }
     }
 }
@@ -143,22 +162,48 @@ fn bench_echo_unwritable_json_fails_before_running() {
         Duration::from_secs(30),
     );
     assert_ne!(r.code, Some(0), "{}", r.stderr);
-    assert!(r.stderr.contains("/nonexistent-dir/result.json"), "{}", r.stderr);
-    assert!(r.stdout.is_empty(), "the benchmark ran first:\n{}", r.stdout);
+    assert!(
+        r.stderr.contains("/nonexistent-dir/result.json"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stdout.is_empty(),
+        "the benchmark ran first:\n{}",
+        r.stdout
+    );
 }
 
 #[test]
 fn bench_suite_unwritable_out_dir_fails_cleanly() {
     let r = run_bounded(
-        &["bench", "--seconds", "0.1", "--warmup", "0", "--out-dir", "/proc/petrel"],
+        &[
+            "bench",
+            "--seconds",
+            "0.1",
+            "--warmup",
+            "0",
+            "--out-dir",
+            "/proc/petrel",
+        ],
         Duration::from_secs(30),
     );
     assert_eq!(r.code, Some(1), "{}", r.stderr);
     assert!(r.stderr.contains("/proc/petrel"), "{}", r.stderr);
-    assert!(!r.stderr.contains("running"), "ran before failing: {}", r.stderr);
+    assert!(
+        !r.stderr.contains("running"),
+        "ran before failing: {}",
+        r.stderr
+    );
 }
 
-const RELAY: [&str; 5] = ["netem", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9"];
+const RELAY: [&str; 5] = [
+    "netem",
+    "--listen",
+    "127.0.0.1:0",
+    "--upstream",
+    "127.0.0.1:9",
+];
 
 #[test]
 fn netem_rejects_every_bad_value() {
@@ -169,20 +214,34 @@ fn netem_rejects_every_bad_value() {
         ("delay", &["-5", "NaN", "1e9", "abc", "ms", "60001"]),
         ("jitter", &["-1", "inf"]),
         ("reorder-delay", &["-1", "NaN"]),
-        ("rate", &["0", "-1", "abc", "1e13", "NaNmbit", "mbit", "", "1001g", "infbit"]),
+        (
+            "rate",
+            &[
+                "0", "-1", "abc", "1e13", "NaNmbit", "mbit", "", "1001g", "infbit",
+            ],
+        ),
         ("profile", &["bogus", ""]),
         ("burst", &["5/0", "a/b", "3", "7/3", "-1/2", "/"]),
-        ("gilbert", &["1,2,3", "1,2,3,x", "1,2,3,200", "", "1,2,3,4,5"]),
+        (
+            "gilbert",
+            &["1,2,3", "1,2,3,x", "1,2,3,200", "", "1,2,3,4,5"],
+        ),
         ("queue-packets", &["0", "-1", "4294967296", "x"]),
         ("queue-bytes", &["0", "NaN"]),
         ("capacity-bytes", &["0", "-5"]),
         ("capacity-packets", &["0", "1.5"]),
         ("max-routes", &["0", "65537", "-1", "x"]),
         ("seed", &["-1", "18446744073709551616", "x"]),
-        ("route-idle-timeout", &["-1", "abc", "0.001", "86401", "NaN"]),
+        (
+            "route-idle-timeout",
+            &["-1", "abc", "0.001", "86401", "NaN"],
+        ),
         ("spin-us", &["10001", "-1"]),
         ("stats-interval", &["0", "NaN", "-1", "1e9"]),
-        ("listen", &["not-an-address", "127.0.0.1", "127.0.0.1:99999"]),
+        (
+            "listen",
+            &["not-an-address", "127.0.0.1", "127.0.0.1:99999"],
+        ),
         ("upstream", &["127.0.0.1:0", "0.0.0.0:5000", "::"]),
     ];
     for (flag, values) in cases {
@@ -229,9 +288,16 @@ fn netem_unwritable_json_fails_at_start() {
     let mut args = RELAY.to_vec();
     args.extend(["--json", "/nonexistent-dir/relay.json"]);
     let r = run_bounded(&args, Duration::from_secs(5));
-    assert!(r.code.is_some(), "relay kept running with an unwritable --json");
+    assert!(
+        r.code.is_some(),
+        "relay kept running with an unwritable --json"
+    );
     assert_ne!(r.code, Some(0));
-    assert!(r.stderr.contains("/nonexistent-dir/relay.json"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("/nonexistent-dir/relay.json"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
@@ -250,8 +316,16 @@ fn bench_netem_unwritable_json_fails_before_measuring() {
         Duration::from_secs(30),
     );
     assert_ne!(r.code, Some(0));
-    assert!(r.stderr.contains("/nonexistent-dir/bench.json"), "{}", r.stderr);
-    assert!(!r.stderr.contains("ceiling:"), "measured first: {}", r.stderr);
+    assert!(
+        r.stderr.contains("/nonexistent-dir/bench.json"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        !r.stderr.contains("ceiling:"),
+        "measured first: {}",
+        r.stderr
+    );
 }
 
 /// A relay whose upstream is its own listen address would forward into itself, each
@@ -268,6 +342,13 @@ fn netem_refuses_to_relay_to_itself() {
         &["netem", "--listen", &addr, "--upstream", &addr],
         Duration::from_secs(5),
     );
-    assert_eq!(r.code, Some(2), "{:?} after {:?}: {}", r.code, r.took, r.stderr);
+    assert_eq!(
+        r.code,
+        Some(2),
+        "{:?} after {:?}: {}",
+        r.code,
+        r.took,
+        r.stderr
+    );
     assert!(r.stderr.contains("upstream"), "{}", r.stderr);
 }

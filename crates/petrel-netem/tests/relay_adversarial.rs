@@ -68,7 +68,11 @@ fn client_address_flood_is_bounded() {
     }
     let stats = relay.stop().unwrap();
     assert!(stats.routes.len() <= 8, "{} routes", stats.routes.len());
-    assert!(stats.routes_rejected >= 64, "rejected {}", stats.routes_rejected);
+    assert!(
+        stats.routes_rejected >= 64,
+        "rejected {}",
+        stats.routes_rejected
+    );
     assert!(forwarded <= 16, "forwarded {forwarded}");
     assert!(forwarded >= 8, "forwarded {forwarded}");
 }

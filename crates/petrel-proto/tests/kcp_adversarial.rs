@@ -177,7 +177,11 @@ fn arbitrary_segment() -> impl Strategy<Value = Vec<u8>> {
             out.extend_from_slice(&ts.to_le_bytes());
             out.extend_from_slice(&sn.to_le_bytes());
             out.extend_from_slice(&una.to_le_bytes());
-            let len = if lie { payload.len() as u32 * 3 + 1 } else { payload.len() as u32 };
+            let len = if lie {
+                payload.len() as u32 * 3 + 1
+            } else {
+                payload.len() as u32
+            };
             out.extend_from_slice(&len.to_le_bytes());
             out.extend_from_slice(&payload);
             out

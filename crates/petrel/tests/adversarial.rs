@@ -89,8 +89,7 @@ async fn native_handshake(
         while hs.poll_transmit(now, &mut out) {
             sock.send_to(&out, server).await.unwrap();
         }
-        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await
-        {
+        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await {
             if let Some(est) = hs.handle_input(Instant::now(), &buf[..n]).ok()? {
                 return Some(est);
             }
@@ -109,7 +108,15 @@ fn initial(seed: u64) -> Vec<u8> {
     out
 }
 
-fn segment(conv: u32, cmd: Command, sn: u32, una: u32, frg: u8, wnd: u16, payload: &[u8]) -> Vec<u8> {
+fn segment(
+    conv: u32,
+    cmd: Command,
+    sn: u32,
+    una: u32,
+    frg: u8,
+    wnd: u16,
+    payload: &[u8],
+) -> Vec<u8> {
     let header = Header {
         conv,
         cmd,
@@ -179,7 +186,10 @@ async fn garbage_is_counted_and_honest_clients_keep_working() {
                 _ => {}
             }
             // A raw server accepts any datagram with its conv; keep garbage away from it.
-            if matches!(mode, Mode::Raw { .. }) && dg.len() >= 4 && dg[..4] == 0x1234_5678u32.to_le_bytes() {
+            if matches!(mode, Mode::Raw { .. })
+                && dg.len() >= 4
+                && dg[..4] == 0x1234_5678u32.to_le_bytes()
+            {
                 dg[0] ^= 1;
             }
             sock.send_to(&dg, addr).await.unwrap();
@@ -270,7 +280,9 @@ async fn forged_and_replayed_cookies_are_rejected() {
     forged[0] ^= 0x80;
     // Forged cookie; valid cookie under another nonce; valid cookie from another address.
     a.send_to(&with_cookie(nonce, forged), addr).await.unwrap();
-    a.send_to(&with_cookie(nonce ^ 1, cookie), addr).await.unwrap();
+    a.send_to(&with_cookie(nonce ^ 1, cookie), addr)
+        .await
+        .unwrap();
     b.send_to(&with_cookie(nonce, cookie), addr).await.unwrap();
     assert!(
         eventually(Duration::from_secs(2), || server
@@ -286,7 +298,13 @@ async fn forged_and_replayed_cookies_are_rejected() {
     // The genuine cookie, from the address it was minted for, still works (and only once
     // per nonce: the repeat is answered from the existing connection).
     a.send_to(&with_cookie(nonce, cookie), addr).await.unwrap();
-    assert!(eventually(Duration::from_secs(2), || server.stats().connections_accepted == 1).await);
+    assert!(
+        eventually(Duration::from_secs(2), || server
+            .stats()
+            .connections_accepted
+            == 1)
+        .await
+    );
     a.send_to(&with_cookie(nonce, cookie), addr).await.unwrap();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(server.stats().connections_accepted, 1);
@@ -313,12 +331,36 @@ async fn hostile_segments_on_an_established_connection() {
     short[20..24].copy_from_slice(&4u32.to_le_bytes());
     hostile.push(short);
     hostile.push(segment(conv, Command::Push, 1, 0, 255, 128, b"frg255"));
-    hostile.push(segment(conv, Command::Push, 0, u32::MAX / 2, 0, 0, b"una far ahead"));
-    hostile.push(segment(conv, Command::Push, u32::MAX / 2, 0, 0, u16::MAX, b"sn far ahead"));
+    hostile.push(segment(
+        conv,
+        Command::Push,
+        0,
+        u32::MAX / 2,
+        0,
+        0,
+        b"una far ahead",
+    ));
+    hostile.push(segment(
+        conv,
+        Command::Push,
+        u32::MAX / 2,
+        0,
+        0,
+        u16::MAX,
+        b"sn far ahead",
+    ));
     hostile.push(segment(conv, Command::Push, u32::MAX, 0, 0, 128, b"sn -1"));
     hostile.push(segment(conv, Command::Ack, 12_345, 0, 0, 128, b""));
     hostile.push(segment(conv, Command::Ack, 0, u32::MAX, 0, 128, b""));
-    hostile.push(segment(conv ^ 1, Command::Push, 0, 0, 0, 128, b"wrong conv"));
+    hostile.push(segment(
+        conv ^ 1,
+        Command::Push,
+        0,
+        0,
+        0,
+        128,
+        b"wrong conv",
+    ));
     let mut bad_cmd = segment(conv, Command::Push, 2, 0, 0, 128, b"cmd 99");
     bad_cmd[4] = 99;
     hostile.push(bad_cmd);
@@ -353,11 +395,13 @@ async fn hostile_segments_on_an_established_connection() {
     honest_round_trip(&client, addr).await;
     let mut out_bytes = 0usize;
     let mut buf = vec![0u8; 65_536];
-    while let Ok(Ok((n, _))) = timeout(Duration::from_millis(300), sock.recv_from(&mut buf)).await
-    {
+    while let Ok(Ok((n, _))) = timeout(Duration::from_millis(300), sock.recv_from(&mut buf)).await {
         out_bytes += n;
         for seg in segments(&buf[..n]) {
-            assert!(seg.is_ok() || buf[..4] == [0; 4], "server sent a malformed segment");
+            assert!(
+                seg.is_ok() || buf[..4] == [0; 4],
+                "server sent a malformed segment"
+            );
         }
     }
     assert!(
@@ -502,8 +546,16 @@ async fn vanished_client_times_out() {
         .await
         .expect("recv hung after the peer vanished");
     assert_eq!(end, Err(ConnectionError::IdleTimeout));
-    assert!(eventually(Duration::from_secs(2), || server.stats().connections_open == 0).await);
-    let send = timeout(Duration::from_secs(1), accepted.send(Bytes::from_static(b"x"))).await;
+    assert!(
+        eventually(Duration::from_secs(2), || server.stats().connections_open
+            == 0)
+        .await
+    );
+    let send = timeout(
+        Duration::from_secs(1),
+        accepted.send(Bytes::from_static(b"x")),
+    )
+    .await;
     assert_eq!(send.unwrap(), Err(ConnectionError::IdleTimeout));
 }
 
@@ -535,12 +587,18 @@ async fn peer_that_never_reads_gets_backpressure() {
         }
     });
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert!(!writer.is_finished(), "6000 KB went out with nobody reading");
+    assert!(
+        !writer.is_finished(),
+        "6000 KB went out with nobody reading"
+    );
     let cs = conn.stats();
     let limit = EndpointConfig::default().kcp.send_queue_limit as u64;
     assert!(cs.kcp.send_queue <= limit, "{cs:?}");
     assert_eq!(cs.kcp.rmt_wnd, 0, "receiver should advertise a zero window");
-    assert_eq!(accepted.recv().await.unwrap().as_deref(), Some(&b"open"[..]));
+    assert_eq!(
+        accepted.recv().await.unwrap().as_deref(),
+        Some(&b"open"[..])
+    );
     for i in 0..total {
         let msg = timeout(Duration::from_secs(10), accepted.recv())
             .await
@@ -574,7 +632,10 @@ async fn close_races_end_cleanly() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let closed = timeout(Duration::from_secs(10), conn.close()).await;
     assert_eq!(closed.expect("close hung"), Ok(()));
-    let err = timeout(Duration::from_secs(2), writer).await.unwrap().unwrap();
+    let err = timeout(Duration::from_secs(2), writer)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(err, ConnectionError::Closed);
 
     // Every handle dropped with data queued: the peer still gets all of it, then EOF.
@@ -583,7 +644,9 @@ async fn close_races_end_cleanly() {
         .unwrap();
     let conn = client.connect(server2.local_addr()).await.unwrap();
     for i in 0..200u32 {
-        conn.send(Bytes::from(i.to_be_bytes().to_vec())).await.unwrap();
+        conn.send(Bytes::from(i.to_be_bytes().to_vec()))
+            .await
+            .unwrap();
     }
     drop(conn);
     let accepted = timeout(Duration::from_secs(2), server2.accept())
@@ -597,7 +660,9 @@ async fn close_races_end_cleanly() {
             .unwrap();
         assert_eq!(msg.as_deref(), Some(&i.to_be_bytes()[..]));
     }
-    let eof = timeout(Duration::from_secs(5), accepted.recv()).await.unwrap();
+    let eof = timeout(Duration::from_secs(5), accepted.recv())
+        .await
+        .unwrap();
     assert_eq!(eof, Ok(None));
 
     // The server endpoint and its handles dropped under a live client connection: the
@@ -619,7 +684,9 @@ async fn close_races_end_cleanly() {
         .unwrap();
     drop(accepted);
     drop(server2);
-    let end = timeout(Duration::from_secs(5), conn.recv()).await.expect("recv hung");
+    let end = timeout(Duration::from_secs(5), conn.recv())
+        .await
+        .expect("recv hung");
     assert!(end.is_err() || end == Ok(None), "{end:?}");
 }
 

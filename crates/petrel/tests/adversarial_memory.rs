@@ -26,12 +26,9 @@ fn rss_bytes() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversized_segments_stay_within_the_window_in_bytes() {
-    let server = Endpoint::bind(
-        "127.0.0.1:0".parse().unwrap(),
-        EndpointConfig::server(),
-    )
-    .await
-    .unwrap();
+    let server = Endpoint::bind("127.0.0.1:0".parse().unwrap(), EndpointConfig::server())
+        .await
+        .unwrap();
     let addr: SocketAddr = server.local_addr();
     let sock = UdpSocket::bind("127.0.0.1:0").await.unwrap();
     let start = Instant::now();
@@ -46,8 +43,7 @@ async fn oversized_segments_stay_within_the_window_in_bytes() {
         while hs.poll_transmit(now, &mut out) {
             sock.send_to(&out, addr).await.unwrap();
         }
-        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await
-        {
+        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await {
             if let Some(est) = hs.handle_input(Instant::now(), &buf[..n]).unwrap() {
                 break est;
             }
@@ -68,7 +64,11 @@ async fn oversized_segments_stay_within_the_window_in_bytes() {
     // Two passes: the second resends what the first lost to socket buffers; anything
     // still unacked after it was refused by the server.
     for _pass in 0..2 {
-        let todo: Vec<u32> = wanted.iter().copied().filter(|sn| !acked.contains(sn)).collect();
+        let todo: Vec<u32> = wanted
+            .iter()
+            .copied()
+            .filter(|sn| !acked.contains(sn))
+            .collect();
         for (i, sn) in todo.iter().enumerate() {
             let header = Header {
                 conv: est.conv,
