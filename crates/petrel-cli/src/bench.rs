@@ -255,6 +255,14 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             args.io_threads
         )));
     }
+    if let Some(path) = args.json.as_deref().filter(|p| *p != Path::new("-")) {
+        // Find an unwritable result path now, not after the user waited for the run.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Failure::Usage(format!("cannot write --json {}: {e}", path.display())))?;
+    }
     let stream_based = matches!(args.protocol, Protocol::Tcp | Protocol::Websocket);
     if stream_based && (args.send_buffer.is_some() || args.recv_buffer.is_some()) {
         return Err(Failure::Usage(

@@ -424,6 +424,7 @@ async fn completed_handshake_flood_is_bounded() {
         localhost(),
         EndpointConfig {
             max_connections: 24,
+            max_connections_per_address: 64,
             accept_queue: 8,
             ..EndpointConfig::server()
         },
@@ -460,7 +461,6 @@ async fn completed_handshake_flood_is_bounded() {
 /// (65 536) a single host holds them all for the idle timeout, locking out every other
 /// client. A per-peer bound (a few per address, counted) would stop this.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: no per-peer connection limit; one address can fill max_connections"]
 async fn one_address_cannot_take_every_slot() {
     let (server, addr) = echo_server(EndpointConfig {
         max_connections: 64,
@@ -482,10 +482,11 @@ async fn one_address_cannot_take_every_slot() {
     );
 }
 
-/// Legacy SYNs need no proof of address: each one creates a connection and is answered
-/// with a larger SYN-ACK (9 bytes for 5), so spoofed SYNs fill the server and reflect.
+/// Legacy SYNs need no proof of address and are answered with a larger SYN-ACK (9 bytes
+/// for 5): the protocol cannot prevent reflection from spoofed addresses, but one address
+/// can neither fill the server nor draw more bytes than it sends once its per-address
+/// limit is reached.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "finding: legacy SYN creates state and amplifies 9/5 before address proof"]
 async fn legacy_syn_flood_does_not_amplify_or_fill_the_server() {
     let (server, addr) = echo_server(EndpointConfig {
         mode: Mode::Legacy,
