@@ -17,6 +17,9 @@ impl CongestionController for NoCongestionControl {
     fn pacing_rate(&self) -> Option<u64> {
         None
     }
+    fn send_quantum(&self) -> u64 {
+        u64::MAX
+    }
     fn name(&self) -> &'static str {
         "none"
     }

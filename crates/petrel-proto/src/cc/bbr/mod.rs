@@ -1,0 +1,674 @@
+//! BBR congestion control, versions 1, 2 and 3 (draft-ietf-ccwg-bbr-06 for v3; see
+//! [`params`] for what v1 and v2 change), as one state machine driven by the ARQ's
+//! per-segment events.
+//!
+//! The model: `max_bw`, a windowed max of per-ack delivery-rate samples (2 ProbeBW
+//! cycles; v1: 10 rounds), and `min_rtt`, the minimum of the *latest* RTT samples of
+//! the ARQ (µs precision, never the smoothed RTT). `bdp = max_bw × min_rtt`. The
+//! controls: `pacing_rate = pacing_gain × bw × 99 %`, `cwnd ≈ cwnd_gain × bdp +
+//! extra_acked` (the ACK-aggregation allowance), bounded by the state's volume caps.
+//!
+//! Where this follows the draft more carefully than published ports:
+//! - rounds are counted by delivered data (`P.delivered ≥ next_round_delivered`);
+//! - `inflight_longterm`, `inflight_shortterm` and `bw_shortterm` are `Option`
+//!   (`None` = unbounded), so "infinity + 2 MSS" cannot wrap;
+//! - ProbeRTT (v2/v3) runs when no lower RTT was seen for 5 s, holds
+//!   `cwnd = max(0.5 × bdp, 4 × mss)`, starts its 200 ms timer only once in-flight has
+//!   drained to that, also waits one round, then restores the saved cwnd;
+//! - samples taken in ProbeRTT are app-limited, so they cannot lower `max_bw`.
+//!
+//! Not implemented: ECN, the QUIC offload-budget enlargement by the peer's ACK
+//! frequency (KCP acks every segment), undo of spurious recovery.
+
+mod filter;
+mod params;
+mod probe_bw;
+mod probe_rtt;
+
+use std::time::{Duration, Instant};
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use filter::WindowedMax;
+pub use params::BbrVersion;
+use params::{
+    Params, BETA, EXTRA_ACKED_FILTER_ROUNDS, FULL_BW_COUNT, LOSS_THRESH, MAX_BW_FILTER_WINDOW,
+    PACING_MARGIN, V1_BW_FILTER_ROUNDS,
+};
+use probe_bw::AckPhase;
+
+use super::{send_quantum_for, AckEvent, CongestionController, LossEvent, LossKind, SentEvent};
+
+/// BBR's state. BBRv1's ProbeBW phases map onto the v3 names by gain: 1.25 is
+/// `ProbeBwUp`, 0.75 is `ProbeBwDown`, 1.0 is `ProbeBwCruise`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BbrMode {
+    /// Exponential search for the bottleneck bandwidth.
+    Startup,
+    /// Drains the queue Startup built.
+    Drain,
+    /// Paces below the estimate to drain a queue and leave headroom.
+    ProbeBwDown,
+    /// Paces at the estimate.
+    ProbeBwCruise,
+    /// Refills the pipe for one round before probing.
+    ProbeBwRefill,
+    /// Probes for more bandwidth.
+    ProbeBwUp,
+    /// Drains in-flight to re-measure `min_rtt`.
+    ProbeRtt,
+}
+
+impl BbrMode {
+    fn is_probe_bw(self) -> bool {
+        matches!(
+            self,
+            Self::ProbeBwDown | Self::ProbeBwCruise | Self::ProbeBwRefill | Self::ProbeBwUp
+        )
+    }
+}
+
+/// One ack as BBR sees it (the draft's `rs`).
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    /// Delivery rate, bytes/s; `None` when the sample is invalid (interval shorter
+    /// than `min_rtt`, or zero).
+    delivery_rate: Option<u64>,
+    /// Bytes delivered over the sample's interval.
+    delivered: u64,
+    prior_delivered: u64,
+    newly_acked: u64,
+    app_limited: bool,
+    tx_in_flight: u64,
+    /// Bytes lost between the segment's send and this ack.
+    lost: u64,
+    rtt: Option<Duration>,
+}
+
+/// BBR state. Bytes, bytes/s and µs-precision durations throughout.
+#[derive(Debug, Clone)]
+pub struct Bbr {
+    p: Params,
+    mds: u64,
+    rng: ChaCha8Rng,
+    mode: BbrMode,
+    pacing_gain: f64,
+    cwnd_gain: f64,
+    pacing_rate: u64,
+    send_quantum: u64,
+    cwnd: u64,
+    initial_cwnd: u64,
+    /// Mirrors of the connection: `C.delivered`, `C.inflight`.
+    delivered: u64,
+    in_flight: u64,
+    // Rounds.
+    next_round_delivered: u64,
+    round_start: bool,
+    round_count: u64,
+    cwnd_limited_in_round: bool,
+    is_cwnd_limited: bool,
+    // Bandwidth model.
+    max_bw_filter: WindowedMax,
+    max_bw: u64,
+    bw: u64,
+    cycle_count: u64,
+    bw_shortterm: Option<u64>,
+    inflight_shortterm: Option<u64>,
+    inflight_longterm: Option<u64>,
+    bw_latest: u64,
+    inflight_latest: u64,
+    // min_rtt.
+    min_rtt: Option<Duration>,
+    min_rtt_stamp: Option<Instant>,
+    probe_rtt_min_delay: Option<Duration>,
+    probe_rtt_min_stamp: Option<Instant>,
+    probe_rtt_expired: bool,
+    // ACK aggregation.
+    extra_acked_filter: WindowedMax,
+    extra_acked: u64,
+    extra_acked_interval_start: Option<Instant>,
+    extra_acked_delivered: u64,
+    // Startup.
+    full_bw_reached: bool,
+    full_bw_now: bool,
+    full_bw: u64,
+    full_bw_count: u32,
+    drain_start_round: u64,
+    // Loss rounds.
+    loss_round_delivered: u64,
+    loss_round_start: bool,
+    loss_in_round: bool,
+    loss_events_in_round: u32,
+    lost_in_round: u64,
+    delivered_at_loss_round: u64,
+    lost_since_ack: bool,
+    // ProbeBW.
+    cycle_stamp: Option<Instant>,
+    ack_phase: AckPhase,
+    bw_probe_wait: Duration,
+    rounds_since_bw_probe: u64,
+    probe_up_cnt: Option<u64>,
+    bw_probe_up_acks: u64,
+    bw_probe_up_rounds: u32,
+    bw_probe_samples: bool,
+    v1_cycle_index: usize,
+    // ProbeRTT, idle, recovery.
+    prior_cwnd: u64,
+    probe_rtt_done_stamp: Option<Instant>,
+    probe_rtt_round_done: bool,
+    probe_rtt_count: u64,
+    app_limited_until: u64,
+    idle_restart: bool,
+    recovery_start: Option<Instant>,
+    packet_conservation: bool,
+    conservation_round_end: u64,
+}
+
+impl Bbr {
+    /// A BBR `version` for datagrams of at most `max_datagram_size` bytes; `seed`
+    /// drives the randomised probe timing.
+    pub fn new(version: BbrVersion, max_datagram_size: u64, seed: u64) -> Self {
+        let p = version.params();
+        let mds = max_datagram_size.max(1);
+        let initial_cwnd = mds.saturating_mul(10);
+        let mut bbr = Self {
+            p,
+            mds,
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            mode: BbrMode::Startup,
+            pacing_gain: p.startup_pacing_gain,
+            cwnd_gain: p.startup_cwnd_gain,
+            pacing_rate: 0,
+            send_quantum: 2 * mds,
+            cwnd: initial_cwnd,
+            initial_cwnd,
+            delivered: 0,
+            in_flight: 0,
+            next_round_delivered: 0,
+            round_start: false,
+            round_count: 0,
+            cwnd_limited_in_round: false,
+            is_cwnd_limited: false,
+            max_bw_filter: WindowedMax::default(),
+            max_bw: 0,
+            bw: 0,
+            cycle_count: 0,
+            bw_shortterm: None,
+            inflight_shortterm: None,
+            inflight_longterm: None,
+            bw_latest: 0,
+            inflight_latest: 0,
+            min_rtt: None,
+            min_rtt_stamp: None,
+            probe_rtt_min_delay: None,
+            probe_rtt_min_stamp: None,
+            probe_rtt_expired: false,
+            extra_acked_filter: WindowedMax::default(),
+            extra_acked: 0,
+            extra_acked_interval_start: None,
+            extra_acked_delivered: 0,
+            full_bw_reached: false,
+            full_bw_now: false,
+            full_bw: 0,
+            full_bw_count: 0,
+            drain_start_round: 0,
+            loss_round_delivered: 0,
+            loss_round_start: false,
+            loss_in_round: false,
+            loss_events_in_round: 0,
+            lost_in_round: 0,
+            delivered_at_loss_round: 0,
+            lost_since_ack: false,
+            cycle_stamp: None,
+            ack_phase: AckPhase::Init,
+            bw_probe_wait: Duration::ZERO,
+            rounds_since_bw_probe: 0,
+            probe_up_cnt: None,
+            bw_probe_up_acks: 0,
+            bw_probe_up_rounds: 0,
+            bw_probe_samples: false,
+            v1_cycle_index: 0,
+            prior_cwnd: 0,
+            probe_rtt_done_stamp: None,
+            probe_rtt_round_done: false,
+            probe_rtt_count: 0,
+            app_limited_until: 0,
+            idle_restart: false,
+            recovery_start: None,
+            packet_conservation: false,
+            conservation_round_end: 0,
+        };
+        bbr.init_pacing_rate(None);
+        bbr
+    }
+
+    /// Current state.
+    pub fn mode(&self) -> BbrMode {
+        self.mode
+    }
+
+    /// `min_rtt`, once measured.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
+    /// `max_bw`, bytes/s.
+    pub fn max_bw(&self) -> u64 {
+        self.max_bw
+    }
+
+    /// `inflight_longterm`, bytes (`None` = unbounded; always `None` in BBRv1).
+    pub fn inflight_longterm(&self) -> Option<u64> {
+        self.inflight_longterm
+    }
+
+    /// Times ProbeRTT was entered.
+    pub fn probe_rtt_count(&self) -> u64 {
+        self.probe_rtt_count
+    }
+
+    /// Whether Startup found the pipe full.
+    pub fn full_bw_reached(&self) -> bool {
+        self.full_bw_reached
+    }
+
+    fn min_pipe_cwnd(&self) -> u64 {
+        self.mds.saturating_mul(4)
+    }
+
+    /// `nominal_bandwidth = InitialCwnd / (SRTT or 1 ms)` at the Startup gain.
+    fn init_pacing_rate(&mut self, srtt: Option<Duration>) {
+        let micros = srtt.map_or(1000, |d| d.as_micros().max(1));
+        let nominal = u128::from(self.initial_cwnd) * 1_000_000 / micros;
+        self.pacing_rate = (self.p.startup_pacing_gain * nominal as f64) as u64;
+        self.send_quantum = send_quantum_for(self.pacing_rate, self.mds);
+    }
+
+    fn sample(&self, ev: &AckEvent) -> Sample {
+        let rs = ev.rate_sample();
+        let delivery_rate = rs
+            .filter(|s| self.min_rtt.is_none_or(|m| s.interval >= m))
+            .map(|s| s.delivery_rate);
+        Sample {
+            delivery_rate,
+            delivered: rs.map_or(0, |s| s.delivered),
+            prior_delivered: ev.prior_delivered,
+            newly_acked: ev.acked_bytes,
+            app_limited: ev.app_limited || ev.prior_delivered < self.app_limited_until,
+            tx_in_flight: ev.tx_in_flight,
+            lost: ev.lost.saturating_sub(ev.prior_lost),
+            rtt: ev.rtt,
+        }
+    }
+
+    /// `gain × bw × min_rtt`, bytes; the initial window before `min_rtt` is known.
+    fn bdp_multiple(&self, bw: u64, gain: f64) -> u64 {
+        let Some(min_rtt) = self.min_rtt else {
+            return self.initial_cwnd;
+        };
+        let bdp = u128::from(bw) * min_rtt.as_micros() / 1_000_000;
+        (gain * bdp as f64) as u64
+    }
+
+    /// `BBRQuantizationBudget`: room for one send quantum (the offload budget), never
+    /// below `MinPipeCwnd`, plus 2 segments while probing up.
+    fn quantization_budget(&self, inflight: u64) -> u64 {
+        let mut inflight = inflight.max(self.send_quantum).max(self.min_pipe_cwnd());
+        if self.mode == BbrMode::ProbeBwUp {
+            inflight = inflight.saturating_add(2 * self.mds);
+        }
+        inflight
+    }
+
+    /// `BBRInflight(bw, gain)`.
+    fn inflight(&self, bw: u64, gain: f64) -> u64 {
+        self.quantization_budget(self.bdp_multiple(bw, gain))
+    }
+
+    fn start_round(&mut self) {
+        self.next_round_delivered = self.delivered;
+    }
+
+    fn update_round(&mut self, rs: &Sample) {
+        if rs.prior_delivered >= self.next_round_delivered {
+            self.start_round();
+            self.round_count += 1;
+            self.rounds_since_bw_probe += 1;
+            self.round_start = true;
+            self.is_cwnd_limited = self.cwnd_limited_in_round;
+            self.cwnd_limited_in_round = false;
+        } else {
+            self.round_start = false;
+        }
+    }
+
+    fn cwnd_limited(&self) -> bool {
+        self.is_cwnd_limited || self.cwnd_limited_in_round
+    }
+
+    fn update_max_bw(&mut self, rs: &Sample) {
+        let Some(rate) = rs.delivery_rate else {
+            return;
+        };
+        if rate >= self.max_bw || !rs.app_limited {
+            self.max_bw = if self.p.bounded_model {
+                self.max_bw_filter
+                    .update(MAX_BW_FILTER_WINDOW, self.cycle_count, rate)
+            } else {
+                self.max_bw_filter
+                    .update(V1_BW_FILTER_ROUNDS, self.round_count, rate)
+            };
+        }
+    }
+
+    fn update_latest_delivery_signals(&mut self, rs: &Sample) {
+        self.loss_round_start = false;
+        self.bw_latest = self.bw_latest.max(rs.delivery_rate.unwrap_or(0));
+        self.inflight_latest = self.inflight_latest.max(rs.delivered);
+        if rs.prior_delivered >= self.loss_round_delivered {
+            self.loss_round_delivered = self.delivered;
+            self.loss_round_start = true;
+        }
+    }
+
+    fn advance_latest_delivery_signals(&mut self, rs: &Sample) {
+        if self.loss_round_start {
+            self.bw_latest = rs.delivery_rate.unwrap_or(0);
+            self.inflight_latest = rs.delivered;
+        }
+    }
+
+    fn update_congestion_signals(&mut self, rs: &Sample) {
+        self.update_round(rs);
+        self.update_max_bw(rs);
+        if !self.loss_round_start {
+            return;
+        }
+        if self.p.bounded_model {
+            self.check_startup_high_loss();
+            self.adapt_lower_bounds_from_congestion();
+        }
+        self.loss_in_round = false;
+        self.loss_events_in_round = 0;
+        self.lost_in_round = 0;
+        self.delivered_at_loss_round = self.delivered;
+    }
+
+    /// Startup ends on a round with more than `LossThresh` of its data lost in at least
+    /// `BBRStartupFullLossCnt` loss events (each lost segment is one event here).
+    fn check_startup_high_loss(&mut self) {
+        if self.full_bw_reached || self.mode != BbrMode::Startup || !self.loss_in_round {
+            return;
+        }
+        let delivered = self.delivered.saturating_sub(self.delivered_at_loss_round);
+        let total = delivered.saturating_add(self.lost_in_round) as f64;
+        if self.loss_events_in_round >= self.p.startup_full_loss_count
+            && self.lost_in_round as f64 > LOSS_THRESH * total
+        {
+            self.full_bw_reached = true;
+            let bdp = self.bdp_multiple(self.max_bw, 1.0);
+            self.inflight_longterm = Some(bdp.max(self.inflight_latest));
+        }
+    }
+
+    /// `BBRAdaptLowerBoundsFromCongestion`: once per round with loss, outside probing.
+    fn adapt_lower_bounds_from_congestion(&mut self) {
+        if matches!(
+            self.mode,
+            BbrMode::Startup | BbrMode::ProbeBwRefill | BbrMode::ProbeBwUp
+        ) || !self.loss_in_round
+        {
+            return;
+        }
+        let bw_st = *self.bw_shortterm.get_or_insert(self.max_bw);
+        let inflight_st = *self.inflight_shortterm.get_or_insert(self.cwnd);
+        self.bw_shortterm = Some(self.bw_latest.max((BETA * bw_st as f64) as u64));
+        self.inflight_shortterm =
+            Some(self.inflight_latest.max((BETA * inflight_st as f64) as u64));
+    }
+
+    fn reset_short_term_model(&mut self) {
+        self.bw_shortterm = None;
+        self.inflight_shortterm = None;
+    }
+
+    fn bound_bw_for_model(&mut self) {
+        self.bw = self.bw_shortterm.map_or(self.max_bw, |s| s.min(self.max_bw));
+    }
+
+    /// `BBRUpdateACKAggregation`: how much more was acked than `bw` explains.
+    fn update_ack_aggregation(&mut self, now: Instant, rs: &Sample) {
+        let start = *self.extra_acked_interval_start.get_or_insert(now);
+        let interval = now.saturating_duration_since(start);
+        let mut expected = (u128::from(self.bw) * interval.as_micros() / 1_000_000) as u64;
+        if self.extra_acked_delivered <= expected {
+            self.extra_acked_delivered = 0;
+            self.extra_acked_interval_start = Some(now);
+            expected = 0;
+        }
+        self.extra_acked_delivered = self.extra_acked_delivered.saturating_add(rs.newly_acked);
+        let extra = self
+            .extra_acked_delivered
+            .saturating_sub(expected)
+            .min(self.cwnd);
+        let window = if self.full_bw_reached {
+            EXTRA_ACKED_FILTER_ROUNDS
+        } else {
+            1
+        };
+        self.extra_acked = self
+            .extra_acked_filter
+            .update(window, self.round_count, extra);
+    }
+
+    fn reset_full_bw(&mut self) {
+        self.full_bw = 0;
+        self.full_bw_count = 0;
+        self.full_bw_now = false;
+    }
+
+    /// Full pipe: `FULL_BW_COUNT` rounds without 25 % growth of `max_bw`.
+    fn check_full_bw_reached(&mut self, rs: &Sample) {
+        if self.full_bw_now || !self.round_start || rs.app_limited {
+            return;
+        }
+        if self.max_bw as f64 >= self.full_bw as f64 * 1.25 {
+            self.full_bw = self.max_bw;
+            self.full_bw_count = 0;
+            return;
+        }
+        self.full_bw_count += 1;
+        self.full_bw_now = self.full_bw_count >= FULL_BW_COUNT;
+        if self.full_bw_now {
+            self.full_bw_reached = true;
+        }
+    }
+
+    fn enter_startup(&mut self) {
+        self.mode = BbrMode::Startup;
+        self.pacing_gain = self.p.startup_pacing_gain;
+        self.cwnd_gain = self.p.startup_cwnd_gain;
+    }
+
+    fn check_startup_done(&mut self) {
+        if self.mode == BbrMode::Startup && self.full_bw_reached {
+            self.mode = BbrMode::Drain;
+            self.pacing_gain = self.p.drain_pacing_gain;
+            self.cwnd_gain = self.p.startup_cwnd_gain;
+            self.drain_start_round = self.round_count;
+        }
+    }
+
+    /// Drain ends when in-flight fits one BDP (v2/v3 also after 3 rounds).
+    fn check_drain_done(&mut self, now: Instant) {
+        if self.mode != BbrMode::Drain {
+            return;
+        }
+        let rounds = self.round_count.saturating_sub(self.drain_start_round);
+        if self.in_flight <= self.inflight(self.max_bw, 1.0)
+            || (self.p.bounded_model && rounds >= 3)
+        {
+            self.enter_probe_bw(now);
+        }
+    }
+
+    fn update_model_and_state(&mut self, now: Instant, rs: &Sample) {
+        self.update_latest_delivery_signals(rs);
+        self.update_congestion_signals(rs);
+        self.update_ack_aggregation(now, rs);
+        self.check_full_bw_reached(rs);
+        self.check_startup_done();
+        self.check_drain_done(now);
+        self.update_probe_bw_cycle_phase(now, rs);
+        self.update_min_rtt(now, rs);
+        self.check_probe_rtt(now, rs);
+        self.advance_latest_delivery_signals(rs);
+        self.bound_bw_for_model();
+    }
+
+    fn set_pacing_rate(&mut self) {
+        if self.bw == 0 {
+            return;
+        }
+        let rate = (self.pacing_gain * self.bw as f64 * (1.0 - PACING_MARGIN)) as u64;
+        if self.full_bw_reached || rate > self.pacing_rate {
+            self.pacing_rate = rate.max(1);
+        }
+    }
+
+    fn set_cwnd(&mut self, rs: &Sample) {
+        let max_inflight = self.quantization_budget(
+            self.bdp_multiple(self.bw, self.cwnd_gain)
+                .saturating_add(self.extra_acked),
+        );
+        if self.packet_conservation {
+            self.cwnd = self.cwnd.max(self.in_flight.saturating_add(rs.newly_acked));
+        } else if self.full_bw_reached {
+            self.cwnd = self.cwnd.saturating_add(rs.newly_acked).min(max_inflight);
+        } else if self.cwnd < max_inflight || self.delivered < self.initial_cwnd {
+            self.cwnd = self.cwnd.saturating_add(rs.newly_acked);
+        }
+        self.cwnd = self.cwnd.max(self.min_pipe_cwnd());
+        if self.mode == BbrMode::ProbeRtt {
+            self.cwnd = self.cwnd.min(self.probe_rtt_cwnd());
+        }
+        if self.p.bounded_model {
+            self.bound_cwnd_for_model();
+        }
+    }
+
+    /// `BBRBoundCwndForModel`: the state's volume cap.
+    fn bound_cwnd_for_model(&mut self) {
+        let mut cap = if self.mode.is_probe_bw() && self.mode != BbrMode::ProbeBwCruise {
+            self.inflight_longterm
+        } else if matches!(self.mode, BbrMode::ProbeRtt | BbrMode::ProbeBwCruise) {
+            self.inflight_with_headroom()
+        } else {
+            None
+        };
+        if let Some(st) = self.inflight_shortterm {
+            cap = Some(cap.map_or(st, |c| c.min(st)));
+        }
+        if let Some(cap) = cap {
+            self.cwnd = self.cwnd.min(cap.max(self.min_pipe_cwnd()));
+        }
+    }
+
+    /// `BBRSaveCwnd`.
+    fn save_cwnd(&self) -> u64 {
+        if self.recovery_start.is_none() && self.mode != BbrMode::ProbeRtt {
+            self.cwnd
+        } else {
+            self.prior_cwnd.max(self.cwnd)
+        }
+    }
+
+    fn restore_cwnd(&mut self) {
+        self.cwnd = self.cwnd.max(self.prior_cwnd);
+    }
+
+    /// `IsInflightTooHigh`: more than `LossThresh` of what was in flight got lost.
+    fn is_inflight_too_high(lost: u64, tx_in_flight: u64) -> bool {
+        lost as f64 > tx_in_flight as f64 * LOSS_THRESH
+    }
+}
+
+impl CongestionController for Bbr {
+    fn on_sent(&mut self, event: &SentEvent) {
+        self.in_flight = event.in_flight;
+        if event.in_flight.saturating_add(self.mds) > self.cwnd {
+            self.cwnd_limited_in_round = true;
+        }
+        let prior = event.in_flight.saturating_sub(event.bytes);
+        if prior == 0 && event.app_limited {
+            self.handle_restart_from_idle(event.now);
+        }
+    }
+
+    fn on_ack(&mut self, event: &AckEvent) {
+        let now = event.now;
+        self.delivered = event.delivered;
+        self.in_flight = event.in_flight;
+        if self.min_rtt.is_none() && self.max_bw == 0 && event.rtt.is_some() {
+            self.init_pacing_rate(event.rtt);
+        }
+        if self.recovery_start.is_some_and(|start| event.sent_time > start) {
+            self.recovery_start = None;
+            self.packet_conservation = false;
+            self.restore_cwnd();
+        }
+        if self.packet_conservation && event.prior_delivered >= self.conservation_round_end {
+            self.packet_conservation = false;
+        }
+        let rs = self.sample(event);
+        self.update_model_and_state(now, &rs);
+        self.lost_since_ack = false;
+        self.set_pacing_rate();
+        self.send_quantum = send_quantum_for(self.pacing_rate, self.mds);
+        self.set_cwnd(&rs);
+    }
+
+    fn on_loss(&mut self, event: &LossEvent) {
+        self.in_flight = event.in_flight.saturating_sub(event.lost_bytes);
+        self.lost_since_ack = true;
+        if !self.loss_in_round {
+            self.loss_round_delivered = self.delivered;
+            self.loss_in_round = true;
+        }
+        self.loss_events_in_round = self.loss_events_in_round.saturating_add(1);
+        self.lost_in_round = self.lost_in_round.saturating_add(event.lost_bytes);
+        if self.p.bounded_model {
+            self.handle_lost_packet(event);
+        }
+        let in_recovery = self
+            .recovery_start
+            .is_some_and(|start| event.sent_time <= start);
+        if event.kind == LossKind::Timeout || !in_recovery {
+            // RTO, or entering fast recovery: keep what is in flight, plus one.
+            self.prior_cwnd = self.save_cwnd();
+            self.cwnd = self.in_flight.saturating_add(self.mds);
+            self.recovery_start = Some(event.now);
+            self.packet_conservation = event.kind == LossKind::FastRetransmit;
+            self.conservation_round_end = self.delivered;
+        } else {
+            self.cwnd = self.cwnd.saturating_sub(event.lost_bytes).max(self.mds);
+        }
+    }
+
+    fn cwnd(&self) -> u64 {
+        self.cwnd
+    }
+
+    fn pacing_rate(&self) -> Option<u64> {
+        Some(self.pacing_rate.max(1))
+    }
+
+    fn send_quantum(&self) -> u64 {
+        self.send_quantum
+    }
+
+    fn name(&self) -> &'static str {
+        self.p.name
+    }
+}
