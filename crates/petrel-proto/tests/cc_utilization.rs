@@ -1,6 +1,11 @@
 //! Each controller fills a 200 Mbit/s, 8 ms RTT bottleneck with a drop-tail queue of
 //! 1 BDP and of 0.25 BDP: goodput ≥ 90 % of what the link carries in payload,
-//! measured after a warm-up. Sans-IO: real `Kcp` pairs over `cc_support::Dumbbell`.
+//! measured over 2 s after a 0.5 s warm-up. Sans-IO: real `Kcp` pairs over
+//! `cc_support::Dumbbell`.
+//!
+//! The one exception is NewReno with a 0.25 BDP queue: halving the window to
+//! 0.625 BDP on every loss idles the link for part of each sawtooth, which caps a
+//! β = 0.5 controller near 89 % whatever the implementation; it is held to 87 %.
 #![allow(clippy::unwrap_used)]
 
 mod cc_support;
@@ -44,7 +49,12 @@ fn utilization(kind: CongestionKind, bdp_fraction: f64) -> f64 {
 fn check(kind: CongestionKind) {
     for fraction in [1.0, 0.25] {
         let u = utilization(kind, fraction);
-        assert!(u >= 0.90, "{kind} at {fraction} BDP: {:.1} %", u * 100.0);
+        let floor = if kind == CongestionKind::NewReno && fraction < 1.0 {
+            0.87
+        } else {
+            0.90
+        };
+        assert!(u >= floor, "{kind} at {fraction} BDP: {:.1} %", u * 100.0);
     }
 }
 

@@ -206,7 +206,9 @@ impl Dumbbell {
         let now = self.now;
         let mss = self.message.len();
         let flow = &mut self.flows[i];
-        flow.sender.handle_timeout(now);
+        if flow.deadline[0].is_some_and(|d| d <= now) {
+            flow.sender.handle_timeout(now);
+        }
         while flow.sender.can_send(mss) {
             flow.sender.send(&self.message).unwrap();
         }
@@ -225,7 +227,9 @@ impl Dumbbell {
     fn drive_receiver(&mut self, i: usize) {
         let now = self.now;
         let flow = &mut self.flows[i];
-        flow.receiver.handle_timeout(now);
+        if flow.deadline[1].is_some_and(|d| d <= now) {
+            flow.receiver.handle_timeout(now);
+        }
         while let Some(m) = flow.receiver.recv() {
             flow.received += m.len() as u64;
         }

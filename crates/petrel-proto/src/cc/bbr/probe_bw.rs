@@ -208,7 +208,10 @@ impl Bbr {
             self.ack_phase = AckPhase::ProbeFeedback;
         }
         if self.ack_phase == AckPhase::ProbeStopping && self.round_start {
-            // A new ProbeBW cycle: the max-bandwidth window moves on.
+            // The probe's samples have all come back: a new ProbeBW cycle, so the
+            // max-bandwidth window moves on (once per cycle).
+            self.bw_probe_samples = false;
+            self.ack_phase = AckPhase::Init;
             if self.mode.is_probe_bw() && !rs.app_limited {
                 self.cycle_count += 1;
             }
