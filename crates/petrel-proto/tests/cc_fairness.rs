@@ -22,8 +22,8 @@ fn fairness(kind: CongestionKind) {
     sim.add_flow(flow_config(kind), t0 + Duration::from_secs(1));
     let g = measure(
         &mut sim,
-        t0 + Duration::from_secs(5),
-        t0 + Duration::from_secs(8),
+        t0 + Duration::from_secs(13),
+        t0 + Duration::from_secs(16),
     );
     let total: f64 = g.iter().sum();
     let fair = total / 2.0;

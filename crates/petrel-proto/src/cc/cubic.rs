@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::hystart::{HyStart, Phase, CSS_GROWTH_DIVISOR};
 use super::{
-    send_quantum_for, window_pacing_rate, AckEvent, CongestionController, LossEvent, LossKind,
+    send_quantum_for, window_pacing_rate, MAX_DATAGRAM_SIZE, AckEvent, CongestionController, LossEvent, LossKind,
     SentEvent,
 };
 
@@ -49,7 +49,7 @@ pub struct Cubic {
     epoch: Option<(Instant, f64, f64)>,
     /// `W_est`, segments.
     w_est: f64,
-    /// Growth below one byte carried to the next ack.
+    /// Growth below one byte carried to the next ack, bytes.
     carry: f64,
     recovery_start: Option<Instant>,
     srtt: Option<Duration>,
@@ -59,7 +59,7 @@ impl Cubic {
     /// A controller for datagrams of at most `max_datagram_size` bytes, starting at the
     /// RFC 9002 §7.2 initial window `min(10·mds, max(14720, 2·mds))`.
     pub fn new(max_datagram_size: u64) -> Self {
-        let mds = max_datagram_size.max(1);
+        let mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
         Self {
             mds,
             cwnd: (10 * mds).min(14_720.max(2 * mds)),
@@ -94,8 +94,13 @@ impl Cubic {
     }
 
     fn set_cwnd_segments(&mut self, segments: f64) {
-        let bytes = (segments * self.mds as f64).clamp(self.min_window() as f64, MAX_CWND as f64);
-        self.cwnd = bytes as u64;
+        self.set_cwnd_bytes(segments * self.mds as f64);
+    }
+
+    fn set_cwnd_bytes(&mut self, bytes: f64) {
+        self.cwnd = bytes
+            .round()
+            .clamp(self.min_window() as f64, MAX_CWND as f64) as u64;
     }
 
     fn in_recovery(&self, sent_time: Instant) -> bool {
@@ -151,9 +156,11 @@ impl Cubic {
             return;
         }
         let target = self.w_cubic(k, t + rtt).clamp(cwnd, 1.5 * cwnd);
-        let growth = (target - cwnd) / cwnd * acked + self.carry;
-        self.set_cwnd_segments(cwnd + growth.trunc());
+        // (target − cwnd)/cwnd segments per acked segment, in bytes, with the
+        // fraction of a byte carried over.
+        let growth = (target - cwnd) / cwnd * event.acked_bytes as f64 + self.carry;
         self.carry = growth.fract();
+        self.set_cwnd_bytes(self.cwnd as f64 + growth.trunc());
     }
 }
 

@@ -70,7 +70,7 @@ impl HyStart {
             (None, Some(current)) if enough => {
                 if let Some(last) = self.last_round_min_rtt {
                     let thresh = (last / MIN_RTT_DIVISOR).clamp(MIN_RTT_THRESH, MAX_RTT_THRESH);
-                    if current >= last + thresh {
+                    if current >= last.saturating_add(thresh) {
                         self.css_baseline_min_rtt = Some(current);
                         self.css_rounds = 0;
                     }

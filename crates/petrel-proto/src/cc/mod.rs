@@ -246,6 +246,10 @@ pub fn send_quantum_for(pacing_rate: u64, max_datagram_size: u64) -> u64 {
     (pacing_rate / 1000).clamp(floor.min(65_536), 65_536.max(floor))
 }
 
+/// Largest datagram size a controller takes into account, bytes; larger values are
+/// clamped so window arithmetic in datagrams cannot overflow.
+pub(crate) const MAX_DATAGRAM_SIZE: u64 = 1 << 20;
+
 /// The pacing rate of a window-based controller, bytes/s: `cwnd / srtt` times 2 in
 /// slow start and 1.25 otherwise (RFC 9002 §7.7 suggests N = 1.25; the slow-start
 /// factor is Linux's `tcp_pacing_ss_ratio`, so pacing never holds back slow-start

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    send_quantum_for, window_pacing_rate, AckEvent, CongestionController, LossEvent, LossKind,
+    send_quantum_for, window_pacing_rate, MAX_DATAGRAM_SIZE, AckEvent, CongestionController, LossEvent, LossKind,
     SentEvent,
 };
 
@@ -32,7 +32,7 @@ impl NewReno {
     /// A controller for datagrams of at most `max_datagram_size` bytes, starting at the
     /// RFC 9002 §7.2 initial window `min(10·mds, max(14720, 2·mds))`.
     pub fn new(max_datagram_size: u64) -> Self {
-        let mds = max_datagram_size.max(1);
+        let mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
         Self {
             max_datagram_size: mds,
             cwnd: (10 * mds).min(14_720.max(2 * mds)),

@@ -20,10 +20,14 @@
 //! Not implemented: ECN, the QUIC offload-budget enlargement by the peer's ACK
 //! frequency (KCP acks every segment), undo of spurious recovery.
 
+mod control;
 mod filter;
+mod model;
 mod params;
 mod probe_bw;
 mod probe_rtt;
+#[cfg(test)]
+mod tests;
 
 use std::time::{Duration, Instant};
 
@@ -32,13 +36,13 @@ use rand_chacha::ChaCha8Rng;
 
 use filter::WindowedMax;
 pub use params::BbrVersion;
-use params::{
-    Params, BETA, EXTRA_ACKED_FILTER_ROUNDS, FULL_BW_COUNT, LOSS_THRESH, MAX_BW_FILTER_WINDOW,
-    PACING_MARGIN, V1_BW_FILTER_ROUNDS,
-};
+use params::Params;
 use probe_bw::AckPhase;
 
-use super::{send_quantum_for, AckEvent, CongestionController, LossEvent, LossKind, SentEvent};
+use super::{
+    send_quantum_for, AckEvent, CongestionController, LossEvent, LossKind, SentEvent,
+    MAX_DATAGRAM_SIZE,
+};
 
 /// BBR's state. BBRv1's ProbeBW phases map onto the v3 names by gain: 1.25 is
 /// `ProbeBwUp`, 0.75 is `ProbeBwDown`, 1.0 is `ProbeBwCruise`.
@@ -170,7 +174,7 @@ impl Bbr {
     /// drives the randomised probe timing.
     pub fn new(version: BbrVersion, max_datagram_size: u64, seed: u64) -> Self {
         let p = version.params();
-        let mds = max_datagram_size.max(1);
+        let mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
         let initial_cwnd = mds.saturating_mul(10);
         let mut bbr = Self {
             p,
@@ -273,18 +277,6 @@ impl Bbr {
         self.full_bw_reached
     }
 
-    fn min_pipe_cwnd(&self) -> u64 {
-        self.mds.saturating_mul(4)
-    }
-
-    /// `nominal_bandwidth = InitialCwnd / (SRTT or 1 ms)` at the Startup gain.
-    fn init_pacing_rate(&mut self, srtt: Option<Duration>) {
-        let micros = srtt.map_or(1000, |d| d.as_micros().max(1));
-        let nominal = u128::from(self.initial_cwnd) * 1_000_000 / micros;
-        self.pacing_rate = (self.p.startup_pacing_gain * nominal as f64) as u64;
-        self.send_quantum = send_quantum_for(self.pacing_rate, self.mds);
-    }
-
     fn sample(&self, ev: &AckEvent) -> Sample {
         let rs = ev.rate_sample();
         let delivery_rate = rs
@@ -300,297 +292,6 @@ impl Bbr {
             lost: ev.lost.saturating_sub(ev.prior_lost),
             rtt: ev.rtt,
         }
-    }
-
-    /// `gain × bw × min_rtt`, bytes; the initial window before `min_rtt` is known.
-    fn bdp_multiple(&self, bw: u64, gain: f64) -> u64 {
-        let Some(min_rtt) = self.min_rtt else {
-            return self.initial_cwnd;
-        };
-        let bdp = u128::from(bw) * min_rtt.as_micros() / 1_000_000;
-        (gain * bdp as f64) as u64
-    }
-
-    /// `BBRQuantizationBudget`: room for one send quantum (the offload budget), never
-    /// below `MinPipeCwnd`, plus 2 segments while probing up.
-    fn quantization_budget(&self, inflight: u64) -> u64 {
-        let mut inflight = inflight.max(self.send_quantum).max(self.min_pipe_cwnd());
-        if self.mode == BbrMode::ProbeBwUp {
-            inflight = inflight.saturating_add(2 * self.mds);
-        }
-        inflight
-    }
-
-    /// `BBRInflight(bw, gain)`.
-    fn inflight(&self, bw: u64, gain: f64) -> u64 {
-        self.quantization_budget(self.bdp_multiple(bw, gain))
-    }
-
-    fn start_round(&mut self) {
-        self.next_round_delivered = self.delivered;
-    }
-
-    fn update_round(&mut self, rs: &Sample) {
-        if rs.prior_delivered >= self.next_round_delivered {
-            self.start_round();
-            self.round_count += 1;
-            self.rounds_since_bw_probe += 1;
-            self.round_start = true;
-            self.is_cwnd_limited = self.cwnd_limited_in_round;
-            self.cwnd_limited_in_round = false;
-        } else {
-            self.round_start = false;
-        }
-    }
-
-    fn cwnd_limited(&self) -> bool {
-        self.is_cwnd_limited || self.cwnd_limited_in_round
-    }
-
-    fn update_max_bw(&mut self, rs: &Sample) {
-        let Some(rate) = rs.delivery_rate else {
-            return;
-        };
-        if rate >= self.max_bw || !rs.app_limited {
-            self.max_bw = if self.p.bounded_model {
-                self.max_bw_filter
-                    .update(MAX_BW_FILTER_WINDOW, self.cycle_count, rate)
-            } else {
-                self.max_bw_filter
-                    .update(V1_BW_FILTER_ROUNDS, self.round_count, rate)
-            };
-        }
-    }
-
-    fn update_latest_delivery_signals(&mut self, rs: &Sample) {
-        self.loss_round_start = false;
-        self.bw_latest = self.bw_latest.max(rs.delivery_rate.unwrap_or(0));
-        self.inflight_latest = self.inflight_latest.max(rs.delivered);
-        if rs.prior_delivered >= self.loss_round_delivered {
-            self.loss_round_delivered = self.delivered;
-            self.loss_round_start = true;
-        }
-    }
-
-    fn advance_latest_delivery_signals(&mut self, rs: &Sample) {
-        if self.loss_round_start {
-            self.bw_latest = rs.delivery_rate.unwrap_or(0);
-            self.inflight_latest = rs.delivered;
-        }
-    }
-
-    fn update_congestion_signals(&mut self, rs: &Sample) {
-        self.update_round(rs);
-        self.update_max_bw(rs);
-        if !self.loss_round_start {
-            return;
-        }
-        if self.p.bounded_model {
-            self.check_startup_high_loss();
-            self.adapt_lower_bounds_from_congestion();
-        }
-        self.loss_in_round = false;
-        self.loss_events_in_round = 0;
-        self.lost_in_round = 0;
-        self.delivered_at_loss_round = self.delivered;
-    }
-
-    /// Startup ends on a round with more than `LossThresh` of its data lost in at least
-    /// `BBRStartupFullLossCnt` loss events (each lost segment is one event here).
-    fn check_startup_high_loss(&mut self) {
-        if self.full_bw_reached || self.mode != BbrMode::Startup || !self.loss_in_round {
-            return;
-        }
-        let delivered = self.delivered.saturating_sub(self.delivered_at_loss_round);
-        let total = delivered.saturating_add(self.lost_in_round) as f64;
-        if self.loss_events_in_round >= self.p.startup_full_loss_count
-            && self.lost_in_round as f64 > LOSS_THRESH * total
-        {
-            self.full_bw_reached = true;
-            let bdp = self.bdp_multiple(self.max_bw, 1.0);
-            self.inflight_longterm = Some(bdp.max(self.inflight_latest));
-        }
-    }
-
-    /// `BBRAdaptLowerBoundsFromCongestion`: once per round with loss, outside probing.
-    fn adapt_lower_bounds_from_congestion(&mut self) {
-        if matches!(
-            self.mode,
-            BbrMode::Startup | BbrMode::ProbeBwRefill | BbrMode::ProbeBwUp
-        ) || !self.loss_in_round
-        {
-            return;
-        }
-        let bw_st = *self.bw_shortterm.get_or_insert(self.max_bw);
-        let inflight_st = *self.inflight_shortterm.get_or_insert(self.cwnd);
-        self.bw_shortterm = Some(self.bw_latest.max((BETA * bw_st as f64) as u64));
-        self.inflight_shortterm =
-            Some(self.inflight_latest.max((BETA * inflight_st as f64) as u64));
-    }
-
-    fn reset_short_term_model(&mut self) {
-        self.bw_shortterm = None;
-        self.inflight_shortterm = None;
-    }
-
-    fn bound_bw_for_model(&mut self) {
-        self.bw = self.bw_shortterm.map_or(self.max_bw, |s| s.min(self.max_bw));
-    }
-
-    /// `BBRUpdateACKAggregation`: how much more was acked than `bw` explains.
-    fn update_ack_aggregation(&mut self, now: Instant, rs: &Sample) {
-        let start = *self.extra_acked_interval_start.get_or_insert(now);
-        let interval = now.saturating_duration_since(start);
-        let mut expected = (u128::from(self.bw) * interval.as_micros() / 1_000_000) as u64;
-        if self.extra_acked_delivered <= expected {
-            self.extra_acked_delivered = 0;
-            self.extra_acked_interval_start = Some(now);
-            expected = 0;
-        }
-        self.extra_acked_delivered = self.extra_acked_delivered.saturating_add(rs.newly_acked);
-        let extra = self
-            .extra_acked_delivered
-            .saturating_sub(expected)
-            .min(self.cwnd);
-        let window = if self.full_bw_reached {
-            EXTRA_ACKED_FILTER_ROUNDS
-        } else {
-            1
-        };
-        self.extra_acked = self
-            .extra_acked_filter
-            .update(window, self.round_count, extra);
-    }
-
-    fn reset_full_bw(&mut self) {
-        self.full_bw = 0;
-        self.full_bw_count = 0;
-        self.full_bw_now = false;
-    }
-
-    /// Full pipe: `FULL_BW_COUNT` rounds without 25 % growth of `max_bw`.
-    fn check_full_bw_reached(&mut self, rs: &Sample) {
-        if self.full_bw_now || !self.round_start || rs.app_limited {
-            return;
-        }
-        if self.max_bw as f64 >= self.full_bw as f64 * 1.25 {
-            self.full_bw = self.max_bw;
-            self.full_bw_count = 0;
-            return;
-        }
-        self.full_bw_count += 1;
-        self.full_bw_now = self.full_bw_count >= FULL_BW_COUNT;
-        if self.full_bw_now {
-            self.full_bw_reached = true;
-        }
-    }
-
-    fn enter_startup(&mut self) {
-        self.mode = BbrMode::Startup;
-        self.pacing_gain = self.p.startup_pacing_gain;
-        self.cwnd_gain = self.p.startup_cwnd_gain;
-    }
-
-    fn check_startup_done(&mut self) {
-        if self.mode == BbrMode::Startup && self.full_bw_reached {
-            self.mode = BbrMode::Drain;
-            self.pacing_gain = self.p.drain_pacing_gain;
-            self.cwnd_gain = self.p.startup_cwnd_gain;
-            self.drain_start_round = self.round_count;
-        }
-    }
-
-    /// Drain ends when in-flight fits one BDP (v2/v3 also after 3 rounds).
-    fn check_drain_done(&mut self, now: Instant) {
-        if self.mode != BbrMode::Drain {
-            return;
-        }
-        let rounds = self.round_count.saturating_sub(self.drain_start_round);
-        if self.in_flight <= self.inflight(self.max_bw, 1.0)
-            || (self.p.bounded_model && rounds >= 3)
-        {
-            self.enter_probe_bw(now);
-        }
-    }
-
-    fn update_model_and_state(&mut self, now: Instant, rs: &Sample) {
-        self.update_latest_delivery_signals(rs);
-        self.update_congestion_signals(rs);
-        self.update_ack_aggregation(now, rs);
-        self.check_full_bw_reached(rs);
-        self.check_startup_done();
-        self.check_drain_done(now);
-        self.update_probe_bw_cycle_phase(now, rs);
-        self.update_min_rtt(now, rs);
-        self.check_probe_rtt(now, rs);
-        self.advance_latest_delivery_signals(rs);
-        self.bound_bw_for_model();
-    }
-
-    fn set_pacing_rate(&mut self) {
-        if self.bw == 0 {
-            return;
-        }
-        let rate = (self.pacing_gain * self.bw as f64 * (1.0 - PACING_MARGIN)) as u64;
-        if self.full_bw_reached || rate > self.pacing_rate {
-            self.pacing_rate = rate.max(1);
-        }
-    }
-
-    fn set_cwnd(&mut self, rs: &Sample) {
-        let max_inflight = self.quantization_budget(
-            self.bdp_multiple(self.bw, self.cwnd_gain)
-                .saturating_add(self.extra_acked),
-        );
-        if self.packet_conservation {
-            self.cwnd = self.cwnd.max(self.in_flight.saturating_add(rs.newly_acked));
-        } else if self.full_bw_reached {
-            self.cwnd = self.cwnd.saturating_add(rs.newly_acked).min(max_inflight);
-        } else if self.cwnd < max_inflight || self.delivered < self.initial_cwnd {
-            self.cwnd = self.cwnd.saturating_add(rs.newly_acked);
-        }
-        self.cwnd = self.cwnd.max(self.min_pipe_cwnd());
-        if self.mode == BbrMode::ProbeRtt {
-            self.cwnd = self.cwnd.min(self.probe_rtt_cwnd());
-        }
-        if self.p.bounded_model {
-            self.bound_cwnd_for_model();
-        }
-    }
-
-    /// `BBRBoundCwndForModel`: the state's volume cap.
-    fn bound_cwnd_for_model(&mut self) {
-        let mut cap = if self.mode.is_probe_bw() && self.mode != BbrMode::ProbeBwCruise {
-            self.inflight_longterm
-        } else if matches!(self.mode, BbrMode::ProbeRtt | BbrMode::ProbeBwCruise) {
-            self.inflight_with_headroom()
-        } else {
-            None
-        };
-        if let Some(st) = self.inflight_shortterm {
-            cap = Some(cap.map_or(st, |c| c.min(st)));
-        }
-        if let Some(cap) = cap {
-            self.cwnd = self.cwnd.min(cap.max(self.min_pipe_cwnd()));
-        }
-    }
-
-    /// `BBRSaveCwnd`.
-    fn save_cwnd(&self) -> u64 {
-        if self.recovery_start.is_none() && self.mode != BbrMode::ProbeRtt {
-            self.cwnd
-        } else {
-            self.prior_cwnd.max(self.cwnd)
-        }
-    }
-
-    fn restore_cwnd(&mut self) {
-        self.cwnd = self.cwnd.max(self.prior_cwnd);
-    }
-
-    /// `IsInflightTooHigh`: more than `LossThresh` of what was in flight got lost.
-    fn is_inflight_too_high(lost: u64, tx_in_flight: u64) -> bool {
-        lost as f64 > tx_in_flight as f64 * LOSS_THRESH
     }
 }
 

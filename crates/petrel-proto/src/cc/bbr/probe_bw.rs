@@ -34,7 +34,7 @@ impl Bbr {
         }
     }
 
-    fn set_mode(&mut self, mode: BbrMode) {
+    pub(super) fn set_mode(&mut self, mode: BbrMode) {
         self.mode = mode;
         (self.pacing_gain, self.cwnd_gain) = match mode {
             BbrMode::ProbeBwDown => (0.9, self.p.cwnd_gain),
