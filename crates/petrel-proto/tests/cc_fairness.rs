@@ -42,7 +42,10 @@ fn fairness(kind: CongestionKind) {
             fair * 8e-6
         );
     }
-    assert!(total >= 0.85 * path.payload_capacity(MTU), "{kind}: link underused");
+    assert!(
+        total >= 0.85 * path.payload_capacity(MTU),
+        "{kind}: link underused"
+    );
 }
 
 #[test]

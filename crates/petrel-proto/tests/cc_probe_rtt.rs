@@ -66,16 +66,27 @@ fn bbrv3_probe_rtt_costs_little_over_a_minute() {
             mean / bdp
         );
     }
-    assert!(share >= 0.97, "ProbeRTT cost more than 3 %: {:.2} %", share * 100.0);
+    assert!(
+        share >= 0.97,
+        "ProbeRTT cost more than 3 %: {:.2} %",
+        share * 100.0
+    );
     // Every 5 s (plus the 200 ms spent in it), not every 10 s and not constantly.
-    assert!((10..=13).contains(&episodes.len()), "{} episodes", episodes.len());
+    assert!(
+        (10..=13).contains(&episodes.len()),
+        "{} episodes",
+        episodes.len()
+    );
     for pair in episodes.windows(2) {
         let gap = pair[1].0 - pair[0].0;
         assert!(gap <= Duration::from_millis(5600), "ProbeRTT {gap:?} apart");
     }
     for (_, len, mean) in &episodes {
         assert!(*mean >= 0.45 * bdp, "ProbeRTT held {:.2} BDP", mean / bdp);
-        assert!(*len <= Duration::from_millis(300), "ProbeRTT lasted {len:?}");
+        assert!(
+            *len <= Duration::from_millis(300),
+            "ProbeRTT lasted {len:?}"
+        );
     }
     assert!(min_cwnd >= 4 * MTU as u64);
 }

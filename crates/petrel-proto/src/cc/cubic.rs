@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use super::hystart::{HyStart, Phase, CSS_GROWTH_DIVISOR};
 use super::{
-    send_quantum_for, window_pacing_rate, MAX_DATAGRAM_SIZE, AckEvent, CongestionController, LossEvent, LossKind,
-    SentEvent,
+    send_quantum_for, window_pacing_rate, AckEvent, CongestionController, LossEvent, LossKind,
+    SentEvent, MAX_DATAGRAM_SIZE,
 };
 
 /// `C`, segments/s³.
@@ -266,7 +266,12 @@ mod tests {
     fn one_reduction_per_recovery_period() {
         let t0 = Instant::now();
         let mut cc = after_loss(t0 + 10 * MS, 100);
-        cc.on_loss(&LossEvent::new(t0 + 11 * MS, LossKind::FastRetransmit, MDS, t0));
+        cc.on_loss(&LossEvent::new(
+            t0 + 11 * MS,
+            LossKind::FastRetransmit,
+            MDS,
+            t0,
+        ));
         assert_eq!(cc.cwnd(), 70 * MDS);
     }
 
@@ -289,7 +294,10 @@ mod tests {
         }
         let first_second = samples[10] - samples[0];
         let last_second = samples[samples.len() - 1] - samples[samples.len() - 11];
-        assert!(first_second > 2 * last_second, "{first_second} {last_second}");
+        assert!(
+            first_second > 2 * last_second,
+            "{first_second} {last_second}"
+        );
         // Past K it probes above W_max.
         while now < t0 + Duration::from_secs(6) {
             for _ in 0..cc.cwnd() / MDS {

@@ -62,7 +62,8 @@ impl HyStart {
             }
         }
         if let Some(rtt) = event.rtt {
-            self.current_round_min_rtt = Some(self.current_round_min_rtt.map_or(rtt, |m| m.min(rtt)));
+            self.current_round_min_rtt =
+                Some(self.current_round_min_rtt.map_or(rtt, |m| m.min(rtt)));
             self.rtt_sample_count = self.rtt_sample_count.saturating_add(1);
         }
         let enough = self.rtt_sample_count >= N_RTT_SAMPLE;

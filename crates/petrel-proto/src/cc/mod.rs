@@ -141,8 +141,12 @@ impl AckEvent {
     /// zero.
     pub fn rate_sample(&self) -> Option<RateSample> {
         let delivered = self.delivered.saturating_sub(self.prior_delivered);
-        let send_elapsed = self.sent_time.saturating_duration_since(self.first_sent_time);
-        let ack_elapsed = self.now.saturating_duration_since(self.prior_delivered_time);
+        let send_elapsed = self
+            .sent_time
+            .saturating_duration_since(self.first_sent_time);
+        let ack_elapsed = self
+            .now
+            .saturating_duration_since(self.prior_delivered_time);
         let interval = send_elapsed.max(ack_elapsed);
         let micros = interval.as_micros();
         if micros == 0 {
@@ -254,7 +258,11 @@ pub(crate) const MAX_DATAGRAM_SIZE: u64 = 1 << 20;
 /// slow start and 1.25 otherwise (RFC 9002 §7.7 suggests N = 1.25; the slow-start
 /// factor is Linux's `tcp_pacing_ss_ratio`, so pacing never holds back slow-start
 /// growth). `None` before the first RTT sample: the initial window goes out at once.
-pub(crate) fn window_pacing_rate(cwnd: u64, srtt: Option<Duration>, slow_start: bool) -> Option<u64> {
+pub(crate) fn window_pacing_rate(
+    cwnd: u64,
+    srtt: Option<Duration>,
+    slow_start: bool,
+) -> Option<u64> {
     let micros = srtt?.as_micros().max(1);
     let factor: u128 = if slow_start { 200 } else { 125 };
     let rate = u128::from(cwnd) * factor * 10_000 / micros;

@@ -12,8 +12,8 @@
 use std::time::{Duration, Instant};
 
 use super::{
-    send_quantum_for, window_pacing_rate, MAX_DATAGRAM_SIZE, AckEvent, CongestionController, LossEvent, LossKind,
-    SentEvent,
+    send_quantum_for, window_pacing_rate, AckEvent, CongestionController, LossEvent, LossKind,
+    SentEvent, MAX_DATAGRAM_SIZE,
 };
 
 /// NewReno state. All windows are in bytes.

@@ -45,7 +45,9 @@ impl Pacer {
             None => cap,
             Some(last) => {
                 let elapsed = now.saturating_duration_since(last).as_nanos();
-                self.credit.saturating_add(elapsed.saturating_mul(rate)).min(cap)
+                self.credit
+                    .saturating_add(elapsed.saturating_mul(rate))
+                    .min(cap)
             }
         };
         if self.last.is_none_or(|last| now > last) {
@@ -58,7 +60,9 @@ impl Pacer {
         }
         let wait_ns = (need - self.credit).div_ceil(rate);
         let wait = Duration::from_nanos(u64::try_from(wait_ns).unwrap_or(u64::MAX));
-        Err(now.checked_add(wait).unwrap_or(now + Duration::from_secs(3600)))
+        Err(now
+            .checked_add(wait)
+            .unwrap_or(now + Duration::from_secs(3600)))
     }
 }
 
@@ -76,7 +80,9 @@ mod tests {
         }
         let next = p.try_send(t0, 1000, rate, 3000).unwrap_err();
         assert_eq!(next, t0 + Duration::from_millis(1));
-        assert!(p.try_send(next - Duration::from_nanos(1), 1000, rate, 3000).is_err());
+        assert!(p
+            .try_send(next - Duration::from_nanos(1), 1000, rate, 3000)
+            .is_err());
         assert_eq!(p.try_send(next, 1000, rate, 3000), Ok(()));
         // Over a long run the average rate is exact.
         let mut now = next;

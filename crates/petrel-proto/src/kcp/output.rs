@@ -50,8 +50,8 @@ impl Kcp {
             out.reserve(mtu);
         }
 
-        let data_waiting = !self.snd.due.is_empty()
-            || self.snd.next_new_len(window, self.cc.cwnd()).is_some();
+        let data_waiting =
+            !self.snd.due.is_empty() || self.snd.next_new_len(window, self.cc.cwnd()).is_some();
         if self.config.ack_nodelay || self.acks_released || data_waiting {
             while out.len() + HEADER_LEN <= mtu {
                 let Some((sn, ts)) = self.acks.pop_front() else {
@@ -258,8 +258,8 @@ impl Kcp {
             self.probe_at,
             self.pacing_deadline,
         ]
-            .into_iter()
-            .flatten()
-            .min()
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

@@ -140,7 +140,8 @@ impl Dumbbell {
             return;
         }
         let bits = datagram.len() as u128 * 8;
-        let tx = Duration::from_nanos((bits * 1_000_000_000 / u128::from(self.path.rate_bps)) as u64);
+        let tx =
+            Duration::from_nanos((bits * 1_000_000_000 / u128::from(self.path.rate_bps)) as u64);
         let departure = self.now.max(self.last_departure) + tx;
         self.last_departure = departure;
         self.queue.push_back(departure);
@@ -169,13 +170,21 @@ impl Dumbbell {
             for t in touched.iter_mut() {
                 *t = [false; 2];
             }
-            while self.forward.front().is_some_and(|(at, _, _)| *at <= self.now) {
+            while self
+                .forward
+                .front()
+                .is_some_and(|(at, _, _)| *at <= self.now)
+            {
                 let (_, i, d) = self.forward.pop_front().unwrap();
                 let _ = self.flows[i].receiver.input(self.now, &d);
                 touched[i][1] = true;
                 self.pool.push(d);
             }
-            while self.reverse.front().is_some_and(|(at, _, _)| *at <= self.now) {
+            while self
+                .reverse
+                .front()
+                .is_some_and(|(at, _, _)| *at <= self.now)
+            {
                 let (_, i, d) = self.reverse.pop_front().unwrap();
                 let _ = self.flows[i].sender.input(self.now, &d);
                 touched[i][0] = true;

@@ -314,7 +314,10 @@ impl CongestionController for Bbr {
         if self.min_rtt.is_none() && self.max_bw == 0 && event.rtt.is_some() {
             self.init_pacing_rate(event.rtt);
         }
-        if self.recovery_start.is_some_and(|start| event.sent_time > start) {
+        if self
+            .recovery_start
+            .is_some_and(|start| event.sent_time > start)
+        {
             self.recovery_start = None;
             self.packet_conservation = false;
             self.restore_cwnd();

@@ -119,7 +119,9 @@ impl Bbr {
     }
 
     pub(super) fn bound_bw_for_model(&mut self) {
-        self.bw = self.bw_shortterm.map_or(self.max_bw, |s| s.min(self.max_bw));
+        self.bw = self
+            .bw_shortterm
+            .map_or(self.max_bw, |s| s.min(self.max_bw));
     }
 
     /// `BBRUpdateACKAggregation`: how much more was acked than `bw` explains.

@@ -53,7 +53,8 @@ impl Bbr {
         self.reset_congestion_signals();
         self.probe_up_cnt = None;
         self.rounds_since_bw_probe = self.rng.gen_range(0..=1);
-        self.bw_probe_wait = Duration::from_secs(2) + Duration::from_micros(self.rng.gen_range(0..1_000_000));
+        self.bw_probe_wait =
+            Duration::from_secs(2) + Duration::from_micros(self.rng.gen_range(0..1_000_000));
         self.cycle_stamp = Some(now);
         self.ack_phase = AckPhase::ProbeStopping;
         self.start_round();
@@ -127,7 +128,10 @@ impl Bbr {
     }
 
     fn is_time_to_cruise(&self) -> bool {
-        if self.inflight_with_headroom().is_some_and(|h| self.in_flight > h) {
+        if self
+            .inflight_with_headroom()
+            .is_some_and(|h| self.in_flight > h)
+        {
             return false;
         }
         self.in_flight <= self.inflight(self.max_bw, 1.0)
@@ -258,7 +262,8 @@ impl Bbr {
         let size = ev.lost_bytes as f64;
         let inflight_prev = (ev.tx_in_flight as f64 - size).max(0.0);
         let lost_prev = (lost as f64 - size).max(0.0);
-        let lost_prefix = ((LOSS_THRESH * inflight_prev - lost_prev) / (1.0 - LOSS_THRESH)).max(0.0);
+        let lost_prefix =
+            ((LOSS_THRESH * inflight_prev - lost_prev) / (1.0 - LOSS_THRESH)).max(0.0);
         let at_loss = (inflight_prev + lost_prefix) as u64;
         self.handle_inflight_too_high(ev.now, ev.app_limited, at_loss);
     }

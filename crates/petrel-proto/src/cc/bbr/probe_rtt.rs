@@ -22,9 +22,9 @@ impl Bbr {
             .probe_rtt_min_stamp
             .is_some_and(|stamp| now > stamp + interval);
         if let Some(rtt) = rs.rtt {
-            let lower = self.probe_rtt_min_delay.is_none_or(|min| {
-                rtt < min || (self.p.refresh_min_rtt_on_equal && rtt == min)
-            });
+            let lower = self
+                .probe_rtt_min_delay
+                .is_none_or(|min| rtt < min || (self.p.refresh_min_rtt_on_equal && rtt == min));
             if lower || self.probe_rtt_expired {
                 self.probe_rtt_min_delay = Some(rtt);
                 self.probe_rtt_min_stamp = Some(now);

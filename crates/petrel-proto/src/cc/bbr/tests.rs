@@ -45,7 +45,10 @@ impl Pipe {
             let mut next_send = None;
             if self.in_flight + MDS <= self.bbr.cwnd() {
                 let rate = self.bbr.pacing_rate().unwrap();
-                match self.pacer.try_send(self.now, MDS, rate, self.bbr.send_quantum()) {
+                match self
+                    .pacer
+                    .try_send(self.now, MDS, rate, self.bbr.send_quantum())
+                {
                     Ok(()) => {
                         self.send();
                         continue;
@@ -69,7 +72,9 @@ impl Pipe {
     }
 
     fn send(&mut self) {
-        let stamp = self.state.on_sent(self.now, self.in_flight, self.in_flight + MDS);
+        let stamp = self
+            .state
+            .on_sent(self.now, self.in_flight, self.in_flight + MDS);
         self.in_flight += MDS;
         self.bbr
             .on_sent(&SentEvent::new(self.now, MDS, self.in_flight, false));
@@ -89,11 +94,18 @@ fn startup_finds_the_bandwidth_then_drains_into_probe_bw() {
         assert!(bbr.full_bw_reached(), "{version:?}");
         assert!(bbr.mode().is_probe_bw(), "{version:?}: {:?}", bbr.mode());
         let bw = bbr.max_bw() as f64;
-        assert!((9_500_000.0..=10_500_000.0).contains(&bw), "{version:?}: {bw}");
+        assert!(
+            (9_500_000.0..=10_500_000.0).contains(&bw),
+            "{version:?}: {bw}"
+        );
         // min_rtt: the base RTT plus one serialisation (120 µs), from latest samples.
         let min_rtt = bbr.min_rtt().unwrap();
         assert!(min_rtt >= 10 * MS && min_rtt <= 10 * MS + Duration::from_micros(250));
-        assert!(bbr.cwnd() >= 2 * 100_000, "{version:?}: cwnd {}", bbr.cwnd());
+        assert!(
+            bbr.cwnd() >= 2 * 100_000,
+            "{version:?}: cwnd {}",
+            bbr.cwnd()
+        );
     }
 }
 
@@ -219,7 +231,10 @@ fn probe_rtt_runs_every_five_seconds_at_half_a_bdp() {
         }
     }
     assert_eq!(pipe.bbr.probe_rtt_count(), 1);
-    assert!(min_cwnd >= bdp / 2 && min_cwnd <= bdp * 6 / 10, "{min_cwnd}");
+    assert!(
+        min_cwnd >= bdp / 2 && min_cwnd <= bdp * 6 / 10,
+        "{min_cwnd}"
+    );
     assert_eq!(pipe.bbr.mode(), BbrMode::ProbeBwCruise);
     assert!(pipe.bbr.cwnd() >= before * 8 / 10, "cwnd not restored");
 }
