@@ -190,10 +190,10 @@ impl Dumbbell {
                 touched[i][0] = true;
                 self.pool.push(d);
             }
-            for i in 0..self.flows.len() {
-                for side in 0..2 {
-                    if self.flows[i].deadline[side].is_some_and(|d| d <= self.now) {
-                        touched[i][side] = true;
+            for (flow, t) in self.flows.iter().zip(touched.iter_mut()) {
+                for (deadline, side) in flow.deadline.iter().zip(t.iter_mut()) {
+                    if deadline.is_some_and(|d| d <= self.now) {
+                        *side = true;
                     }
                 }
             }

@@ -102,26 +102,21 @@ impl Bbr {
             }
             return;
         }
-        match self.mode {
-            BbrMode::ProbeBwDown => {
-                if !self.is_time_to_probe_bw(now) && self.is_time_to_cruise() {
-                    self.start_probe_bw_cruise();
-                }
+        let mode = self.mode;
+        match mode {
+            BbrMode::ProbeBwDown if !self.is_time_to_probe_bw(now) && self.is_time_to_cruise() => {
+                self.start_probe_bw_cruise();
             }
             BbrMode::ProbeBwCruise => {
                 self.is_time_to_probe_bw(now);
             }
-            BbrMode::ProbeBwRefill => {
-                // After one round of refilling, start probing.
-                if self.round_start {
-                    self.bw_probe_samples = true;
-                    self.start_probe_bw_up(rs);
-                }
+            // After one round of refilling, start probing.
+            BbrMode::ProbeBwRefill if self.round_start => {
+                self.bw_probe_samples = true;
+                self.start_probe_bw_up(rs);
             }
-            BbrMode::ProbeBwUp => {
-                if self.is_time_to_go_down(rs) {
-                    self.start_probe_bw_down(now);
-                }
+            BbrMode::ProbeBwUp if self.is_time_to_go_down(rs) => {
+                self.start_probe_bw_down(now);
             }
             _ => {}
         }
