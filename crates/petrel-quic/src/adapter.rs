@@ -29,8 +29,9 @@ struct SentRecord {
 /// losses per packet with only the send time; this keeps the sends in time order and
 /// matches acks to them by send time to give `C` delivery-rate samples. The RTT sample
 /// of an ack is `now − sent` (quinn's latest RTT is private in 0.11), so it includes
-/// the peer's ack delay. The datagram size `C` was built with stays fixed when quinn's
-/// MTU discovery raises the MTU (only `C`'s minimum window and quantum depend on it).
+/// the peer's ack delay. MTU changes reach `C` through
+/// [`CongestionController::set_max_datagram_size`], so its minimum window always
+/// holds a full datagram (quinn never sends into a window smaller than one).
 #[derive(Debug, Clone)]
 pub struct PetrelController<C> {
     inner: C,
@@ -184,7 +185,9 @@ where
         self.inner.on_loss(&event);
     }
 
-    fn on_mtu_update(&mut self, _new_mtu: u16) {}
+    fn on_mtu_update(&mut self, new_mtu: u16) {
+        self.inner.set_max_datagram_size(u64::from(new_mtu));
+    }
 
     fn window(&self) -> u64 {
         self.inner.cwnd()

@@ -27,9 +27,8 @@ fn configs(kind: CongestionKind) -> (ServerConfig, ClientConfig) {
         .with_no_client_auth()
         .with_single_cert(vec![cert_der.clone()], key.into())
         .unwrap();
-    let server = ServerConfig::with_crypto(Arc::new(
-        QuicServerConfig::try_from(server_tls).unwrap(),
-    ));
+    let server =
+        ServerConfig::with_crypto(Arc::new(QuicServerConfig::try_from(server_tls).unwrap()));
 
     let mut roots = rustls::RootCertStore::empty();
     roots.add(cert_der).unwrap();
@@ -38,9 +37,7 @@ fn configs(kind: CongestionKind) -> (ServerConfig, ClientConfig) {
         .unwrap()
         .with_root_certificates(roots)
         .with_no_client_auth();
-    let mut client = ClientConfig::new(Arc::new(
-        QuicClientConfig::try_from(client_tls).unwrap(),
-    ));
+    let mut client = ClientConfig::new(Arc::new(QuicClientConfig::try_from(client_tls).unwrap()));
     let mut transport = TransportConfig::default();
     transport.congestion_controller_factory(Arc::new(PetrelControllerFactory::with_seed(kind, 1)));
     client.transport_config(Arc::new(transport));

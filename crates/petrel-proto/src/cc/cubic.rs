@@ -215,6 +215,18 @@ impl CongestionController for Cubic {
         send_quantum_for(self.pacing_rate().unwrap_or(0), self.mds)
     }
 
+    fn set_max_datagram_size(&mut self, max_datagram_size: u64) {
+        let old = self.mds as f64;
+        self.mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
+        // The curve's state is in segments: keep it the same in bytes.
+        let scale = old / self.mds as f64;
+        self.w_max *= scale;
+        self.cwnd_prior *= scale;
+        self.w_est *= scale;
+        self.epoch = None;
+        self.cwnd = self.cwnd.max(self.min_window());
+    }
+
     fn name(&self) -> &'static str {
         "cubic"
     }

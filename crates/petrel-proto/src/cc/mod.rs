@@ -239,6 +239,10 @@ pub trait CongestionController: Send + Debug {
     /// Largest burst the pacer may release at once, bytes (the pacer never uses less
     /// than one datagram).
     fn send_quantum(&self) -> u64;
+    /// The largest datagram is now `max_datagram_size` bytes (a path MTU change;
+    /// KCP's MTU is fixed, QUIC's grows with MTU discovery). Windows kept in bytes stay
+    /// as they are; minimums and quanta follow the new size.
+    fn set_max_datagram_size(&mut self, max_datagram_size: u64);
     /// Short name for stats and logs ("none", "reno", "cubic", "bbrv1", ...).
     fn name(&self) -> &'static str;
 }

@@ -108,6 +108,11 @@ impl CongestionController for NewReno {
         send_quantum_for(self.pacing_rate().unwrap_or(0), self.max_datagram_size)
     }
 
+    fn set_max_datagram_size(&mut self, max_datagram_size: u64) {
+        self.max_datagram_size = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
+        self.cwnd = self.cwnd.max(self.min_window());
+    }
+
     fn name(&self) -> &'static str {
         "reno"
     }

@@ -348,15 +348,18 @@ impl CongestionController for Bbr {
         let in_recovery = self
             .recovery_start
             .is_some_and(|start| event.sent_time <= start);
+        // The draft allows one packet here; two (RFC 9002 §7.2 kMinimumWindow) keep a
+        // transport that also window-limits retransmissions (QUIC) able to send.
+        let floor = self.mds.saturating_mul(2);
         if event.kind == LossKind::Timeout || !in_recovery {
             // RTO, or entering fast recovery: keep what is in flight, plus one.
             self.prior_cwnd = self.save_cwnd();
-            self.cwnd = self.in_flight.saturating_add(self.mds);
+            self.cwnd = self.in_flight.saturating_add(self.mds).max(floor);
             self.recovery_start = Some(event.now);
             self.packet_conservation = event.kind == LossKind::FastRetransmit;
             self.conservation_round_end = self.delivered;
         } else {
-            self.cwnd = self.cwnd.saturating_sub(event.lost_bytes).max(self.mds);
+            self.cwnd = self.cwnd.saturating_sub(event.lost_bytes).max(floor);
         }
     }
 
@@ -370,6 +373,12 @@ impl CongestionController for Bbr {
 
     fn send_quantum(&self) -> u64 {
         self.send_quantum
+    }
+
+    fn set_max_datagram_size(&mut self, max_datagram_size: u64) {
+        self.mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
+        self.cwnd = self.cwnd.max(self.min_pipe_cwnd());
+        self.send_quantum = send_quantum_for(self.pacing_rate, self.mds);
     }
 
     fn name(&self) -> &'static str {

@@ -180,6 +180,11 @@ fn timeout_leaves_in_flight_plus_one_segment() {
     loss.in_flight = 5 * MDS;
     bbr.on_loss(&loss);
     assert_eq!(bbr.cwnd(), 4 * MDS + MDS);
+    // With nothing left in flight, still room for two datagrams.
+    let mut loss = LossEvent::new(t0 + 900 * MS, LossKind::Timeout, MDS, t0 + 400 * MS);
+    loss.in_flight = MDS;
+    bbr.on_loss(&loss);
+    assert_eq!(bbr.cwnd(), 2 * MDS);
 }
 
 #[test]
