@@ -1,7 +1,8 @@
 //! Two bulk flows of the same controller share a bottleneck; the second starts 1 s
-//! after the first. Over the last 3 s of an 8 s run each gets its fair share ±20 %.
+//! after the first. Over the last 3 s of a 16 s run each gets its fair share ±20 %
+//! (BBRv2/v3 need about 10 s to converge; at 8 s they were still 22 % and 14 % apart).
 //!
-//! Scaled to 50 Mbit/s (8 ms RTT, 1 BDP queue) so that eight simulated seconds of
+//! Scaled to 50 Mbit/s (8 ms RTT, 1 BDP queue) so that sixteen simulated seconds of
 //! two flows stay within a few seconds of a debug build.
 #![allow(clippy::unwrap_used)]
 
