@@ -4,10 +4,17 @@
 //! window to the minimum (RFC 9002 §7.6.2 persistent congestion; RFC 5681 §3.1 loss
 //! window). KCP has no probe timeout, so an RTO is the persistent-congestion signal;
 //! further timeouts of segments sent before that recovery began change nothing.
+//!
+//! The window does not grow on acks of segments sent while the connection was
+//! application-limited (RFC 9002 §7.8). Once an RTT sample exists it paces at
+//! 2·cwnd/srtt in slow start and 1.25·cwnd/srtt after (RFC 9002 §7.7).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use super::{AckEvent, CongestionController, LossEvent, LossKind, SentEvent};
+use super::{
+    send_quantum_for, window_pacing_rate, AckEvent, CongestionController, LossEvent, LossKind,
+    SentEvent, MAX_DATAGRAM_SIZE,
+};
 
 /// NewReno state. All windows are in bytes.
 #[derive(Debug, Clone)]
@@ -18,19 +25,21 @@ pub struct NewReno {
     /// Bytes acked in congestion avoidance not yet turned into window growth.
     acked_in_avoidance: u64,
     recovery_start: Option<Instant>,
+    srtt: Option<Duration>,
 }
 
 impl NewReno {
     /// A controller for datagrams of at most `max_datagram_size` bytes, starting at the
     /// RFC 9002 §7.2 initial window `min(10·mds, max(14720, 2·mds))`.
     pub fn new(max_datagram_size: u64) -> Self {
-        let mds = max_datagram_size.max(1);
+        let mds = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
         Self {
             max_datagram_size: mds,
             cwnd: (10 * mds).min(14_720.max(2 * mds)),
             ssthresh: u64::MAX,
             acked_in_avoidance: 0,
             recovery_start: None,
+            srtt: None,
         }
     }
 
@@ -61,7 +70,8 @@ impl CongestionController for NewReno {
     fn on_sent(&mut self, _event: &SentEvent) {}
 
     fn on_ack(&mut self, event: &AckEvent) {
-        if self.in_recovery(event.sent_time) {
+        self.srtt = event.srtt.or(self.srtt);
+        if self.in_recovery(event.sent_time) || event.app_limited {
             return;
         }
         if self.cwnd < self.ssthresh {
@@ -69,7 +79,7 @@ impl CongestionController for NewReno {
             return;
         }
         // Congestion avoidance: one max_datagram_size per cwnd of acked bytes.
-        self.acked_in_avoidance += event.acked_bytes;
+        self.acked_in_avoidance = self.acked_in_avoidance.saturating_add(event.acked_bytes);
         if self.acked_in_avoidance >= self.cwnd {
             self.acked_in_avoidance -= self.cwnd;
             self.cwnd = self.cwnd.saturating_add(self.max_datagram_size);
@@ -91,11 +101,20 @@ impl CongestionController for NewReno {
     }
 
     fn pacing_rate(&self) -> Option<u64> {
-        None
+        window_pacing_rate(self.cwnd, self.srtt, self.cwnd < self.ssthresh)
+    }
+
+    fn send_quantum(&self) -> u64 {
+        send_quantum_for(self.pacing_rate().unwrap_or(0), self.max_datagram_size)
+    }
+
+    fn set_max_datagram_size(&mut self, max_datagram_size: u64) {
+        self.max_datagram_size = max_datagram_size.clamp(1, MAX_DATAGRAM_SIZE);
+        self.cwnd = self.cwnd.max(self.min_window());
     }
 
     fn name(&self) -> &'static str {
-        "newreno"
+        "reno"
     }
 }
 

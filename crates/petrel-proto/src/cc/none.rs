@@ -17,6 +17,10 @@ impl CongestionController for NoCongestionControl {
     fn pacing_rate(&self) -> Option<u64> {
         None
     }
+    fn send_quantum(&self) -> u64 {
+        u64::MAX
+    }
+    fn set_max_datagram_size(&mut self, _max_datagram_size: u64) {}
     fn name(&self) -> &'static str {
         "none"
     }

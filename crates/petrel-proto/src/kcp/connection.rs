@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::cc::{AckEvent, CongestionController, LossEvent, LossKind};
+use crate::cc::{AckEvent, CongestionController, DeliveryState, LossEvent, LossKind, Pacer};
 
 use super::config::{ConfigError, KcpConfig};
 use super::error::{InputError, KcpError, SendError};
@@ -51,8 +51,13 @@ pub struct Kcp {
     pub(super) ask_pending: bool,
     pub(super) tell_pending: bool,
     pub(super) rtt: RttEstimator,
-    pub(super) delivered: u64,
+    /// Delivery-rate bookkeeping for the controller.
+    pub(super) rate: DeliveryState,
     pub(super) cc: Box<dyn CongestionController>,
+    /// Releases data at the controller's pacing rate, when it has one.
+    pub(super) pacer: Pacer,
+    /// When the pacer lets the next waiting datagram go.
+    pub(super) pacing_deadline: Option<Instant>,
     pub(super) error: Option<KcpError>,
     pub(super) stats: KcpStats,
 }
@@ -84,8 +89,12 @@ impl Kcp {
             ask_pending: false,
             tell_pending: false,
             rtt: RttEstimator::new(config.min_rto, config.interval),
-            delivered: 0,
-            cc: config.congestion.build(config.mtu as u64),
+            rate: DeliveryState::default(),
+            cc: config
+                .congestion
+                .build_seeded(config.mtu as u64, u64::from(conv)),
+            pacer: Pacer::new(),
+            pacing_deadline: None,
             error: None,
             stats: KcpStats::default(),
             config,
@@ -197,6 +206,8 @@ impl Kcp {
         s.rto_us = self.rtt.rto().as_micros() as u64;
         s.cwnd = self.cc.cwnd();
         s.pacing_rate = self.cc.pacing_rate().unwrap_or(0);
+        s.delivered_bytes = self.rate.delivered();
+        s.lost_bytes = self.rate.lost();
         s.snd_wnd = self.config.snd_wnd;
         s.rcv_wnd = self.rcv.free_window();
         s.rmt_wnd = self.rmt_wnd;
@@ -313,18 +324,18 @@ impl Kcp {
     }
 
     fn acked(&mut self, index: usize, rtt: Option<Duration>, now: Instant) {
-        let Some((bytes, last_sent)) = self.snd.mark_acked(index) else {
+        let Some((bytes, sent)) = self.snd.mark_acked(index) else {
             return;
         };
         // A segment acked before we sent it (a lying peer) is not a delivery.
-        let Some(sent_time) = last_sent else {
+        let Some((sent_time, stamp)) = sent else {
             return;
         };
-        self.delivered += bytes;
         let mut event = AckEvent::new(now, bytes, sent_time);
         event.rtt = rtt;
+        event.srtt = self.rtt.has_sample().then(|| self.rtt.srtt());
         event.in_flight = self.snd.in_flight_bytes;
-        event.delivered = self.delivered;
+        self.rate.on_acked(&mut event, &stamp);
         self.cc.on_ack(&event);
     }
 
@@ -385,6 +396,9 @@ impl Kcp {
                 seg.last_sent.unwrap_or(now),
             );
             event.in_flight = self.snd.in_flight_bytes;
+            if let Some(stamp) = seg.stamp {
+                self.rate.on_lost(&mut event, &stamp);
+            }
             self.snd.mark_lost(index);
             self.stats.retransmissions_fast += 1;
             self.cc.on_loss(&event);

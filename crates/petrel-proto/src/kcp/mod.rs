@@ -12,7 +12,10 @@
 //!   `poll_transmit` and acks right after `input` (`ack_nodelay`);
 //! - RTT is measured with µs precision from our own send times (the `ts` echo picks
 //!   the transmission), the RTO follows RFC 6298 with the reference's floor and cap;
-//! - congestion control is pluggable ([`crate::cc`]), limiting bytes in flight;
+//! - congestion control is pluggable ([`crate::cc`]), limiting bytes in flight; each
+//!   transmission is stamped for delivery-rate sampling, and when the controller
+//!   paces, data leaves through a token-bucket [`Pacer`](crate::cc::Pacer) at its
+//!   pacing rate (retransmissions first), with the next release in `poll_timeout`;
 //! - the zero-window probe is a persist timer starting at one RTO (RFC 9293) instead of
 //!   the reference's fixed 7 s;
 //! - every queue is bounded (`send_queue_limit`, windows, ack list), every drop counted

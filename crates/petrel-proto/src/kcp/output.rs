@@ -30,24 +30,29 @@ impl Kcp {
     ///
     /// A datagram packs, in order: pending acks (held until the next interval tick
     /// when `ack_nodelay` is off, unless data goes out anyway), a window probe or
-    /// window tell, then data segments due for (re)transmission. New messages enter the
-    /// send window here while fewer than `min(snd_wnd, rmt_wnd)` segments and fewer than
-    /// `cwnd` bytes are in flight. Call it until it returns false after every `send`,
-    /// `input`, `recv` and `handle_timeout`.
+    /// window tell, then data segments: retransmissions first, then new segments while
+    /// fewer than `min(snd_wnd, rmt_wnd)` segments and fewer than `cwnd` bytes are in
+    /// flight. When the controller paces, data segments wait for the [`Pacer`]
+    /// (`crate::cc::Pacer`) and [`Kcp::poll_timeout`] includes the release time. Call
+    /// it until it returns false after every `send`, `input`, `recv` and
+    /// `handle_timeout`.
+    ///
+    /// [`Pacer`]: crate::cc::Pacer
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         out.clear();
         if self.error.is_some() {
             return false;
         }
         let window = usize::from(self.config.snd_wnd.min(self.rmt_wnd));
-        self.snd.promote(window, self.cc.cwnd());
         self.update_probe(now);
         let mtu = self.config.mtu;
         if out.capacity() < mtu {
             out.reserve(mtu);
         }
 
-        if self.config.ack_nodelay || self.acks_released || !self.snd.due.is_empty() {
+        let data_waiting =
+            !self.snd.due.is_empty() || self.snd.next_new_len(window, self.cc.cwnd()).is_some();
+        if self.config.ack_nodelay || self.acks_released || data_waiting {
             while out.len() + HEADER_LEN <= mtu {
                 let Some((sn, ts)) = self.acks.pop_front() else {
                     break;
@@ -76,7 +81,7 @@ impl Kcp {
             self.stats.segments_sent += 1;
         }
 
-        self.write_data(now, ts, out);
+        self.write_data(now, ts, window, out);
 
         if out.is_empty() {
             return false;
@@ -86,23 +91,60 @@ impl Kcp {
         true
     }
 
-    fn write_data(&mut self, now: Instant, ts: u32, out: &mut Vec<u8>) {
-        let mtu = self.config.mtu;
-        let mut header = self.control_header(Command::Push, ts, 0);
+    /// The next retransmission waiting in the due list (stale entries dropped): its
+    /// index in the send buffer.
+    fn next_due(&mut self) -> Option<usize> {
         while let Some(&sn) = self.snd.due.front() {
-            let Some(index) = self.snd.index(sn) else {
-                self.snd.due.pop_front();
-                continue;
-            };
-            let seg = &mut self.snd.buf[index];
-            if seg.acked || !seg.due {
-                self.snd.due.pop_front();
-                continue;
+            match self.snd.index(sn) {
+                Some(index) if self.snd.buf[index].due && !self.snd.buf[index].acked => {
+                    return Some(index);
+                }
+                _ => {
+                    self.snd.due.pop_front();
+                }
             }
-            if !out.is_empty() && out.len() + HEADER_LEN + seg.payload.len() > mtu {
+        }
+        None
+    }
+
+    fn write_data(&mut self, now: Instant, ts: u32, window: usize, out: &mut Vec<u8>) {
+        let mtu = self.config.mtu as u64;
+        let pacing_rate = self.cc.pacing_rate();
+        self.pacing_deadline = None;
+        let mut header = self.control_header(Command::Push, ts, 0);
+        loop {
+            let due = self.next_due();
+            let wire_len = match due {
+                Some(index) => self.snd.buf[index].wire_len,
+                None => match self.snd.next_new_len(window, self.cc.cwnd()) {
+                    Some(len) => len,
+                    None => break,
+                },
+            };
+            if !out.is_empty() && out.len() as u64 + wire_len > mtu {
                 break;
             }
-            self.snd.due.pop_front();
+            if let Some(rate) = pacing_rate {
+                let quantum = self.cc.send_quantum();
+                if let Err(release) = self.pacer.try_send(now, wire_len, rate, quantum) {
+                    self.pacing_deadline = Some(release);
+                    self.stats.pacing_waits += 1;
+                    break;
+                }
+            }
+            let index = match due {
+                Some(index) => {
+                    self.snd.due.pop_front();
+                    index
+                }
+                None => match self.snd.promote_one() {
+                    Some(index) => index,
+                    None => break,
+                },
+            };
+            let sn = self.snd.snd_una.wrapping_add(index as u32);
+            let prior_in_flight = self.snd.in_flight_bytes;
+            let seg = &mut self.snd.buf[index];
             header.sn = sn;
             header.frg = seg.frg;
             encode_segment(&header, &seg.payload, out);
@@ -115,6 +157,11 @@ impl Kcp {
             seg.fastack = 0;
             seg.ts = ts;
             seg.last_sent = Some(now);
+            let app_limited = self.rate.is_app_limited();
+            seg.stamp = Some(
+                self.rate
+                    .on_sent(now, prior_in_flight, self.snd.in_flight_bytes),
+            );
             if seg.xmit == 1 {
                 seg.rto = self.rtt.rto();
                 // Outside nodelay mode the reference adds rto/8 to the first timer.
@@ -129,8 +176,18 @@ impl Kcp {
                 seg.resend_at = Some(now + seg.rto);
             }
             self.stats.segments_sent += 1;
-            let event = SentEvent::new(now, seg.wire_len, self.snd.in_flight_bytes, seg.xmit > 1);
+            let mut event =
+                SentEvent::new(now, seg.wire_len, self.snd.in_flight_bytes, seg.xmit > 1);
+            event.app_limited = app_limited;
             self.cc.on_sent(&event);
+        }
+        // Out of data below the windows: what goes out until this is delivered cannot
+        // measure the path's bandwidth (draft-ietf-ccwg-bbr, "app-limited").
+        if self.snd.queue.is_empty()
+            && self.snd.due.is_empty()
+            && self.snd.in_flight_bytes < self.cc.cwnd()
+        {
+            self.rate.set_app_limited(self.snd.in_flight_bytes);
         }
     }
 
@@ -140,6 +197,10 @@ impl Kcp {
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.error.is_some() {
             return;
+        }
+        // The pacer's release is not work here: the `poll_transmit` that follows sends.
+        if self.pacing_deadline.is_some_and(|d| d <= now) {
+            self.pacing_deadline = None;
         }
         if self.ack_deadline.is_some_and(|d| d <= now) {
             self.acks_released = true;
@@ -173,6 +234,9 @@ impl Kcp {
                 seg.last_sent.unwrap_or(now),
             );
             event.in_flight = self.snd.in_flight_bytes;
+            if let Some(stamp) = seg.stamp {
+                self.rate.on_lost(&mut event, &stamp);
+            }
             self.snd.mark_lost(index);
             self.stats.retransmissions_timeout += 1;
             self.cc.on_loss(&event);
@@ -180,17 +244,22 @@ impl Kcp {
     }
 
     /// Earliest instant at which [`Kcp::handle_timeout`] has work: a retransmission
-    /// timeout, a zero-window probe, or held acks (`ack_nodelay` off). `None` when idle
-    /// (nothing unacked or queued, no held ack, no probe) or dead, so an idle
-    /// connection costs no wake-ups. Work that `poll_transmit` can do at once is not a
-    /// timeout.
+    /// timeout, a zero-window probe, held acks (`ack_nodelay` off), or the pacer's
+    /// release of data waiting for it. `None` when idle (nothing unacked or queued, no
+    /// held ack, no probe) or dead, so an idle connection costs no wake-ups. Work that
+    /// `poll_transmit` can do at once is not a timeout.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.error.is_some() {
             return None;
         }
-        [self.snd.earliest_resend(), self.ack_deadline, self.probe_at]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.snd.earliest_resend(),
+            self.ack_deadline,
+            self.probe_at,
+            self.pacing_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }

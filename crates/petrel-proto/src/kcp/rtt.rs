@@ -53,6 +53,10 @@ impl RttEstimator {
         self.rto
     }
 
+    pub(crate) fn has_sample(&self) -> bool {
+        self.srtt.is_some()
+    }
+
     pub(crate) fn srtt(&self) -> Duration {
         self.srtt.unwrap_or_default()
     }

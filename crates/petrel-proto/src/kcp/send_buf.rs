@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
+use crate::cc::SendStamp;
+
 use super::segment::HEADER_LEN;
 
 /// Message bytes are copied into chunks of this size (see `recv_buf`).
@@ -30,6 +32,8 @@ pub(crate) struct InFlight {
     /// `ts` of the last transmission, ms (what the peer's ACK echoes).
     pub(crate) ts: u32,
     pub(crate) last_sent: Option<Instant>,
+    /// Delivery-rate stamp of the last transmission.
+    pub(crate) stamp: Option<SendStamp>,
     /// Retransmission deadline; `None` while unsent or queued for (re)transmission.
     pub(crate) resend_at: Option<Instant>,
     pub(crate) rto: Duration,
@@ -55,8 +59,8 @@ pub(crate) struct SendBuffer {
     /// sns waiting for (re)transmission, oldest decision first. Entries whose segment
     /// was acked meanwhile are skipped when popped.
     pub(crate) due: VecDeque<u32>,
-    /// Wire bytes of segments in `buf` neither acked nor declared lost (a lost
-    /// segment counts again once retransmitted), plus new segments about to be sent.
+    /// Wire bytes of segments in `buf` sent and neither acked nor declared lost (a lost
+    /// segment counts again once retransmitted).
     pub(crate) in_flight_bytes: u64,
     arena: BytesMut,
 }
@@ -90,32 +94,39 @@ impl SendBuffer {
         }
     }
 
-    /// Moves queued segments into the window while fewer than `max_segments` are in it
-    /// and fewer than `cwnd` bytes are in flight; each gets the next sn and is due.
-    pub(crate) fn promote(&mut self, max_segments: usize, cwnd: u64) {
-        while self.buf.len() < max_segments && self.in_flight_bytes < cwnd {
-            let Some(q) = self.queue.pop_front() else {
-                break;
-            };
-            let wire_len = (HEADER_LEN + q.payload.len()) as u64;
-            self.in_flight_bytes += wire_len;
-            self.buf.push_back(InFlight {
-                frg: q.frg,
-                payload: q.payload,
-                wire_len,
-                ts: 0,
-                last_sent: None,
-                resend_at: None,
-                rto: Duration::ZERO,
-                fastack: 0,
-                xmit: 0,
-                acked: false,
-                due: true,
-                counted: true,
-            });
-            self.due.push_back(self.snd_nxt);
-            self.snd_nxt = self.snd_nxt.wrapping_add(1);
+    /// Wire length of the next queued segment, if one may enter the window now:
+    /// fewer than `max_segments` in it and fewer than `cwnd` bytes in flight.
+    pub(crate) fn next_new_len(&self, max_segments: usize, cwnd: u64) -> Option<u64> {
+        if self.buf.len() >= max_segments || self.in_flight_bytes >= cwnd {
+            return None;
         }
+        let q = self.queue.front()?;
+        Some((HEADER_LEN + q.payload.len()) as u64)
+    }
+
+    /// Moves the next queued segment into the window with the next sn, unsent and
+    /// not yet in flight; returns its index in `buf`. The caller checked
+    /// [`SendBuffer::next_new_len`].
+    pub(crate) fn promote_one(&mut self) -> Option<usize> {
+        let q = self.queue.pop_front()?;
+        let wire_len = (HEADER_LEN + q.payload.len()) as u64;
+        self.buf.push_back(InFlight {
+            frg: q.frg,
+            payload: q.payload,
+            wire_len,
+            ts: 0,
+            last_sent: None,
+            stamp: None,
+            resend_at: None,
+            rto: Duration::ZERO,
+            fastack: 0,
+            xmit: 0,
+            acked: false,
+            due: true,
+            counted: false,
+        });
+        self.snd_nxt = self.snd_nxt.wrapping_add(1);
+        Some(self.buf.len() - 1)
     }
 
     /// Index in `buf` of `sn`, if it is in the window.
@@ -124,9 +135,12 @@ impl SendBuffer {
         (offset >= 0 && (offset as usize) < self.buf.len()).then_some(offset as usize)
     }
 
-    /// Marks `buf[index]` acked; returns its wire length and last send time if it was
-    /// not acked before.
-    pub(crate) fn mark_acked(&mut self, index: usize) -> Option<(u64, Option<Instant>)> {
+    /// Marks `buf[index]` acked; returns its wire length, and its last send time and
+    /// stamp if it was sent, if it was not acked before.
+    pub(crate) fn mark_acked(
+        &mut self,
+        index: usize,
+    ) -> Option<(u64, Option<(Instant, SendStamp)>)> {
         let seg = self.buf.get_mut(index)?;
         if seg.acked {
             return None;
@@ -138,7 +152,7 @@ impl SendBuffer {
             seg.counted = false;
             self.in_flight_bytes = self.in_flight_bytes.saturating_sub(seg.wire_len);
         }
-        Some((seg.wire_len, seg.last_sent))
+        Some((seg.wire_len, seg.last_sent.zip(seg.stamp)))
     }
 
     /// Drops acked segments from the front of the window, advancing `snd_una`.

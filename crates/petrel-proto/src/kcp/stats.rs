@@ -48,6 +48,8 @@ pub struct KcpStats {
     pub input_errors: u64,
     /// `send` calls refused with `QueueFull`.
     pub send_queue_full: u64,
+    /// Times data waited for the pacer (the controller's pacing rate) before going out.
+    pub pacing_waits: u64,
     /// WASK (window probe) segments written.
     pub window_probes_sent: u64,
     /// WINS (window tell) segments written.
@@ -62,6 +64,10 @@ pub struct KcpStats {
     pub cwnd: u64,
     /// Pacing rate suggested by the controller, bytes/s (0 = none).
     pub pacing_rate: u64,
+    /// Bytes (headers included) of data segments acknowledged so far.
+    pub delivered_bytes: u64,
+    /// Bytes (headers included) of data segments declared lost so far.
+    pub lost_bytes: u64,
     /// Our send window, segments.
     pub snd_wnd: u16,
     /// Our free receive window as advertised, segments.
