@@ -385,7 +385,13 @@ async fn garbage_datagrams_are_counted_not_fatal() {
 
 #[tokio::test]
 async fn idle_connections_cost_no_wakeups() {
-    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    // All connections come from one client socket: lift the per-address limit.
+    let (server, addr) = echo_server(EndpointConfig {
+        max_connections_per_address: 1000,
+        max_connections_per_ip: 1000,
+        ..EndpointConfig::server()
+    })
+    .await;
     let client = Endpoint::bind(localhost(), EndpointConfig::default())
         .await
         .unwrap();
@@ -411,7 +417,13 @@ async fn idle_connections_cost_no_wakeups() {
 
 #[tokio::test]
 async fn idle_fec_connections_cost_no_wakeups() {
-    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    // All connections come from one client socket: lift the per-address limit.
+    let (server, addr) = echo_server(EndpointConfig {
+        max_connections_per_address: 1000,
+        max_connections_per_ip: 1000,
+        ..EndpointConfig::server()
+    })
+    .await;
     let client = Endpoint::bind(
         localhost(),
         EndpointConfig {
