@@ -1,0 +1,308 @@
+//! The runtime around the sans-IO core: one UDP socket, a reader thread that
+//! owns the [`Reflector`], the fan-out engine's send threads, and tokio tasks
+//! that persist store events and reload the directory periodically.
+//!
+//! Ingress runs on one thread: decode, auth and routing cost microseconds per
+//! packet and keep per-device order trivially; the expensive part, fan-out,
+//! is parallel. Argon2 runs on this thread only for a user's first login
+//! (later logins hit the core's verified-password cache).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use socket2::{Domain, Protocol, Socket, Type};
+use thiserror::Error;
+use tokio::sync::mpsc as tmpsc;
+
+use crate::directory::Directory;
+use crate::fanout::{FanoutConfig, FanoutEngine, FanoutStatsSnapshot};
+use crate::session::{check, ConfigRangeError, Reflector, SessionConfig, SessionStats, StoreEvent};
+use crate::store::{Store, StoreError, StoreOptions};
+
+/// Receive buffer size; larger datagrams are cut and then fail the 800-byte rule.
+const RECV_BUF: usize = 1460;
+/// How long the reader blocks before checking timers and the stop flag.
+const READ_TICK: Duration = Duration::from_millis(20);
+/// Store events waiting for the database at most.
+const EVENT_QUEUE: usize = 4096;
+/// How often the reader publishes its counters.
+const STATS_EVERY: Duration = Duration::from_millis(10);
+
+/// Server configuration: the TOML file's shape, with documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// UDP listen address. Default `0.0.0.0:60050` (the reference's port).
+    pub listen: SocketAddr,
+    /// SQLite file, created on first start. Default `petrel-reflector.db`.
+    pub db: String,
+    /// Public talkgroup created on a fresh store. Default 999.
+    pub default_group_id: i64,
+    /// Directory reload period, ms (reference: 10 000), 1000–3600000.
+    pub reload_interval_ms: u64,
+    /// Requested SO_RCVBUF and SO_SNDBUF, bytes (reference: 4 MiB), 64 KiB–256 MiB.
+    pub socket_buffer_bytes: usize,
+    /// Session-core policy.
+    pub session: SessionConfig,
+    /// Fan-out engine.
+    pub fanout: FanoutConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 60050)),
+            db: "petrel-reflector.db".into(),
+            default_group_id: 999,
+            reload_interval_ms: 10_000,
+            socket_buffer_bytes: 4 << 20,
+            session: SessionConfig::default(),
+            fanout: FanoutConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), ConfigRangeError> {
+        check("default_group_id", self.default_group_id, 1, i64::MAX, "1..")?;
+        check("reload_interval_ms", self.reload_interval_ms, 1_000, 3_600_000, "1000..=3600000")?;
+        check("socket_buffer_bytes", self.socket_buffer_bytes, 64 << 10, 256 << 20, "65536..=268435456")?;
+        self.session.validate()?;
+        self.fanout.validate()
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// A configuration value is out of range.
+    #[error("config: {0}")]
+    Config(#[from] ConfigRangeError),
+    /// Opening or loading the store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// Socket or thread setup failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Counters of a running server.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Session-core counters.
+    pub session: SessionStats,
+    /// Fan-out counters.
+    pub fanout: FanoutStatsSnapshot,
+    /// Devices online.
+    pub online: usize,
+    /// Directory reloads dropped because the reader had not taken the previous one.
+    pub reloads_skipped: u64,
+    /// Store writes that failed.
+    pub store_errors: u64,
+}
+
+#[derive(Debug, Default)]
+struct Published {
+    session: SessionStats,
+    online: usize,
+}
+
+/// A running reflector. Call [`ServerHandle::shutdown`] to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+    published: Arc<Mutex<Published>>,
+    fanout: Arc<crate::fanout::FanoutStats>,
+    reloads_skipped: Arc<std::sync::atomic::AtomicU64>,
+    store_errors: Arc<std::sync::atomic::AtomicU64>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn bind(cfg: &ServerConfig) -> std::io::Result<UdpSocket> {
+    let s = Socket::new(Domain::for_address(cfg.listen), Type::DGRAM, Some(Protocol::UDP))?;
+    if cfg.listen.is_ipv6() {
+        s.set_only_v6(false)?;
+    }
+    // Buffers are a request; the kernel may clamp them (net.core.rmem_max).
+    let _ = s.set_recv_buffer_size(cfg.socket_buffer_bytes);
+    let _ = s.set_send_buffer_size(cfg.socket_buffer_bytes);
+    s.bind(&cfg.listen.into())?;
+    let sock: UdpSocket = s.into();
+    sock.set_read_timeout(Some(READ_TICK))?;
+    Ok(sock)
+}
+
+impl ServerHandle {
+    /// Opens the store, binds the socket and starts every thread and task.
+    /// Must be called inside a tokio runtime.
+    pub async fn start(mut cfg: ServerConfig) -> Result<Self, ServerError> {
+        cfg.validate()?;
+        cfg.session.partitions = cfg.fanout.writers;
+        let store = Store::open(
+            &cfg.db,
+            StoreOptions {
+                default_group_id: cfg.default_group_id,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
+        let dir = store.load_directory().await?;
+        let sock = bind(&cfg)?;
+        let local_addr = sock.local_addr()?;
+        let engine = FanoutEngine::start(&sock, &cfg.fanout)?;
+        let fanout = Arc::clone(engine.stats());
+
+        let (event_tx, mut event_rx) = tmpsc::channel::<StoreEvent>(EVENT_QUEUE);
+        let (dir_tx, dir_rx) = mpsc::sync_channel::<Directory>(1);
+        let stop = Arc::new(AtomicBool::new(false));
+        let published = Arc::new(Mutex::new(Published::default()));
+        let store_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let reloads_skipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+
+        let writer_store = store.clone();
+        let errs = Arc::clone(&store_errors);
+        let events = tokio::spawn(async move {
+            while let Some(e) = event_rx.recv().await {
+                if let Err(err) = writer_store.apply(&e).await {
+                    errs.fetch_add(1, Relaxed);
+                    tracing::warn!(error = %err, "store write failed");
+                }
+            }
+        });
+        let period = Duration::from_millis(cfg.reload_interval_ms);
+        let skipped = Arc::clone(&reloads_skipped);
+        let errs = Arc::clone(&store_errors);
+        let reload = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                match store.load_directory().await {
+                    Ok(d) => {
+                        if let Err(TrySendError::Full(_)) = dir_tx.try_send(d) {
+                            skipped.fetch_add(1, Relaxed);
+                        }
+                    }
+                    Err(err) => {
+                        errs.fetch_add(1, Relaxed);
+                        tracing::warn!(error = %err, "directory reload failed");
+                    }
+                }
+            }
+        });
+
+        let core = Reflector::new(cfg.session.clone(), dir, Instant::now());
+        let (st, pb) = (Arc::clone(&stop), Arc::clone(&published));
+        let reader = std::thread::Builder::new()
+            .name("refl-ingress".into())
+            .spawn(move || reader_loop(core, &sock, engine, &event_tx, &dir_rx, &st, &pb))?;
+        tracing::info!(%local_addr, "reflector listening");
+        Ok(Self {
+            local_addr,
+            stop,
+            reader: Some(reader),
+            published,
+            fanout,
+            reloads_skipped,
+            store_errors,
+            tasks: vec![events, reload],
+        })
+    }
+
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Current counters (session counters lag by at most ~20 ms).
+    pub fn stats(&self) -> ServerStats {
+        let p = self.published.lock().unwrap_or_else(PoisonError::into_inner);
+        ServerStats {
+            session: p.session.clone(),
+            fanout: self.fanout.snapshot(),
+            online: p.online,
+            reloads_skipped: self.reloads_skipped.load(Relaxed),
+            store_errors: self.store_errors.load(Relaxed),
+        }
+    }
+
+    /// Stops ingress, the send threads and the reload task, then lets the
+    /// store writer finish the events already queued.
+    pub async fn shutdown(mut self) {
+        self.stop.store(true, Relaxed);
+        if let Some(r) = self.reader.take() {
+            let _ = tokio::task::spawn_blocking(move || r.join()).await;
+        }
+        let mut tasks = std::mem::take(&mut self.tasks);
+        if let Some(reload) = tasks.pop() {
+            reload.abort();
+        }
+        for t in tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn reader_loop(
+    mut core: Reflector,
+    sock: &UdpSocket,
+    mut engine: FanoutEngine,
+    events: &tmpsc::Sender<StoreEvent>,
+    dirs: &Receiver<Directory>,
+    stop: &AtomicBool,
+    published: &Mutex<Published>,
+) {
+    let mut buf = [0u8; RECV_BUF];
+    let mut last_publish = Instant::now();
+    while !stop.load(Relaxed) {
+        match sock.recv_from(&mut buf) {
+            Ok((n, src)) => core.handle_datagram(Instant::now(), src, &buf[..n]),
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => tracing::debug!(error = %e, "recv_from"),
+        }
+        let now = Instant::now();
+        if now >= core.poll_timeout() {
+            core.handle_timeout(now);
+        }
+        if let Ok(d) = dirs.try_recv() {
+            core.replace_directory(d);
+        }
+        while let Some(t) = core.poll_transmit() {
+            if let Err(e) = sock.send_to(&t.payload, t.dst) {
+                tracing::debug!(error = %e, dst = %t.dst, "reply send failed");
+            }
+        }
+        while let Some(f) = core.poll_frame() {
+            engine.submit(f);
+        }
+        while let Some(e) = core.poll_event() {
+            if events.try_send(e).is_err() {
+                tracing::warn!("store event queue full; event dropped");
+            }
+        }
+        if now.saturating_duration_since(last_publish) >= STATS_EVERY {
+            last_publish = now;
+            let mut p = published.lock().unwrap_or_else(PoisonError::into_inner);
+            p.session = core.stats().clone();
+            p.online = core.online();
+        }
+    }
+    engine.shutdown();
+}

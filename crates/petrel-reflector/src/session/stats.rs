@@ -1,0 +1,57 @@
+//! Counters of the session core (draarl-v1 §4.5 `ingress`, `receiver_cache`
+//! and `ghost_packets`, plus the policies added here).
+
+/// Plain counters; the core is single-threaded, the runtime copies them out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Datagrams handed to the core.
+    pub received: u64,
+    /// Dropped by the per-IP / per-IP:port token buckets.
+    pub rate_limit_drops: u64,
+    /// Dropped because a rate-limit table was full.
+    pub rate_table_full_drops: u64,
+    /// Failed the envelope checks (spec §2.2).
+    pub decode_errors: u64,
+    /// Type 1 (ghost/JWT) requests, dropped: not implemented.
+    pub ghost_auth_unsupported: u64,
+    /// Type 2 packets handled.
+    pub heartbeats: u64,
+    /// Successful full authentications.
+    pub logins: u64,
+    /// Reject code 1 `device_conflict_online`.
+    pub rejects_conflict: u64,
+    /// Reject code 2 `reserved_ssid`.
+    pub rejects_reserved_ssid: u64,
+    /// Reject code 3 (auth failed, banned, server full).
+    pub rejects_auth: u64,
+    /// Reserved-SSID packets with a non-zero tag, dropped silently.
+    pub reserved_tag_drops: u64,
+    /// Types 3/4/5 from a device that is not online.
+    pub unknown_device_drops: u64,
+    /// Types 3/4/5 from an address other than the authenticated endpoint.
+    pub endpoint_mismatch_drops: u64,
+    /// Types 4/5 from an ungrouped device or a disabled group.
+    pub non_forwarding_drops: u64,
+    /// Types 4/5 from a send-banned device.
+    pub send_ban_drops: u64,
+    /// Voice frames that lost half-duplex arbitration.
+    pub floor_busy_drops: u64,
+    /// Type 3 packets accepted from the bound endpoint.
+    pub config_packets: u64,
+    /// Type 3 packets whose DATA did not parse.
+    pub config_errors: u64,
+    /// Text frames planned for fan-out.
+    pub text_frames: u64,
+    /// Voice frames planned for fan-out.
+    pub voice_frames: u64,
+    /// Devices marked offline after the liveness timeout.
+    pub sessions_expired: u64,
+    /// Receiver snapshots served from cache.
+    pub snapshot_hits: u64,
+    /// Receiver snapshots rebuilt.
+    pub snapshot_rebuilds: u64,
+    /// Per-domain snapshot invalidations.
+    pub snapshot_invalidations: u64,
+    /// Store events dropped because the outbound event queue was full.
+    pub store_events_dropped: u64,
+}
