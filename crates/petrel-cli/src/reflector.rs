@@ -32,6 +32,8 @@ enum ReflectorCommand {
     /// Manage devices.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Fan-out load test against an in-process reflector (same as `petrel bench reflector`).
+    Bench(ReflectorBenchArgs),
 }
 
 #[derive(Debug, Args)]
@@ -183,6 +185,7 @@ pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
     let rt = runtime()?;
     rt.block_on(async move {
         match args.command {
+            ReflectorCommand::Bench(b) => bench(b).await?,
             ReflectorCommand::Serve(a) => serve(a).await?,
             ReflectorCommand::User(UserCommand::Add {
                 db,
@@ -262,5 +265,62 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         stats.fanout.frames_dropped,
         stats.fanout.frames_expired
     );
+    Ok(())
+}
+
+/// `petrel bench reflector`: fan-out load against an in-process reflector
+/// (draarl-v1 §7, benchmarks §D), one stage per device level, stopping once
+/// loss exceeds 5 %.
+#[derive(Debug, Args)]
+pub struct ReflectorBenchArgs {
+    /// Device counts to run, ascending (each device binds its own 127.x.y.z).
+    #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
+    pub levels: Vec<usize>,
+    /// Groups, which is also the number of simultaneous speakers.
+    #[arg(long, default_value_t = 1)]
+    pub groups: usize,
+    /// Voice interval per speaker, ms.
+    #[arg(long, default_value_t = 120)]
+    pub interval_ms: u64,
+    /// Voice DATA bytes (32-710).
+    #[arg(long, default_value_t = 320)]
+    pub payload: usize,
+    /// Measurement time per stage, s.
+    #[arg(long, default_value_t = 5)]
+    pub duration_s: u64,
+    /// Reflector send paths.
+    #[arg(long, default_value_t = 2)]
+    pub writers: usize,
+    /// Reflector frame-age limit, ms (120 in the reference benchmarks).
+    #[arg(long, default_value_t = 120)]
+    pub max_frame_age_ms: u64,
+}
+
+/// Runs `petrel bench reflector`.
+pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(bench(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(args: ReflectorBenchArgs) -> anyhow::Result<()> {
+    for devices in &args.levels {
+        let cfg = petrel_reflector::loadgen::LoadConfig {
+            devices: *devices,
+            groups: args.groups,
+            interval_ms: args.interval_ms,
+            payload: args.payload,
+            duration_s: args.duration_s,
+            writers: args.writers,
+            max_frame_age_ms: args.max_frame_age_ms,
+        };
+        let r = petrel_reflector::loadgen::run(&cfg)
+            .await
+            .with_context(|| format!("stage with {devices} devices"))?;
+        println!("{}", r.result_line());
+        if r.loss_pct > 5.0 {
+            println!("loss above 5 %; not escalating further");
+            break;
+        }
+    }
     Ok(())
 }

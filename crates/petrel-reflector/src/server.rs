@@ -306,3 +306,23 @@ fn reader_loop(
     }
     engine.shutdown();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_equals_defaults() {
+        let text = include_str!("../reflector.example.toml");
+        let cfg: ServerConfig = toml::from_str(text).unwrap();
+        assert_eq!(cfg, ServerConfig::default());
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_ranges_are_errors() {
+        assert!(toml::from_str::<ServerConfig>("listen_port = 1").is_err());
+        let cfg: ServerConfig = toml::from_str("[fanout]\nframe_queue = 0").unwrap();
+        assert_eq!(cfg.validate().unwrap_err().field, "frame_queue");
+    }
+}

@@ -107,7 +107,7 @@ impl RateLimiter {
     }
 
     /// Number of tracked (IP, IP:port) keys.
-    pub fn len(&self) -> (usize, usize) {
+    pub fn tracked(&self) -> (usize, usize) {
         (self.per_ip.map.len(), self.per_endpoint.map.len())
     }
 }
@@ -152,9 +152,9 @@ mod tests {
         assert_eq!(rl.check(addr("10.0.0.1:1"), t0), RateDecision::Allow);
         assert_eq!(rl.check(addr("10.0.0.2:1"), t0), RateDecision::Allow);
         assert_eq!(rl.check(addr("10.0.0.3:1"), t0), RateDecision::TableFull);
-        assert_eq!(rl.len(), (2, 2));
+        assert_eq!(rl.tracked(), (2, 2));
         rl.sweep(t0 + Duration::from_secs(6));
-        assert_eq!(rl.len(), (0, 0));
+        assert_eq!(rl.tracked(), (0, 0));
         assert_eq!(rl.check(addr("10.0.0.3:1"), t0), RateDecision::Allow);
     }
 }

@@ -66,8 +66,16 @@ pub struct Frame {
 /// A change the runtime should persist.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreEvent {
-    /// Insert or update a device row (first login, model or MAC change).
+    /// Insert a device row (first login), or update its model and MAC. The
+    /// group and bans of an existing row are left alone: the store owns them.
     DeviceUpsert(DeviceRecord),
+    /// An admin moved a device to another group (0 = ungrouped).
+    DeviceGroup {
+        /// Device identity.
+        device: DeviceKey,
+        /// New group id.
+        group_id: i64,
+    },
     /// A device reported its Type 3 configuration.
     DeviceConfig {
         /// Device identity.
@@ -206,7 +214,9 @@ impl Reflector {
         self.stats.snapshot_invalidations += self.snapshots.len() as u64;
         self.snapshots.clear();
         self.verified
-            .retain(|uid, (phc, _)| self.dir.user(*uid).and_then(|u| u.device_password_hash.as_ref()) == Some(phc));
+            .retain(|uid, (phc, _)| {
+                self.dir.user(*uid).and_then(|u| u.device_password_hash.as_deref()) == Some(phc.as_str())
+            });
     }
 
     /// Moves a device to `group_id` now (admin action), invalidating only the
@@ -216,8 +226,8 @@ impl Reflector {
             return false;
         };
         rec.group_id = group_id;
-        self.dir.put_device(rec.clone());
-        self.push_event(StoreEvent::DeviceUpsert(rec));
+        self.dir.put_device(rec);
+        self.push_event(StoreEvent::DeviceGroup { device: key, group_id });
         if self.sessions.contains_key(&key) {
             self.move_session(key, group_id);
         }

@@ -7,6 +7,9 @@
 
 mod migrations;
 
+#[cfg(test)]
+mod tests;
+
 use std::str::FromStr;
 
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
@@ -285,7 +288,7 @@ impl Store {
                     "INSERT INTO devices (owner_id, ssid, dev_model, dmrid, group_id, disable_send, disable_recv, mac)
                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                      ON CONFLICT (owner_id, ssid) DO UPDATE SET
-                       dev_model = excluded.dev_model, group_id = excluded.group_id, mac = excluded.mac",
+                       dev_model = excluded.dev_model, mac = excluded.mac",
                 )
                 .bind(d.owner_id)
                 .bind(i64::from(d.ssid))
@@ -297,6 +300,14 @@ impl Store {
                 .bind(d.mac.map(|m| m.to_string()))
                 .execute(&self.pool)
                 .await?;
+            }
+            StoreEvent::DeviceGroup { device, group_id } => {
+                sqlx::query("UPDATE devices SET group_id = ? WHERE owner_id = ? AND ssid = ?")
+                    .bind(group_id)
+                    .bind(device.0)
+                    .bind(i64::from(device.1))
+                    .execute(&self.pool)
+                    .await?;
             }
             StoreEvent::DeviceConfig { device, items } => {
                 let mut tx = self.pool.begin().await?;
