@@ -136,9 +136,12 @@ impl Client {
         None
     }
 
-    /// Every packet of type `t` that arrives until the socket is quiet.
+    /// Every packet of type `t` that arrives until the socket is quiet for 30 ms.
     fn drain(&self, t: PacketType) -> Vec<Vec<u8>> {
-        std::iter::from_fn(|| self.recv_type(t)).collect()
+        self.sock.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+        let out = std::iter::from_fn(|| self.recv_type(t)).collect();
+        self.sock.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        out
     }
 }
 

@@ -331,7 +331,8 @@ fn silent_devices_go_offline_after_20s() {
     let mut s = Sim::new();
     s.login("127.0.0.1:1", "alice", 1);
     s.login("127.0.0.2:1", "bob", 1);
-    for _ in 0..5 {
+    // Sweeps run every 5 s, so bob is noticed at the first sweep after 20 s.
+    for _ in 0..6 {
         s.advance(4_000);
         s.send("127.0.0.1:1", &hb("alice", "", 1, None));
     }
