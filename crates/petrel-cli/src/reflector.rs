@@ -182,53 +182,89 @@ async fn open(db: &str) -> anyhow::Result<Store> {
 
 /// Runs `petrel reflector …`.
 pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
-    let rt = runtime()?;
-    rt.block_on(async move {
-        match args.command {
-            ReflectorCommand::Bench(b) => bench(b).await?,
-            ReflectorCommand::Serve(a) => serve(a).await?,
-            ReflectorCommand::User(UserCommand::Add {
-                db,
-                name,
-                callsign,
-                device_password,
-                dmrid,
-                default_group,
-            }) => {
-                let id = open(&db.db)
-                    .await?
-                    .add_user(&NewUser {
-                        name,
-                        callsign,
-                        dmrid,
-                        device_password,
-                        default_group_id: default_group,
-                    })
-                    .await?;
-                println!("user {id}");
-            }
-            ReflectorCommand::User(UserCommand::Password { db, name, device_password }) => {
-                open(&db.db).await?.set_device_password(&name, &device_password).await?;
-            }
-            ReflectorCommand::Group(GroupCommand::Add { db, name, is_virtual, id }) => {
-                let id = open(&db.db).await?.add_group(&name, is_virtual, id).await?;
-                println!("group {id}");
-            }
-            ReflectorCommand::Group(GroupCommand::Link { db, link, target }) => {
-                open(&db.db).await?.link_groups(link, target).await?;
-            }
-            ReflectorCommand::Group(GroupCommand::Enable { db, id, enabled }) => {
-                open(&db.db).await?.set_group_enabled(id, enabled).await?;
-            }
-            ReflectorCommand::Device(DeviceCommand::Group { db, user, ssid, group }) => {
-                open(&db.db).await?.set_device_group(&user, ssid, group).await?;
-            }
-            ReflectorCommand::Device(DeviceCommand::Ban { db, user, ssid, send, recv }) => {
-                open(&db.db).await?.set_device_bans(&user, ssid, send, recv).await?;
-            }
+    match args.command {
+        ReflectorCommand::Bench(b) => run_bench(b),
+        other => {
+            runtime()?.block_on(manage(other))?;
+            Ok(ExitCode::SUCCESS)
         }
-        Ok(ExitCode::SUCCESS)
-    })
+    }
+}
+
+async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
+    match command {
+        ReflectorCommand::Bench(b) => bench(b).await?,
+        ReflectorCommand::Serve(a) => serve(a).await?,
+        ReflectorCommand::User(UserCommand::Add {
+            db,
+            name,
+            callsign,
+            device_password,
+            dmrid,
+            default_group,
+        }) => {
+            let id = open(&db.db)
+                .await?
+                .add_user(&NewUser {
+                    name,
+                    callsign,
+                    dmrid,
+                    device_password,
+                    default_group_id: default_group,
+                })
+                .await?;
+            println!("user {id}");
+        }
+        ReflectorCommand::User(UserCommand::Password {
+            db,
+            name,
+            device_password,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_password(&name, &device_password)
+                .await?;
+        }
+        ReflectorCommand::Group(GroupCommand::Add {
+            db,
+            name,
+            is_virtual,
+            id,
+        }) => {
+            let id = open(&db.db).await?.add_group(&name, is_virtual, id).await?;
+            println!("group {id}");
+        }
+        ReflectorCommand::Group(GroupCommand::Link { db, link, target }) => {
+            open(&db.db).await?.link_groups(link, target).await?;
+        }
+        ReflectorCommand::Group(GroupCommand::Enable { db, id, enabled }) => {
+            open(&db.db).await?.set_group_enabled(id, enabled).await?;
+        }
+        ReflectorCommand::Device(DeviceCommand::Group {
+            db,
+            user,
+            ssid,
+            group,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_group(&user, ssid, group)
+                .await?;
+        }
+        ReflectorCommand::Device(DeviceCommand::Ban {
+            db,
+            user,
+            ssid,
+            send,
+            recv,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_bans(&user, ssid, send, recv)
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
@@ -240,8 +276,10 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .try_init();
     let mut cfg = match &a.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str::<ServerConfig>(&text).with_context(|| format!("parsing {}", p.display()))?
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str::<ServerConfig>(&text)
+                .with_context(|| format!("parsing {}", p.display()))?
         }
         None => ServerConfig::default(),
     };
@@ -253,7 +291,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     let server = ServerHandle::start(cfg).await?;
     println!("reflector listening on udp {}", server.local_addr());
-    tokio::signal::ctrl_c().await.context("waiting for Ctrl-C")?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
     let stats = server.stats();
     server.shutdown().await;
     println!(

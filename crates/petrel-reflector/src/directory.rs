@@ -115,14 +115,22 @@ impl Directory {
         let enabled = |id: &i64| self.groups.get(id).is_some_and(|g| g.enabled);
         let mut adj: HashMap<i64, Vec<i64>> = HashMap::new();
         for (l, t) in &self.links {
-            let link_ok = self.groups.get(l).is_some_and(|g| g.enabled && g.is_virtual);
+            let link_ok = self
+                .groups
+                .get(l)
+                .is_some_and(|g| g.enabled && g.is_virtual);
             if link_ok && enabled(t) {
                 adj.entry(*l).or_default().push(*t);
                 adj.entry(*t).or_default().push(*l);
             }
         }
         let mut domains = HashMap::new();
-        let mut ids: Vec<i64> = self.groups.keys().copied().filter(|id| enabled(id)).collect();
+        let mut ids: Vec<i64> = self
+            .groups
+            .keys()
+            .copied()
+            .filter(|id| enabled(id))
+            .collect();
         ids.sort_unstable();
         for start in ids {
             if domains.contains_key(&start) {
@@ -181,7 +189,10 @@ impl Directory {
     }
 
     /// Device records in any of `groups`.
-    pub fn devices_in<'a>(&'a self, groups: &'a [i64]) -> impl Iterator<Item = &'a DeviceRecord> + 'a {
+    pub fn devices_in<'a>(
+        &'a self,
+        groups: &'a [i64],
+    ) -> impl Iterator<Item = &'a DeviceRecord> + 'a {
         self.devices
             .values()
             .filter(move |d| groups.contains(&d.group_id))
@@ -194,7 +205,10 @@ impl Directory {
 
     /// Device records absent from `newer` (created in memory, not yet loaded
     /// back from the store).
-    pub(crate) fn devices_missing_from<'a>(&'a self, newer: &'a Directory) -> impl Iterator<Item = &'a DeviceRecord> + 'a {
+    pub(crate) fn devices_missing_from<'a>(
+        &'a self,
+        newer: &'a Directory,
+    ) -> impl Iterator<Item = &'a DeviceRecord> + 'a {
         self.devices
             .iter()
             .filter(|(k, _)| !newer.devices.contains_key(k))
@@ -219,7 +233,14 @@ mod tests {
     fn virtual_links_form_domains_and_disabled_groups_break_them() {
         let d = Directory::new(
             vec![],
-            vec![g(1, true, false), g(2, true, false), g(3, true, false), g(9, true, true), g(8, false, true), g(4, false, false)],
+            vec![
+                g(1, true, false),
+                g(2, true, false),
+                g(3, true, false),
+                g(9, true, true),
+                g(8, false, true),
+                g(4, false, false),
+            ],
             vec![(9, 1), (9, 2), (8, 3), (8, 1), (9, 4)],
             vec![],
         );

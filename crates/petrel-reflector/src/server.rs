@@ -70,9 +70,27 @@ impl Default for ServerConfig {
 impl ServerConfig {
     /// Checks every field against its range.
     pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check("default_group_id", self.default_group_id, 1, i64::MAX, "1..")?;
-        check("reload_interval_ms", self.reload_interval_ms, 1_000, 3_600_000, "1000..=3600000")?;
-        check("socket_buffer_bytes", self.socket_buffer_bytes, 64 << 10, 256 << 20, "65536..=268435456")?;
+        check(
+            "default_group_id",
+            self.default_group_id,
+            1,
+            i64::MAX,
+            "1..",
+        )?;
+        check(
+            "reload_interval_ms",
+            self.reload_interval_ms,
+            1_000,
+            3_600_000,
+            "1000..=3600000",
+        )?;
+        check(
+            "socket_buffer_bytes",
+            self.socket_buffer_bytes,
+            64 << 10,
+            256 << 20,
+            "65536..=268435456",
+        )?;
         self.session.validate()?;
         self.fanout.validate()
     }
@@ -127,7 +145,11 @@ pub struct ServerHandle {
 }
 
 fn bind(cfg: &ServerConfig) -> std::io::Result<UdpSocket> {
-    let s = Socket::new(Domain::for_address(cfg.listen), Type::DGRAM, Some(Protocol::UDP))?;
+    let s = Socket::new(
+        Domain::for_address(cfg.listen),
+        Type::DGRAM,
+        Some(Protocol::UDP),
+    )?;
     if cfg.listen.is_ipv6() {
         s.set_only_v6(false)?;
     }
@@ -224,7 +246,10 @@ impl ServerHandle {
 
     /// Current counters (session counters lag by at most ~20 ms).
     pub fn stats(&self) -> ServerStats {
-        let p = self.published.lock().unwrap_or_else(PoisonError::into_inner);
+        let p = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         ServerStats {
             session: p.session.clone(),
             fanout: self.fanout.snapshot(),
@@ -274,7 +299,11 @@ fn reader_loop(
     while !stop.load(Relaxed) {
         match sock.recv_from(&mut buf) {
             Ok((n, src)) => core.handle_datagram(Instant::now(), src, &buf[..n]),
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
             Err(e) => tracing::debug!(error = %e, "recv_from"),
         }
         let now = Instant::now();

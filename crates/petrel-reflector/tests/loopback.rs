@@ -34,7 +34,11 @@ fn make_db(rt: &Runtime, name: &str, users: &[&str]) -> Db {
     drop(Db(db.0.clone()));
     rt.block_on(async {
         let opts = StoreOptions {
-            hash_cost: HashCost { m_cost_kib: 64, t_cost: 1, p_cost: 1 },
+            hash_cost: HashCost {
+                m_cost_kib: 64,
+                t_cost: 1,
+                p_cost: 1,
+            },
             ..StoreOptions::default()
         };
         let store = Store::open(db.0.to_str().unwrap(), opts).await.unwrap();
@@ -77,8 +81,14 @@ struct Client {
 impl Client {
     fn new(ip: [u8; 4], server: SocketAddr, name: &str, ssid: u8) -> Self {
         let sock = UdpSocket::bind(SocketAddr::from((ip, 0))).unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
-        Self { sock, server, name: name.into(), ssid }
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        Self {
+            sock,
+            server,
+            name: name.into(),
+            ssid,
+        }
     }
 
     fn header(&self, t: PacketType, pw: &str) -> Header {
@@ -94,11 +104,19 @@ impl Client {
     fn heartbeat(&self, pw: &str, mac: &str) -> Option<(String, Vec<u8>)> {
         let mut data = vec![0u8; 24];
         data.extend_from_slice(mac.as_bytes());
-        self.sock.send_to(&encode(&self.header(PacketType::Heartbeat, pw), &data).unwrap(), self.server).unwrap();
+        self.sock
+            .send_to(
+                &encode(&self.header(PacketType::Heartbeat, pw), &data).unwrap(),
+                self.server,
+            )
+            .unwrap();
         let p = self.recv_type(PacketType::Heartbeat)?;
         let h = decode(&p).unwrap().header;
         assert_eq!(h.device_password, [0; 10], "password echoed");
-        Some((h.callsign_str().unwrap().to_owned(), decode(&p).unwrap().data.to_vec()))
+        Some((
+            h.callsign_str().unwrap().to_owned(),
+            decode(&p).unwrap().data.to_vec(),
+        ))
     }
 
     fn login(&self) {
@@ -111,13 +129,18 @@ impl Client {
             SocketAddr::V4(a) => a.ip().octets(),
             SocketAddr::V6(_) => [0; 4],
         };
-        format!("02:42:{:02X}:{:02X}:{:02X}:{:02X}", ip[0], ip[1], ip[2], self.ssid)
+        format!(
+            "02:42:{:02X}:{:02X}:{:02X}:{:02X}",
+            ip[0], ip[1], ip[2], self.ssid
+        )
     }
 
     fn send(&self, t: PacketType, payload: &[u8]) {
         let mut h = self.header(t, PW);
         h.set_callsign("FORGED");
-        self.sock.send_to(&encode(&h, payload).unwrap(), self.server).unwrap();
+        self.sock
+            .send_to(&encode(&h, payload).unwrap(), self.server)
+            .unwrap();
     }
 
     fn recv_type(&self, t: PacketType) -> Option<Vec<u8>> {
@@ -138,9 +161,13 @@ impl Client {
 
     /// Every packet of type `t` that arrives until the socket is quiet for 30 ms.
     fn drain(&self, t: PacketType) -> Vec<Vec<u8>> {
-        self.sock.set_read_timeout(Some(Duration::from_millis(30))).unwrap();
+        self.sock
+            .set_read_timeout(Some(Duration::from_millis(30)))
+            .unwrap();
         let out = std::iter::from_fn(|| self.recv_type(t)).collect();
-        self.sock.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        self.sock
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
         out
     }
 }
@@ -176,9 +203,15 @@ fn login_exchange_voice_and_text_and_rejections() {
         assert_eq!(p.header.username_str(), Some("alice"));
         assert_eq!(p.header.callsign_str(), Some("BT00000"));
         assert_eq!(p.header.device_password, [0; 10]);
-        assert_eq!((p.header.ssid, p.header.reserved, p.header.dmrid), (7, 0, 9_000_000));
+        assert_eq!(
+            (p.header.ssid, p.header.reserved, p.header.dmrid),
+            (7, 0, 9_000_000)
+        );
     }
-    assert!(alice.recv_type(PacketType::Voice).is_none(), "sender got its own voice");
+    assert!(
+        alice.recv_type(PacketType::Voice).is_none(),
+        "sender got its own voice"
+    );
 
     std::thread::sleep(Duration::from_millis(950)); // floor frees
     carol.send(PacketType::Text, "73 de carol".as_bytes());
@@ -188,11 +221,20 @@ fn login_exchange_voice_and_text_and_rejections() {
     }
 
     let other = Client::new([127, 0, 1, 9], at, "bob", 2);
-    assert_eq!(reject(other.heartbeat("Wrong123", "")), (3, "invalid_password".into()));
+    assert_eq!(
+        reject(other.heartbeat("Wrong123", "")),
+        (3, "invalid_password".into())
+    );
     let reserved = Client::new([127, 0, 1, 9], at, "bob", 101);
-    assert_eq!(reject(reserved.heartbeat(PW, "")), (2, "reserved_ssid".into()));
+    assert_eq!(
+        reject(reserved.heartbeat(PW, "")),
+        (2, "reserved_ssid".into())
+    );
     let thief = Client::new([127, 0, 1, 10], at, "bob", 1);
-    assert_eq!(reject(thief.heartbeat(PW, "02:42:00:00:00:99")), (1, "device_conflict_online".into()));
+    assert_eq!(
+        reject(thief.heartbeat(PW, "02:42:00:00:00:99")),
+        (1, "device_conflict_online".into())
+    );
     // The original endpoint keeps the device.
     alice.send(PacketType::Text, b"still there?");
     assert!(bob.recv_type(PacketType::Text).is_some());
@@ -213,9 +255,15 @@ fn repeated_failures_ban_and_spoofed_voice_is_dropped() {
 
     let guesser = Client::new([127, 0, 2, 9], at, "bob", 5);
     for _ in 0..4 {
-        assert_eq!(reject(guesser.heartbeat("Guess123", "")).1, "invalid_password");
+        assert_eq!(
+            reject(guesser.heartbeat("Guess123", "")).1,
+            "invalid_password"
+        );
     }
-    assert_eq!(reject(guesser.heartbeat(PW, "")), (3, "too_many_failures".into()));
+    assert_eq!(
+        reject(guesser.heartbeat(PW, "")),
+        (3, "too_many_failures".into())
+    );
 
     // Voice naming alice from another address is not forwarded.
     let spoofer = Client::new([127, 0, 2, 66], at, "alice", 1);
@@ -247,7 +295,12 @@ fn overload_drops_whole_frames_and_stays_bounded() {
     let clients: Vec<Client> = (0..300)
         .map(|i| {
             let n = i + 1;
-            Client::new([127, 1, (n / 250) as u8 + 1, (n % 250) as u8 + 1], at, users[i / 248], ssids[i % 248])
+            Client::new(
+                [127, 1, (n / 250) as u8 + 1, (n % 250) as u8 + 1],
+                at,
+                users[i / 248],
+                ssids[i % 248],
+            )
         })
         .collect();
     for c in &clients {
@@ -261,8 +314,15 @@ fn overload_drops_whole_frames_and_stays_bounded() {
     let s = srv.stats();
     assert_eq!(s.fanout.frames_accepted, FRAMES);
     assert!(s.fanout.queue_high_water <= 2, "queue grew past its bound");
-    assert!(s.fanout.frames_dropped > 0, "no overload happened: {:?}", s.fanout);
-    assert_eq!(s.fanout.frames_sent + s.fanout.frames_dropped + s.fanout.frames_expired, FRAMES);
+    assert!(
+        s.fanout.frames_dropped > 0,
+        "no overload happened: {:?}",
+        s.fanout
+    );
+    assert_eq!(
+        s.fanout.frames_sent + s.fanout.frames_dropped + s.fanout.frames_expired,
+        FRAMES
+    );
 
     // Every frame reached all 299 receivers or none of them.
     let mut per_frame = vec![0u32; FRAMES as usize];
@@ -276,7 +336,10 @@ fn overload_drops_whole_frames_and_stays_bounded() {
         }
     }
     let delivered = per_frame.iter().filter(|&&n| n > 0).count() as u64;
-    assert!(per_frame.iter().all(|&n| n == 0 || n == 299), "partial frame: {per_frame:?}");
+    assert!(
+        per_frame.iter().all(|&n| n == 0 || n == 299),
+        "partial frame: {per_frame:?}"
+    );
     assert_eq!(delivered, s.fanout.frames_sent);
     rt.block_on(srv.shutdown());
 }
@@ -288,7 +351,9 @@ fn membership_change_elsewhere_drops_no_frames() {
     // carol and dave live in group 1; their logins change domain 1 while
     // alice talks in domain 999.
     rt.block_on(async {
-        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default()).await.unwrap();
+        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
+            .await
+            .unwrap();
         store.set_device_group("carol", 1, 1).await.unwrap();
         store.set_device_group("dave", 1, 1).await.unwrap();
         store.close().await;

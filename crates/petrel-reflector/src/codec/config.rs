@@ -149,8 +149,8 @@ impl ConfigCommand {
                 })?;
                 let mut out = vec![0x02, count];
                 for t in items {
-                    let len =
-                        u8::try_from(t.value.len()).map_err(|_| ConfigError::ValueTooLong(t.value.len()))?;
+                    let len = u8::try_from(t.value.len())
+                        .map_err(|_| ConfigError::ValueTooLong(t.value.len()))?;
                     out.push(t.tag);
                     out.push(len);
                     out.extend_from_slice(&t.value);

@@ -13,8 +13,8 @@ mod tests;
 
 pub use config::{tag_len, ConfigCommand, ConfigError, Tlv};
 pub use header::{
-    decode, encode, encode_into, rewrite_forward, DecodeError, EncodeError, ForwardIdentity, Header,
-    Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_DATA_LEN,
+    decode, encode, encode_into, rewrite_forward, DecodeError, EncodeError, ForwardIdentity,
+    Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_DATA_LEN,
     PASSWORD_LEN, USERNAME_LEN,
 };
 pub use heartbeat::{Gps, HeartbeatData, HeartbeatError, Mac};

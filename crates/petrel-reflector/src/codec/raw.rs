@@ -40,7 +40,8 @@ pub enum RawError {
 /// Encodes frames as a `.raw` recording.
 pub fn encode_raw(frames: &[&[u8]]) -> Result<Vec<u8>, RawError> {
     let count = u32::try_from(frames.len()).map_err(|_| RawError::FrameTooLong(usize::MAX))?;
-    let mut out = Vec::with_capacity(RAW_HEADER_LEN + frames.iter().map(|f| f.len() + 2).sum::<usize>());
+    let mut out =
+        Vec::with_capacity(RAW_HEADER_LEN + frames.iter().map(|f| f.len() + 2).sum::<usize>());
     out.extend_from_slice(&MAGIC);
     out.extend_from_slice(&VERSION.to_le_bytes());
     out.extend_from_slice(&SAMPLE_RATE_HZ.to_le_bytes());
@@ -79,7 +80,9 @@ pub fn decode_raw(file: &[u8]) -> Result<Vec<&[u8]>, RawError> {
             [a, b, ..] => usize::from(u16::from_le_bytes([*a, *b])),
             _ => return Err(RawError::Truncated(frames.len())),
         };
-        let f = rest.get(2..2 + len).ok_or(RawError::Truncated(frames.len()))?;
+        let f = rest
+            .get(2..2 + len)
+            .ok_or(RawError::Truncated(frames.len()))?;
         frames.push(f);
         rest = &rest[2 + len..];
     }

@@ -117,7 +117,10 @@ fn envelope_rules_in_order() {
     longer.push(0);
     assert_eq!(
         decode(&longer),
-        Err(DecodeError::LengthMismatch { declared: 93, actual: 94 })
+        Err(DecodeError::LengthMismatch {
+            declared: 93,
+            actual: 94
+        })
     );
     for t in [0u8, 6, 255] {
         let mut b = ok.clone();
@@ -179,35 +182,63 @@ fn heartbeat_shapes() {
     assert_eq!(hb.mac, Some(Mac([2, 0x42, 0, 0, 0, 1])));
     assert_eq!(hb.gps.unwrap().lat, 0.0);
     assert_eq!(HeartbeatData::parse(&[]).unwrap(), HeartbeatData::default());
-    assert_eq!(HeartbeatData::parse(&[0; 5]), Err(HeartbeatError::BadLength(5)));
-    assert_eq!(HeartbeatData::parse(b"02-42-00-00-00-01"), Err(HeartbeatError::BadMac));
-    assert_eq!(HeartbeatData::parse(b"02:42:00:00:00:0g"), Err(HeartbeatError::BadMac));
+    assert_eq!(
+        HeartbeatData::parse(&[0; 5]),
+        Err(HeartbeatError::BadLength(5))
+    );
+    assert_eq!(
+        HeartbeatData::parse(b"02-42-00-00-00-01"),
+        Err(HeartbeatError::BadMac)
+    );
+    assert_eq!(
+        HeartbeatData::parse(b"02:42:00:00:00:0g"),
+        Err(HeartbeatError::BadMac)
+    );
 }
 
 #[test]
 fn config_errors() {
     assert_eq!(ConfigCommand::parse(&[]), Err(ConfigError::Empty));
-    assert_eq!(ConfigCommand::parse(&[9]), Err(ConfigError::UnknownCommand(9)));
+    assert_eq!(
+        ConfigCommand::parse(&[9]),
+        Err(ConfigError::UnknownCommand(9))
+    );
     assert_eq!(
         ConfigCommand::parse(&[2, 1, 0x05, 2, 0, 0]),
-        Err(ConfigError::BadLength { tag: 5, len: 2, expected: 1 })
+        Err(ConfigError::BadLength {
+            tag: 5,
+            len: 2,
+            expected: 1
+        })
     );
-    assert_eq!(ConfigCommand::parse(&[2, 1, 0x05, 1]), Err(ConfigError::Truncated));
+    assert_eq!(
+        ConfigCommand::parse(&[2, 1, 0x05, 1]),
+        Err(ConfigError::Truncated)
+    );
     assert_eq!(
         ConfigCommand::parse(&[2, 2, 0x05, 1, 3]),
-        Err(ConfigError::CountMismatch { declared: 2, actual: 1 })
+        Err(ConfigError::CountMismatch {
+            declared: 2,
+            actual: 1
+        })
     );
     // Unknown tags are carried verbatim.
     assert_eq!(
         ConfigCommand::parse(&[2, 1, 0x40, 2, 9, 9]).unwrap(),
-        ConfigCommand::Set(vec![Tlv { tag: 0x40, value: vec![9, 9] }])
+        ConfigCommand::Set(vec![Tlv {
+            tag: 0x40,
+            value: vec![9, 9]
+        }])
     );
 }
 
 #[test]
 fn single_frame_voice_is_not_misread_as_merged() {
     // First length 0xF8FF > 1000: single frame (Android rule).
-    assert_eq!(split_frames(&[0xF8, 0xFF, 1, 2]), vec![&[0xF8, 0xFF, 1, 2][..]]);
+    assert_eq!(
+        split_frames(&[0xF8, 0xFF, 1, 2]),
+        vec![&[0xF8, 0xFF, 1, 2][..]]
+    );
     // Lengths that do not cover the payload exactly: single frame.
     assert_eq!(split_frames(&[0, 1, 7, 8]).len(), 1);
     assert!(split_frames(&[]).is_empty());
@@ -225,7 +256,10 @@ fn raw_rejects_bad_files() {
     wrong_count[14] = 2;
     assert_eq!(
         decode_raw(&wrong_count),
-        Err(RawError::CountMismatch { declared: 2, actual: 1 })
+        Err(RawError::CountMismatch {
+            declared: 2,
+            actual: 1
+        })
     );
     let mut wrong_rate = good;
     wrong_rate[6] = 0;

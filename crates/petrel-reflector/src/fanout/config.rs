@@ -34,7 +34,13 @@ impl FanoutConfig {
     pub fn validate(&self) -> Result<(), ConfigRangeError> {
         check("writers", self.writers, 1, 32, "1..=32")?;
         check("frame_queue", self.frame_queue, 1, 4096, "1..=4096")?;
-        check("max_frame_age_ms", self.max_frame_age_ms, 1, 10_000, "1..=10000")?;
+        check(
+            "max_frame_age_ms",
+            self.max_frame_age_ms,
+            1,
+            10_000,
+            "1..=10000",
+        )?;
         check("batch", self.batch, 1, 1024, "1..=1024")
     }
 }

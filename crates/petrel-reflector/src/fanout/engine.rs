@@ -38,10 +38,19 @@ fn add(stats: &FanoutStats, r: &SendReport) {
     stats.write_errors.fetch_add(r.errors, Relaxed);
     stats.enobufs.fetch_add(r.enobufs, Relaxed);
     stats.would_block.fetch_add(r.would_block, Relaxed);
-    stats.message_too_large.fetch_add(r.message_too_large, Relaxed);
+    stats
+        .message_too_large
+        .fetch_add(r.message_too_large, Relaxed);
 }
 
-fn send_partition(sock: &UdpSocket, frame: &Frame, part: usize, batch: usize, scratch: &mut Vec<SocketAddr>, stats: &FanoutStats) {
+fn send_partition(
+    sock: &UdpSocket,
+    frame: &Frame,
+    part: usize,
+    batch: usize,
+    scratch: &mut Vec<SocketAddr>,
+    stats: &FanoutStats,
+) {
     if let Some(targets) = frame.snapshot.partitions.get(part) {
         let r = send_to_many(sock, &frame.packet, targets, frame.exclude, batch, scratch);
         add(stats, &r);
@@ -54,7 +63,10 @@ impl FanoutEngine {
     /// `cfg.writers` send paths.
     pub fn start(sock: &UdpSocket, cfg: &FanoutConfig) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(FrameQueue::new(cfg.frame_queue, Duration::from_millis(cfg.max_frame_age_ms))),
+            queue: Mutex::new(FrameQueue::new(
+                cfg.frame_queue,
+                Duration::from_millis(cfg.max_frame_age_ms),
+            )),
             ready: Condvar::new(),
             stop: AtomicBool::new(false),
         });
@@ -97,12 +109,18 @@ impl FanoutEngine {
 
     /// Queues a frame; when the queue is full the oldest whole frame is evicted.
     pub fn submit(&self, frame: Frame) {
-        let mut q = self.shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut q = self
+            .shared
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         self.stats.frames_accepted.fetch_add(1, Relaxed);
         if q.push(frame) == Push::EvictedOldest {
             self.stats.frames_dropped.fetch_add(1, Relaxed);
         }
-        self.stats.queue_high_water.fetch_max(q.high_water() as u64, Relaxed);
+        self.stats
+            .queue_high_water
+            .fetch_max(q.high_water() as u64, Relaxed);
         drop(q);
         self.shared.ready.notify_one();
     }
@@ -117,7 +135,11 @@ impl FanoutEngine {
         {
             // Set under the lock so the dispatcher cannot miss the wake-up
             // between its stop check and its wait.
-            let _q = self.shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            let _q = self
+                .shared
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             self.shared.stop.store(true, Relaxed);
         }
         self.shared.ready.notify_all();
@@ -162,7 +184,11 @@ fn dispatch_loop(
         let mut pending = 0;
         for (i, w) in writers.iter().enumerate() {
             let part = i + 1;
-            let has_targets = frame.snapshot.partitions.get(part).is_some_and(|p| !p.is_empty());
+            let has_targets = frame
+                .snapshot
+                .partitions
+                .get(part)
+                .is_some_and(|p| !p.is_empty());
             if has_targets && w.send((Arc::clone(&frame), part)).is_ok() {
                 pending += 1;
             }

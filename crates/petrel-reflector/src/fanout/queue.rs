@@ -104,7 +104,9 @@ mod tests {
         }
         assert_eq!(q.push(frame(t0, 3)), Push::EvictedOldest);
         assert_eq!(q.len(), 3);
-        let tags: Vec<u8> = std::iter::from_fn(|| q.pop(t0).0).map(|f| f.packet[0]).collect();
+        let tags: Vec<u8> = std::iter::from_fn(|| q.pop(t0).0)
+            .map(|f| f.packet[0])
+            .collect();
         assert_eq!(tags, vec![1, 2, 3]);
         assert_eq!(q.high_water(), 3);
     }

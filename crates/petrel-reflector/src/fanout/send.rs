@@ -64,7 +64,12 @@ mod imp {
 
     use super::SendReport;
 
-    pub(super) fn send_batch(sock: &UdpSocket, payload: &[u8], targets: &[SocketAddr], report: &mut SendReport) {
+    pub(super) fn send_batch(
+        sock: &UdpSocket,
+        payload: &[u8],
+        targets: &[SocketAddr],
+        report: &mut SendReport,
+    ) {
         if targets.is_empty() {
             return;
         }
@@ -120,7 +125,12 @@ mod imp {
 
     use super::SendReport;
 
-    pub(super) fn send_batch(sock: &UdpSocket, payload: &[u8], targets: &[SocketAddr], report: &mut SendReport) {
+    pub(super) fn send_batch(
+        sock: &UdpSocket,
+        payload: &[u8],
+        targets: &[SocketAddr],
+        report: &mut SendReport,
+    ) {
         for t in targets {
             match sock.send_to(payload, t) {
                 Ok(_) => report.sent += 1,
@@ -139,13 +149,16 @@ mod tests {
     #[test]
     fn batches_reach_every_target_but_the_excluded_one() {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-        let rxs: Vec<UdpSocket> = (0..10).map(|_| UdpSocket::bind("127.0.0.1:0").unwrap()).collect();
+        let rxs: Vec<UdpSocket> = (0..10)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
         let targets: Vec<SocketAddr> = rxs.iter().map(|s| s.local_addr().unwrap()).collect();
         let mut scratch = Vec::new();
         let r = send_to_many(&tx, b"hello", &targets, targets[3], 4, &mut scratch);
         assert_eq!((r.attempted, r.sent, r.errors), (9, 9, 0));
         for (i, s) in rxs.iter().enumerate() {
-            s.set_read_timeout(Some(Duration::from_millis(if i == 3 { 50 } else { 2000 }))).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(if i == 3 { 50 } else { 2000 })))
+                .unwrap();
             let mut buf = [0u8; 16];
             let got = s.recv_from(&mut buf);
             if i == 3 {
@@ -162,7 +175,14 @@ mod tests {
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let big = vec![0u8; 70_000];
         let mut scratch = Vec::new();
-        let r = send_to_many(&tx, &big, &[rx.local_addr().unwrap()], "0.0.0.0:0".parse().unwrap(), 8, &mut scratch);
+        let r = send_to_many(
+            &tx,
+            &big,
+            &[rx.local_addr().unwrap()],
+            "0.0.0.0:0".parse().unwrap(),
+            8,
+            &mut scratch,
+        );
         assert_eq!((r.sent, r.errors, r.message_too_large), (0, 1, 1));
     }
 }

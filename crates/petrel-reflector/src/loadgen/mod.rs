@@ -161,7 +161,12 @@ impl LoadConfig {
 /// Address of device `i` (n = i + 1): 127.(64 + n/254²).(1 + (n/254) mod 254).(1 + n mod 254).
 pub fn device_ip(i: usize) -> Ipv4Addr {
     let n = i + 1;
-    Ipv4Addr::new(127, (64 + n / (254 * 254)) as u8, (1 + (n / 254) % 254) as u8, (1 + n % 254) as u8)
+    Ipv4Addr::new(
+        127,
+        (64 + n / (254 * 254)) as u8,
+        (1 + (n / 254) % 254) as u8,
+        (1 + n % 254) as u8,
+    )
 }
 
 fn ssid_of(i: usize) -> u8 {
@@ -202,9 +207,15 @@ fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadError> {
     let n = (i + 1) as u32;
     let mut data = vec![0u8; 24];
     let b = n.to_be_bytes();
-    data.extend_from_slice(format!("02:42:{:02X}:{:02X}:{:02X}:{:02X}", b[0], b[1], b[2], b[3]).as_bytes());
+    data.extend_from_slice(
+        format!("02:42:{:02X}:{:02X}:{:02X}:{:02X}", b[0], b[1], b[2], b[3]).as_bytes(),
+    );
     let heartbeat = encode(&header, &data).map_err(|e| LoadError::Invalid(e.to_string()))?;
-    Ok(Device { sock, header, heartbeat })
+    Ok(Device {
+        sock,
+        header,
+        heartbeat,
+    })
 }
 
 fn login(d: &Device) -> bool {
@@ -253,15 +264,23 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
     }
     let mut group_ids = Vec::with_capacity(cfg.groups);
     for g in 0..cfg.groups {
-        group_ids.push(store.add_group(&format!("bench-{g:04}"), false, None).await?);
+        group_ids.push(
+            store
+                .add_group(&format!("bench-{g:04}"), false, None)
+                .await?,
+        );
     }
     for i in 0..cfg.devices {
-        store.set_device_group(&user_of(i), ssid_of(i), group_ids[i % cfg.groups]).await?;
+        store
+            .set_device_group(&user_of(i), ssid_of(i), group_ids[i % cfg.groups])
+            .await?;
     }
     store.close().await;
 
     let server = ServerHandle::start(ServerConfig {
-        listen: "127.0.0.1:0".parse().map_err(|_| LoadError::Invalid("listen".into()))?,
+        listen: "127.0.0.1:0"
+            .parse()
+            .map_err(|_| LoadError::Invalid("listen".into()))?,
         db: db.into(),
         fanout: FanoutConfig {
             writers: cfg.writers,
@@ -294,7 +313,9 @@ struct Recv {
 }
 
 fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> {
-    let devices: Vec<Device> = (0..cfg.devices).map(|i| make_device(i, server)).collect::<Result<_, _>>()?;
+    let devices: Vec<Device> = (0..cfg.devices)
+        .map(|i| make_device(i, server))
+        .collect::<Result<_, _>>()?;
     let t0 = Instant::now();
     let failed = std::thread::scope(|s| {
         let chunks: Vec<&[Device]> = devices.chunks(devices.len().div_ceil(8)).collect();
@@ -302,7 +323,10 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
             .into_iter()
             .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
             .collect();
-        handles.into_iter().map(|h| h.join().unwrap_or(usize::MAX)).sum::<usize>()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(usize::MAX))
+            .sum::<usize>()
     });
     if failed > 0 {
         return Err(LoadError::Login(failed));
@@ -316,7 +340,10 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     let stop = AtomicBool::new(false);
     let recv = Recv {
         received: AtomicU64::new(0),
-        hist: Mutex::new(Histogram::new_with_bounds(1, 60_000_000, 3).map_err(|e| LoadError::Invalid(e.to_string()))?),
+        hist: Mutex::new(
+            Histogram::new_with_bounds(1, 60_000_000, 3)
+                .map_err(|e| LoadError::Invalid(e.to_string()))?,
+        ),
     };
     let speakers: Vec<usize> = (0..cfg.groups).collect();
     let group_size = |g: usize| (cfg.devices - g).div_ceil(cfg.groups) as u64;
@@ -345,7 +372,10 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
             if k == WARMUP_ROUNDS {
                 std::thread::sleep(Duration::from_secs(1));
                 recv.received.store(0, Relaxed);
-                recv.hist.lock().unwrap_or_else(PoisonError::into_inner).reset();
+                recv.hist
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .reset();
                 cpu0 = thread_cpu_ns(pid, "refl-").unwrap_or(0);
                 wall0 = Instant::now();
             }
@@ -361,7 +391,8 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
                 payload[24..32].copy_from_slice(&unix_ns().to_be_bytes());
                 let mut h = d.header.clone();
                 h.packet_type = PacketType::Voice;
-                crate::codec::encode_into(&h, &payload, &mut packet).map_err(|e| LoadError::Invalid(e.to_string()))?;
+                crate::codec::encode_into(&h, &payload, &mut packet)
+                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
                 if d.sock.send(&packet).is_ok() && k >= WARMUP_ROUNDS {
                     sent += 1;
                     expected += group_size(g) - 1;
@@ -373,7 +404,9 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         Ok(())
     })?;
     let wall = wall0.elapsed().as_secs_f64();
-    let cpu = thread_cpu_ns(pid, "refl-").unwrap_or(0).saturating_sub(cpu0);
+    let cpu = thread_cpu_ns(pid, "refl-")
+        .unwrap_or(0)
+        .saturating_sub(cpu0);
     let received = recv.received.load(Relaxed);
     let hist = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
     let measure_s = (cfg.duration_s as f64).max(1e-9);
@@ -386,7 +419,11 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         sent,
         expected,
         received,
-        loss_pct: if expected == 0 { 0.0 } else { 100.0 * (expected as f64 - received as f64) / expected as f64 },
+        loss_pct: if expected == 0 {
+            0.0
+        } else {
+            100.0 * (expected as f64 - received as f64) / expected as f64
+        },
         output_pps: received as f64 / measure_s,
         output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
         latency_avg_ms: hist.mean() / 1000.0,
@@ -408,7 +445,10 @@ fn receive_loop(devices: &[Device], stage: u64, stop: &AtomicBool, recv: &Recv) 
             while let Ok(n) = d.sock.recv(&mut buf) {
                 idle = false;
                 let Ok(p) = decode(&buf[..n]) else { continue };
-                if p.header.packet_type != PacketType::Voice || p.data.len() < 32 || &p.data[..8] != MARKER {
+                if p.header.packet_type != PacketType::Voice
+                    || p.data.len() < 32
+                    || &p.data[..8] != MARKER
+                {
                     continue;
                 }
                 let field = |o: usize| {

@@ -15,7 +15,11 @@ pub fn thread_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
             continue;
         }
         let sched = fs::read_to_string(path.join("schedstat")).unwrap_or_default();
-        total += sched.split_whitespace().next().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        total += sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
     }
     Some(total)
 }

@@ -93,7 +93,10 @@ impl BanLadder {
     /// Drops records whose block (or last failure) ended 5 min ago.
     pub fn sweep(&mut self, now: Instant) {
         self.map.retain(|_, r| {
-            let since = r.blocked_until.unwrap_or(r.last_failure).max(r.last_failure);
+            let since = r
+                .blocked_until
+                .unwrap_or(r.last_failure)
+                .max(r.last_failure);
             now.saturating_duration_since(since) < FORGET_AFTER
         });
     }

@@ -93,7 +93,10 @@ impl RateLimiter {
 
     /// Charges one packet from `src` at `now`.
     pub fn check(&mut self, src: SocketAddr, now: Instant) -> RateDecision {
-        match (self.per_ip.take(src.ip(), now), self.per_endpoint.take(src, now)) {
+        match (
+            self.per_ip.take(src.ip(), now),
+            self.per_endpoint.take(src, now),
+        ) {
             (None, _) | (_, None) => RateDecision::TableFull,
             (Some(true), Some(true)) => RateDecision::Allow,
             _ => RateDecision::Limited,
@@ -125,11 +128,15 @@ mod tests {
         let t0 = Instant::now();
         let mut rl = RateLimiter::new(600, 150, 16);
         let a = addr("10.0.0.1:5000");
-        let allowed = (0..200).filter(|_| rl.check(a, t0) == RateDecision::Allow).count();
+        let allowed = (0..200)
+            .filter(|_| rl.check(a, t0) == RateDecision::Allow)
+            .count();
         assert_eq!(allowed, 150);
         // 100 ms later, 15 more tokens.
         let t1 = t0 + Duration::from_millis(100);
-        let allowed = (0..50).filter(|_| rl.check(a, t1) == RateDecision::Allow).count();
+        let allowed = (0..50)
+            .filter(|_| rl.check(a, t1) == RateDecision::Allow)
+            .count();
         assert_eq!(allowed, 15);
     }
 
@@ -140,7 +147,9 @@ mod tests {
         let mut allowed = 0;
         for port in 0..8u16 {
             let a = SocketAddr::new("10.0.0.2".parse().unwrap(), 4000 + port);
-            allowed += (0..150).filter(|_| rl.check(a, t0) == RateDecision::Allow).count();
+            allowed += (0..150)
+                .filter(|_| rl.check(a, t0) == RateDecision::Allow)
+                .count();
         }
         assert_eq!(allowed, 600);
     }

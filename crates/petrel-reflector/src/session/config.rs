@@ -79,14 +79,56 @@ impl Default for SessionConfig {
 impl SessionConfig {
     /// Checks every field against its range.
     pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check("offline_timeout_ms", self.offline_timeout_ms, 1_000, 600_000, "1000..=600000")?;
-        check("sweep_interval_ms", self.sweep_interval_ms, 100, 60_000, "100..=60000")?;
-        check("floor_hold_ms", self.floor_hold_ms, 100, 10_000, "100..=10000")?;
+        check(
+            "offline_timeout_ms",
+            self.offline_timeout_ms,
+            1_000,
+            600_000,
+            "1000..=600000",
+        )?;
+        check(
+            "sweep_interval_ms",
+            self.sweep_interval_ms,
+            100,
+            60_000,
+            "100..=60000",
+        )?;
+        check(
+            "floor_hold_ms",
+            self.floor_hold_ms,
+            100,
+            10_000,
+            "100..=10000",
+        )?;
         check("per_ip_pps", self.per_ip_pps, 1, 1_000_000, "1..=1000000")?;
-        check("per_endpoint_pps", self.per_endpoint_pps, 1, 1_000_000, "1..=1000000")?;
-        check("rate_table_max", self.rate_table_max, 16, 10_000_000, "16..=10000000")?;
-        check("ban_table_max", self.ban_table_max, 16, 10_000_000, "16..=10000000")?;
-        check("max_sessions", self.max_sessions, 1, 10_000_000, "1..=10000000")?;
+        check(
+            "per_endpoint_pps",
+            self.per_endpoint_pps,
+            1,
+            1_000_000,
+            "1..=1000000",
+        )?;
+        check(
+            "rate_table_max",
+            self.rate_table_max,
+            16,
+            10_000_000,
+            "16..=10000000",
+        )?;
+        check(
+            "ban_table_max",
+            self.ban_table_max,
+            16,
+            10_000_000,
+            "16..=10000000",
+        )?;
+        check(
+            "max_sessions",
+            self.max_sessions,
+            1,
+            10_000_000,
+            "1..=10000000",
+        )?;
         check("partitions", self.partitions, 1, 32, "1..=32")
     }
 

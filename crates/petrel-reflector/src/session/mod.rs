@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
-pub use config::{ConfigRangeError, SessionConfig};
 pub(crate) use config::check;
+pub use config::{ConfigRangeError, SessionConfig};
 pub use password::{
     hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
 };
@@ -29,7 +29,9 @@ pub use replies::RejectReason;
 pub use snapshot::{partition_of, Snapshot};
 pub use stats::SessionStats;
 
-use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, HeartbeatData, Mac, PacketType, PASSWORD_LEN};
+use crate::codec::{
+    self, ConfigCommand, ForwardIdentity, Header, HeartbeatData, Mac, PacketType, PASSWORD_LEN,
+};
 use crate::directory::{DeviceRecord, Directory, UNGROUPED};
 use crate::policy::{BanCheck, BanLadder, FloorDecision, FloorTable, RateDecision, RateLimiter};
 
@@ -208,15 +210,20 @@ impl Reflector {
         self.dir = dir;
         let keys: Vec<DeviceKey> = self.sessions.keys().copied().collect();
         for key in keys {
-            let group = self.dir.device(key.0, key.1).map_or(UNGROUPED, |r| r.group_id);
+            let group = self
+                .dir
+                .device(key.0, key.1)
+                .map_or(UNGROUPED, |r| r.group_id);
             self.move_session(key, group);
         }
         self.stats.snapshot_invalidations += self.snapshots.len() as u64;
         self.snapshots.clear();
-        self.verified
-            .retain(|uid, (phc, _)| {
-                self.dir.user(*uid).and_then(|u| u.device_password_hash.as_deref()) == Some(phc.as_str())
-            });
+        self.verified.retain(|uid, (phc, _)| {
+            self.dir
+                .user(*uid)
+                .and_then(|u| u.device_password_hash.as_deref())
+                == Some(phc.as_str())
+        });
     }
 
     /// Moves a device to `group_id` now (admin action), invalidating only the
@@ -227,7 +234,10 @@ impl Reflector {
         };
         rec.group_id = group_id;
         self.dir.put_device(rec);
-        self.push_event(StoreEvent::DeviceGroup { device: key, group_id });
+        self.push_event(StoreEvent::DeviceGroup {
+            device: key,
+            group_id,
+        });
         if self.sessions.contains_key(&key) {
             self.move_session(key, group_id);
         }
@@ -259,7 +269,9 @@ impl Reflector {
             PacketType::JwtAuth => self.stats.ghost_auth_unsupported += 1,
             PacketType::Heartbeat => self.on_heartbeat(now, src, &packet.header, packet.data),
             PacketType::Config => self.on_config(now, src, &packet.header, packet.data),
-            PacketType::Text | PacketType::Voice => self.on_media(now, src, &packet.header, datagram),
+            PacketType::Text | PacketType::Voice => {
+                self.on_media(now, src, &packet.header, datagram)
+            }
         }
     }
 
@@ -304,10 +316,9 @@ impl Reflector {
         let key = (user.id, h.ssid);
         let hb = HeartbeatData::parse(data).unwrap_or_default();
         let timeout = self.cfg.offline_timeout();
-        let same_endpoint = self
-            .sessions
-            .get(&key)
-            .is_some_and(|s| s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout);
+        let same_endpoint = self.sessions.get(&key).is_some_and(|s| {
+            s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
+        });
         if !same_endpoint {
             if let Err(reason) = self.authenticate(now, src, h, &user) {
                 self.reject(src, h, reason);
@@ -354,7 +365,8 @@ impl Reflector {
             return Err(RejectReason::PasswordNotSet);
         };
         let pw = h.password_bytes();
-        let ok = user.approved && is_valid_device_password(pw) && self.password_matches(user.id, phc, h);
+        let ok =
+            user.approved && is_valid_device_password(pw) && self.password_matches(user.id, phc, h);
         if !ok {
             self.bans.record_failure(src.ip(), &user.name, now);
             return Err(RejectReason::InvalidPassword);
@@ -371,12 +383,20 @@ impl Reflector {
         }
         let ok = verify_device_password(phc, h.password_bytes());
         if ok {
-            self.verified.insert(user_id, (phc.to_owned(), h.device_password));
+            self.verified
+                .insert(user_id, (phc.to_owned(), h.device_password));
         }
         ok
     }
 
-    fn auth_failure(&mut self, now: Instant, src: SocketAddr, h: &Header, name: &str, reason: RejectReason) {
+    fn auth_failure(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        h: &Header,
+        name: &str,
+        reason: RejectReason,
+    ) {
         if let BanCheck::Blocked(_) = self.bans.check(src.ip(), name, now) {
             self.reject(src, h, RejectReason::TooManyFailures);
             return;
@@ -459,7 +479,10 @@ impl Reflector {
             return;
         };
         let old = std::mem::replace(&mut s.group_id, group_id);
-        let present = self.members.get(&group_id).is_some_and(|m| m.contains(&key));
+        let present = self
+            .members
+            .get(&group_id)
+            .is_some_and(|m| m.contains(&key));
         if old == group_id && present {
             return;
         }
@@ -553,7 +576,13 @@ impl Reflector {
         let (Some(user), Some(rec)) = (self.dir.user(key.0), self.dir.device(key.0, key.1)) else {
             return;
         };
-        let id = ForwardIdentity::new(&user.name, &user.callsign, rec.dev_model, rec.ssid, rec.dmrid);
+        let id = ForwardIdentity::new(
+            &user.name,
+            &user.callsign,
+            rec.dev_model,
+            rec.ssid,
+            rec.dmrid,
+        );
         let mut packet = datagram.to_vec();
         if !codec::rewrite_forward(&mut packet, &id) {
             return;
@@ -586,7 +615,10 @@ impl Reflector {
         let mut endpoints = Vec::new();
         for g in groups.iter() {
             for key in self.members.get(g).into_iter().flatten() {
-                let recv_ok = self.dir.device(key.0, key.1).is_some_and(|r| !r.disable_recv);
+                let recv_ok = self
+                    .dir
+                    .device(key.0, key.1)
+                    .is_some_and(|r| !r.disable_recv);
                 if let (true, Some(s)) = (recv_ok, self.sessions.get(key)) {
                     endpoints.push(s.addr);
                 }

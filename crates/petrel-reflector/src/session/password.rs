@@ -86,7 +86,13 @@ mod tests {
         assert!(verify_device_password(&h, b"Bench123"));
         assert!(!verify_device_password(&h, b"Bench124"));
         assert!(!verify_device_password("not a hash", b"Bench123"));
-        assert_eq!(hash_device_password("short", CHEAP), Err(PasswordError::BadFormat));
-        assert_eq!(hash_device_password("has space1", CHEAP), Err(PasswordError::BadFormat));
+        assert_eq!(
+            hash_device_password("short", CHEAP),
+            Err(PasswordError::BadFormat)
+        );
+        assert_eq!(
+            hash_device_password("has space1", CHEAP),
+            Err(PasswordError::BadFormat)
+        );
     }
 }

@@ -15,7 +15,11 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Builds a snapshot from (possibly repeated) endpoints.
-    pub fn build(domain_id: i64, endpoints: impl IntoIterator<Item = SocketAddr>, partitions: usize) -> Self {
+    pub fn build(
+        domain_id: i64,
+        endpoints: impl IntoIterator<Item = SocketAddr>,
+        partitions: usize,
+    ) -> Self {
         let n = partitions.max(1);
         let mut all: Vec<SocketAddr> = endpoints.into_iter().collect();
         all.sort_unstable();

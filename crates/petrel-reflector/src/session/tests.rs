@@ -54,7 +54,13 @@ fn dir() -> Directory {
             user(6, "frank", 3),
             user(7, "gina", 50),
         ],
-        vec![group(999, false), group(1, false), group(2, false), group(3, false), group(50, true)],
+        vec![
+            group(999, false),
+            group(1, false),
+            group(2, false),
+            group(3, false),
+            group(50, true),
+        ],
         vec![(50, 1), (50, 2)],
         vec![],
     )
@@ -120,7 +126,11 @@ impl Sim {
     fn login(&mut self, src: &str, name: &str, ssid: u8) {
         let reply = self.send(src, &hb(name, "Secret12", ssid, None)).unwrap();
         let p = decode(&reply).unwrap();
-        assert!(!p.header.callsign_str().unwrap().is_empty(), "login of {name} failed: {:?}", p.data);
+        assert!(
+            !p.header.callsign_str().unwrap().is_empty(),
+            "login of {name} failed: {:?}",
+            p.data
+        );
     }
 
     fn targets(&mut self) -> Vec<SocketAddr> {
@@ -165,19 +175,27 @@ fn login_reply_fills_callsign_zeroes_password_and_echoes_data() {
     }
     assert_eq!(s.r.stats().logins, 1);
     // A later heartbeat from the same endpoint is answered without re-auth.
-    assert!(s.send("127.0.0.1:4000", &hb("alice", "", 7, None)).is_some());
+    assert!(s
+        .send("127.0.0.1:4000", &hb("alice", "", 7, None))
+        .is_some());
     assert_eq!(s.r.stats().logins, 1);
 }
 
 #[test]
 fn rejects_carry_code_and_reason() {
     let mut s = Sim::new();
-    let r = s.send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None)).unwrap();
+    let r = s
+        .send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None))
+        .unwrap();
     assert_eq!(reject_of(&r), (3, "invalid_password".into()));
-    let r = s.send("127.0.0.1:1", &hb("nobody", "Secret12", 7, None)).unwrap();
+    let r = s
+        .send("127.0.0.1:1", &hb("nobody", "Secret12", 7, None))
+        .unwrap();
     assert_eq!(reject_of(&r), (3, "user_not_found".into()));
     for ssid in [0, 100, 105, 255] {
-        let r = s.send("127.0.0.1:1", &hb("alice", "Secret12", ssid, None)).unwrap();
+        let r = s
+            .send("127.0.0.1:1", &hb("alice", "Secret12", ssid, None))
+            .unwrap();
         assert_eq!(reject_of(&r), (2, "reserved_ssid".into()));
     }
     // A reserved SSID with a session tag is dropped silently.
@@ -189,13 +207,25 @@ fn rejects_carry_code_and_reason() {
 
 #[test]
 fn disabled_unapproved_and_passwordless_users() {
-    let mut users = vec![user(1, "alice", 999), user(2, "bob", 999), user(3, "carol", 999)];
+    let mut users = vec![
+        user(1, "alice", 999),
+        user(2, "bob", 999),
+        user(3, "carol", 999),
+    ];
     users[0].enabled = false;
     users[1].approved = false;
     users[2].device_password_hash = None;
     let now = Instant::now();
-    let mut r = Reflector::new(SessionConfig::default(), Directory::new(users, vec![group(999, false)], vec![], vec![]), now);
-    for (name, want) in [("alice", "user_disabled"), ("bob", "invalid_password"), ("carol", "device_password_not_set")] {
+    let mut r = Reflector::new(
+        SessionConfig::default(),
+        Directory::new(users, vec![group(999, false)], vec![], vec![]),
+        now,
+    );
+    for (name, want) in [
+        ("alice", "user_disabled"),
+        ("bob", "invalid_password"),
+        ("carol", "device_password_not_set"),
+    ] {
         r.handle_datagram(now, addr("127.0.0.1:9"), &hb(name, "Secret12", 1, None));
         assert_eq!(reject_of(&r.poll_transmit().unwrap().payload).1, want);
     }
@@ -205,11 +235,15 @@ fn disabled_unapproved_and_passwordless_users() {
 fn fourth_failure_bans_ip_and_username() {
     let mut s = Sim::new();
     for _ in 0..4 {
-        let r = s.send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None)).unwrap();
+        let r = s
+            .send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None))
+            .unwrap();
         assert_eq!(reject_of(&r).1, "invalid_password");
     }
     // Now even the right password is refused from this IP.
-    let r = s.send("127.0.0.1:2", &hb("alice", "Secret12", 7, None)).unwrap();
+    let r = s
+        .send("127.0.0.1:2", &hb("alice", "Secret12", 7, None))
+        .unwrap();
     assert_eq!(reject_of(&r), (3, "too_many_failures".into()));
     // Another IP is not affected.
     s.login("127.0.0.9:2", "alice", 8);
@@ -221,14 +255,24 @@ fn fourth_failure_bans_ip_and_username() {
 fn conflicting_address_is_refused_unless_mac_matches_or_silent_20s() {
     let mut s = Sim::new();
     let mac = Some("02:42:00:00:00:01");
-    assert!(s.send("127.0.0.1:1000", &hb("alice", "Secret12", 7, mac)).is_some());
-    let r = s.send("127.0.0.2:1000", &hb("alice", "Secret12", 7, None)).unwrap();
+    assert!(s
+        .send("127.0.0.1:1000", &hb("alice", "Secret12", 7, mac))
+        .is_some());
+    let r = s
+        .send("127.0.0.2:1000", &hb("alice", "Secret12", 7, None))
+        .unwrap();
     assert_eq!(reject_of(&r), (1, "device_conflict_online".into()));
-    let r = s.send("127.0.0.2:1000", &hb("alice", "Secret12", 7, Some("02:42:00:00:00:02"))).unwrap();
+    let r = s
+        .send(
+            "127.0.0.2:1000",
+            &hb("alice", "Secret12", 7, Some("02:42:00:00:00:02")),
+        )
+        .unwrap();
     assert_eq!(reject_of(&r).0, 1);
     assert_eq!(s.r.session_addr((1, 7)), Some(addr("127.0.0.1:1000")));
     // Same MAC: takeover.
-    s.send("127.0.0.2:1000", &hb("alice", "Secret12", 7, mac)).unwrap();
+    s.send("127.0.0.2:1000", &hb("alice", "Secret12", 7, mac))
+        .unwrap();
     assert_eq!(s.r.session_addr((1, 7)), Some(addr("127.0.0.2:1000")));
     // No MAC, but the old binding has been silent for 20 s: takeover.
     s.advance(20_001);
@@ -242,7 +286,12 @@ fn voice_fans_out_with_store_identity_and_spoofs_are_dropped() {
     s.login("127.0.0.1:1", "alice", 7);
     s.login("127.0.0.2:1", "bob", 1);
     s.login("127.0.0.3:1", "carol", 1);
-    assert!(s.send("127.0.0.1:1", &media(PacketType::Voice, "alice", 7, b"opus")).is_none());
+    assert!(s
+        .send(
+            "127.0.0.1:1",
+            &media(PacketType::Voice, "alice", 7, b"opus")
+        )
+        .is_none());
     let f = s.r.poll_frame().unwrap();
     let p = decode(&f.packet).unwrap();
     assert_eq!(p.header.callsign_str(), Some("CALL1"));
@@ -252,7 +301,10 @@ fn voice_fans_out_with_store_identity_and_spoofs_are_dropped() {
     assert_eq!(f.exclude, addr("127.0.0.1:1"));
     assert_eq!(f.snapshot.len(), 3);
     // Same identity from another address: dropped, nothing planned.
-    s.send("127.0.0.66:1", &media(PacketType::Voice, "alice", 7, b"evil"));
+    s.send(
+        "127.0.0.66:1",
+        &media(PacketType::Voice, "alice", 7, b"evil"),
+    );
     assert!(s.r.poll_frame().is_none());
     assert_eq!(s.r.stats().endpoint_mismatch_drops, 1);
     // A device that never logged in: dropped.
@@ -271,7 +323,10 @@ fn half_duplex_floor_and_text_bypass() {
     s.send("127.0.0.2:1", &media(PacketType::Voice, "bob", 1, b"b"));
     assert!(s.r.poll_frame().is_none());
     assert_eq!(s.r.stats().floor_busy_drops, 1);
-    s.send("127.0.0.2:1", &media(PacketType::Text, "bob", 1, "héllo".as_bytes()));
+    s.send(
+        "127.0.0.2:1",
+        &media(PacketType::Text, "bob", 1, "héllo".as_bytes()),
+    );
     assert_eq!(s.targets(), vec![addr("127.0.0.1:1")]);
     s.advance(901);
     s.send("127.0.0.2:1", &media(PacketType::Voice, "bob", 1, b"b"));
@@ -315,9 +370,18 @@ fn ungrouped_and_banned_devices() {
     d.put_device(alice);
     s.r.replace_directory(Directory::new(
         (1..=7).map(|i| d.user(i).unwrap().clone()).collect(),
-        vec![group(999, false), group(1, false), group(2, false), group(3, false), group(50, true)],
+        vec![
+            group(999, false),
+            group(1, false),
+            group(2, false),
+            group(3, false),
+            group(50, true),
+        ],
         vec![(50, 1), (50, 2)],
-        [(1, 1), (2, 1), (7, 1)].iter().map(|(o, s)| d.device(*o, *s).unwrap().clone()).collect(),
+        [(1, 1), (2, 1), (7, 1)]
+            .iter()
+            .map(|(o, s)| d.device(*o, *s).unwrap().clone())
+            .collect(),
     ));
     s.send("127.0.0.1:1", &media(PacketType::Voice, "alice", 1, b"x"));
     assert_eq!(s.r.stats().send_ban_drops, 1);
@@ -361,7 +425,10 @@ fn membership_change_invalidates_only_its_domain() {
     assert!(s.r.set_device_group((2, 1), 3));
     s.send("127.0.0.4:1", &media(PacketType::Voice, "dave", 1, b"y"));
     let g1 = s.r.poll_frame().unwrap();
-    assert!(Arc::ptr_eq(&f1.snapshot, &g1.snapshot), "domain 1 snapshot was rebuilt");
+    assert!(
+        Arc::ptr_eq(&f1.snapshot, &g1.snapshot),
+        "domain 1 snapshot was rebuilt"
+    );
     s.send("127.0.0.1:1", &media(PacketType::Voice, "alice", 1, b"y"));
     let g999 = s.r.poll_frame().unwrap();
     assert!(!Arc::ptr_eq(&f999.snapshot, &g999.snapshot));

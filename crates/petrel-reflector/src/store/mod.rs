@@ -91,7 +91,10 @@ impl Store {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true);
-        let pool = SqlitePoolOptions::new().max_connections(4).connect_with(connect).await?;
+        let pool = SqlitePoolOptions::new()
+            .max_connections(4)
+            .connect_with(connect)
+            .await?;
         let store = Self { pool, opts };
         store.migrate().await?;
         Ok(store)
@@ -113,11 +116,13 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
             if *version == 1 {
-                sqlx::query("INSERT INTO talkgroups (id, name, status, is_virtual) VALUES (?, ?, 1, 0)")
-                    .bind(self.opts.default_group_id)
-                    .bind(&self.opts.default_group_name)
-                    .execute(&mut *tx)
-                    .await?;
+                sqlx::query(
+                    "INSERT INTO talkgroups (id, name, status, is_virtual) VALUES (?, ?, 1, 0)",
+                )
+                .bind(self.opts.default_group_id)
+                .bind(&self.opts.default_group_name)
+                .execute(&mut *tx)
+                .await?;
             }
             tx.commit().await?;
         }
@@ -187,16 +192,23 @@ impl Store {
     }
 
     /// Creates a talkgroup (enabled); returns its id. `id` picks a fixed id.
-    pub async fn add_group(&self, name: &str, is_virtual: bool, id: Option<i64>) -> Result<i64, StoreError> {
+    pub async fn add_group(
+        &self,
+        name: &str,
+        is_virtual: bool,
+        id: Option<i64>,
+    ) -> Result<i64, StoreError> {
         if name.is_empty() || id.is_some_and(|i| i <= 0) {
             return Err(StoreError::Invalid("group: non-empty name, id > 0".into()));
         }
-        let row = sqlx::query("INSERT INTO talkgroups (id, name, is_virtual) VALUES (?, ?, ?) RETURNING id")
-            .bind(id)
-            .bind(name)
-            .bind(i64::from(is_virtual))
-            .fetch_one(&self.pool)
-            .await?;
+        let row = sqlx::query(
+            "INSERT INTO talkgroups (id, name, is_virtual) VALUES (?, ?, ?) RETURNING id",
+        )
+        .bind(id)
+        .bind(name)
+        .bind(i64::from(is_virtual))
+        .fetch_one(&self.pool)
+        .await?;
         Ok(row.try_get(0)?)
     }
 
@@ -223,14 +235,20 @@ impl Store {
             .transpose()?;
         match is_virtual {
             None => return Err(StoreError::NotFound(format!("group {link}"))),
-            Some(0) => return Err(StoreError::Invalid(format!("link group {link}: not virtual"))),
+            Some(0) => {
+                return Err(StoreError::Invalid(format!(
+                    "link group {link}: not virtual"
+                )))
+            }
             Some(_) => {}
         }
-        sqlx::query("INSERT OR IGNORE INTO group_links (link_group_id, target_group_id) VALUES (?, ?)")
-            .bind(link)
-            .bind(target)
-            .execute(&self.pool)
-            .await?;
+        sqlx::query(
+            "INSERT OR IGNORE INTO group_links (link_group_id, target_group_id) VALUES (?, ?)",
+        )
+        .bind(link)
+        .bind(target)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -246,7 +264,12 @@ impl Store {
 
     /// Puts device (user, SSID) into `group_id` (0 = ungrouped), creating the
     /// device row if the device never logged in.
-    pub async fn set_device_group(&self, user: &str, ssid: u8, group_id: i64) -> Result<(), StoreError> {
+    pub async fn set_device_group(
+        &self,
+        user: &str,
+        ssid: u8,
+        group_id: i64,
+    ) -> Result<(), StoreError> {
         if is_reserved_ssid(ssid) {
             return Err(StoreError::Invalid("ssid: 1-99 or 106-254".into()));
         }
@@ -265,15 +288,23 @@ impl Store {
     }
 
     /// Sets a device's send and receive bans.
-    pub async fn set_device_bans(&self, user: &str, ssid: u8, disable_send: bool, disable_recv: bool) -> Result<(), StoreError> {
+    pub async fn set_device_bans(
+        &self,
+        user: &str,
+        ssid: u8,
+        disable_send: bool,
+        disable_recv: bool,
+    ) -> Result<(), StoreError> {
         let (owner, _) = self.user_id(user).await?;
-        let r = sqlx::query("UPDATE devices SET disable_send = ?, disable_recv = ? WHERE owner_id = ? AND ssid = ?")
-            .bind(i64::from(disable_send))
-            .bind(i64::from(disable_recv))
-            .bind(owner)
-            .bind(i64::from(ssid))
-            .execute(&self.pool)
-            .await?;
+        let r = sqlx::query(
+            "UPDATE devices SET disable_send = ?, disable_recv = ? WHERE owner_id = ? AND ssid = ?",
+        )
+        .bind(i64::from(disable_send))
+        .bind(i64::from(disable_recv))
+        .bind(owner)
+        .bind(i64::from(ssid))
+        .execute(&self.pool)
+        .await?;
         if r.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("device {user}-{ssid}")));
         }
@@ -328,16 +359,19 @@ impl Store {
 
     /// Stored Type 3 items of a device, ordered by tag.
     pub async fn device_config(&self, owner_id: i64, ssid: u8) -> Result<Vec<Tlv>, StoreError> {
-        let rows = sqlx::query("SELECT tag, value FROM device_configs WHERE owner_id = ? AND ssid = ? ORDER BY tag")
-            .bind(owner_id)
-            .bind(i64::from(ssid))
-            .fetch_all(&self.pool)
-            .await?;
+        let rows = sqlx::query(
+            "SELECT tag, value FROM device_configs WHERE owner_id = ? AND ssid = ? ORDER BY tag",
+        )
+        .bind(owner_id)
+        .bind(i64::from(ssid))
+        .fetch_all(&self.pool)
+        .await?;
         rows.iter()
             .map(|r| {
                 let tag: i64 = r.try_get(0)?;
                 Ok(Tlv {
-                    tag: u8::try_from(tag).map_err(|_| StoreError::Invalid(format!("config tag {tag}")))?,
+                    tag: u8::try_from(tag)
+                        .map_err(|_| StoreError::Invalid(format!("config tag {tag}")))?,
                     value: r.try_get(1)?,
                 })
             })

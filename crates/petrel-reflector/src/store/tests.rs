@@ -60,12 +60,18 @@ async fn users_groups_links_and_devices_round_trip() {
     let t = temp("roundtrip");
     let s = Store::open(&t.0, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
-    assert!(matches!(s.add_user(&alice()).await, Err(StoreError::Db(_))), "duplicate name accepted");
+    assert!(
+        matches!(s.add_user(&alice()).await, Err(StoreError::Db(_))),
+        "duplicate name accepted"
+    );
     let mut bad = alice();
     bad.name = "x".into();
     bad.callsign = "X".into();
     bad.device_password = "short".into();
-    assert!(matches!(s.add_user(&bad).await, Err(StoreError::Password(_))));
+    assert!(matches!(
+        s.add_user(&bad).await,
+        Err(StoreError::Password(_))
+    ));
 
     let a = s.add_group("a", false, None).await.unwrap();
     let b = s.add_group("b", false, None).await.unwrap();
@@ -73,12 +79,24 @@ async fn users_groups_links_and_devices_round_trip() {
     assert_eq!(v, 50);
     s.link_groups(v, a).await.unwrap();
     s.link_groups(v, b).await.unwrap();
-    assert!(matches!(s.link_groups(a, b).await, Err(StoreError::Invalid(_))));
-    assert!(matches!(s.link_groups(12345, b).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.link_groups(a, b).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        s.link_groups(12345, b).await,
+        Err(StoreError::NotFound(_))
+    ));
 
     s.set_device_group("alice", 7, a).await.unwrap();
-    assert!(matches!(s.set_device_group("alice", 101, a).await, Err(StoreError::Invalid(_))));
-    assert!(matches!(s.set_device_group("nobody", 7, a).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(
+        s.set_device_group("alice", 101, a).await,
+        Err(StoreError::Invalid(_))
+    ));
+    assert!(matches!(
+        s.set_device_group("nobody", 7, a).await,
+        Err(StoreError::NotFound(_))
+    ));
     s.set_device_bans("alice", 7, true, false).await.unwrap();
 
     // A login upsert updates model and MAC but not the admin-owned group or bans.
@@ -96,13 +114,24 @@ async fn users_groups_links_and_devices_round_trip() {
     let d = s.load_directory().await.unwrap();
     let u = d.user_by_name("alice").unwrap();
     assert_eq!((u.callsign.as_str(), u.default_group_id), ("BA1AAA", 999));
-    assert!(crate::session::verify_device_password(u.device_password_hash.as_deref().unwrap(), b"Secret12"));
+    assert!(crate::session::verify_device_password(
+        u.device_password_hash.as_deref().unwrap(),
+        b"Secret12"
+    ));
     let dev = d.device(uid, 7).unwrap();
-    assert_eq!((dev.group_id, dev.dev_model, dev.disable_send), (a, 2, true));
+    assert_eq!(
+        (dev.group_id, dev.dev_model, dev.disable_send),
+        (a, 2, true)
+    );
     assert_eq!(dev.mac, Some(Mac([2, 0x42, 0, 0, 0, 1])));
     assert_eq!(&*d.domain_of(b).unwrap().groups, &[50, a, b]);
 
-    s.apply(&StoreEvent::DeviceGroup { device: (uid, 7), group_id: b }).await.unwrap();
+    s.apply(&StoreEvent::DeviceGroup {
+        device: (uid, 7),
+        group_id: b,
+    })
+    .await
+    .unwrap();
     s.set_group_enabled(v, false).await.unwrap();
     let d = s.load_directory().await.unwrap();
     assert_eq!(d.device(uid, 7).unwrap().group_id, b);
@@ -113,7 +142,10 @@ async fn users_groups_links_and_devices_round_trip() {
     let d = s.load_directory().await.unwrap();
     let u = d.user_by_name("alice").unwrap();
     assert!(!u.enabled);
-    assert!(crate::session::verify_device_password(u.device_password_hash.as_deref().unwrap(), b"Newpass9"));
+    assert!(crate::session::verify_device_password(
+        u.device_password_hash.as_deref().unwrap(),
+        b"Newpass9"
+    ));
 }
 
 #[tokio::test]
@@ -122,10 +154,21 @@ async fn device_config_reports_are_stored() {
     let s = Store::open(&t.0, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     let items = vec![
-        Tlv { tag: 0x05, value: vec![3] },
-        Tlv { tag: 0x01, value: 439_000_000u64.to_be_bytes().to_vec() },
+        Tlv {
+            tag: 0x05,
+            value: vec![3],
+        },
+        Tlv {
+            tag: 0x01,
+            value: 439_000_000u64.to_be_bytes().to_vec(),
+        },
     ];
-    s.apply(&StoreEvent::DeviceConfig { device: (uid, 1), items: items.clone() }).await.unwrap();
+    s.apply(&StoreEvent::DeviceConfig {
+        device: (uid, 1),
+        items: items.clone(),
+    })
+    .await
+    .unwrap();
     let mut want = items;
     want.sort_by_key(|t| t.tag);
     assert_eq!(s.device_config(uid, 1).await.unwrap(), want);
