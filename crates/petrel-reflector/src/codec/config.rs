@@ -60,7 +60,7 @@ pub enum ConfigError {
     /// DATA was empty.
     #[error("config DATA is empty")]
     Empty,
-    /// DATA[0] is not 0x01, 0x02 or 0x03.
+    /// `DATA[0]` is not 0x01, 0x02 or 0x03.
     #[error("unknown config command {0:#04x}")]
     UnknownCommand(u8),
     /// DATA ended inside a field.
@@ -79,7 +79,7 @@ pub enum ConfigError {
     /// The item count disagrees with the TLVs present, or exceeds 255.
     #[error("config item count {declared} does not match {actual} items")]
     CountMismatch {
-        /// DATA[1].
+        /// `DATA[1]`.
         declared: usize,
         /// Items found or given.
         actual: usize,
