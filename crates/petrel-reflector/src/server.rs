@@ -285,6 +285,12 @@ impl Drop for ServerHandle {
     }
 }
 
+fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 fn reader_loop(
     mut core: Reflector,
     sock: &UdpSocket,
@@ -296,6 +302,7 @@ fn reader_loop(
 ) {
     let mut buf = [0u8; RECV_BUF];
     let mut last_publish = Instant::now();
+    core.set_wall_clock(last_publish, unix_ms());
     while !stop.load(Relaxed) {
         match sock.recv_from(&mut buf) {
             Ok((n, src)) => core.handle_datagram(Instant::now(), src, &buf[..n]),
@@ -308,6 +315,7 @@ fn reader_loop(
         }
         let now = Instant::now();
         if now >= core.poll_timeout() {
+            core.set_wall_clock(now, unix_ms());
             core.handle_timeout(now);
         }
         if let Ok(d) = dirs.try_recv() {

@@ -113,6 +113,8 @@ pub struct Reflector {
     frames: VecDeque<Frame>,
     events: VecDeque<StoreEvent>,
     next_sweep: Instant,
+    /// A wall-clock reading for Type 3 time sync: (instant, Unix ms then).
+    wall: Option<(Instant, i64)>,
     stats: SessionStats,
 }
 
@@ -133,6 +135,7 @@ impl Reflector {
             transmits: VecDeque::new(),
             frames: VecDeque::new(),
             events: VecDeque::new(),
+            wall: None,
             stats: SessionStats::default(),
         }
     }
@@ -155,6 +158,44 @@ impl Reflector {
     /// Whether a device is online, and at which endpoint.
     pub fn session_addr(&self, key: DeviceKey) -> Option<SocketAddr> {
         self.sessions.get(&key).map(|s| s.addr)
+    }
+
+    /// Tells the core that `now` is `unix_ms` on the wall clock; needed for
+    /// Type 3 time sync, which is skipped until this has been called.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: i64) {
+        self.wall = Some((now, unix_ms));
+    }
+
+    fn unix_ms(&self, now: Instant) -> Option<i64> {
+        let (at, ms) = self.wall?;
+        let ahead =
+            i64::try_from(now.saturating_duration_since(at).as_millis()).unwrap_or(i64::MAX);
+        let behind =
+            i64::try_from(at.saturating_duration_since(now).as_millis()).unwrap_or(i64::MAX);
+        Some(ms.saturating_add(ahead).saturating_sub(behind))
+    }
+
+    /// Queues a server→device Type 3 packet (spec §2.7: identity from the
+    /// store, password empty, DevModel 0, DMRID 0).
+    fn send_config(&mut self, now: Instant, dst: SocketAddr, key: DeviceKey, cmd: &ConfigCommand) {
+        let cmd = match cmd {
+            ConfigCommand::TimeSync(_) => match self.unix_ms(now) {
+                Some(ms) => ConfigCommand::TimeSync(ms),
+                None => return,
+            },
+            other => other.clone(),
+        };
+        let (Some(user), Ok(data)) = (self.dir.user(key.0), cmd.encode()) else {
+            return;
+        };
+        let mut h = Header::new(PacketType::Config);
+        h.set_username(&user.name);
+        h.set_callsign(&user.callsign);
+        h.ssid = key.1;
+        if let Ok(payload) = codec::encode(&h, &data) {
+            self.stats.config_sent += 1;
+            self.transmits.push_back(Transmit { dst, payload });
+        }
     }
 
     /// Next reply to send.
@@ -339,12 +380,19 @@ impl Reflector {
             }
             self.stats.logins += 1;
         }
+        let came_online = !self.sessions.contains_key(&key);
         let rec = self.update_device_record(key, &user, h, hb.mac);
         self.go_online(now, key, src, rec.group_id);
         self.transmits.push_back(Transmit {
             dst: src,
             payload: replies::heartbeat_success(h, &user.callsign, data),
         });
+        // Link boxes (models 1 and 2) are asked for their settings and get
+        // the time when they come online (spec §2.8 flows).
+        if came_online && matches!(rec.dev_model, 1 | 2) {
+            self.send_config(now, src, key, &ConfigCommand::Query);
+            self.send_config(now, src, key, &ConfigCommand::TimeSync(0));
+        }
     }
 
     /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
@@ -546,6 +594,8 @@ impl Reflector {
             Ok(ConfigCommand::Set(items)) => {
                 self.stats.config_packets += 1;
                 self.push_event(StoreEvent::DeviceConfig { device: key, items });
+                // A time sync acknowledges a report (spec §2.8).
+                self.send_config(now, src, key, &ConfigCommand::TimeSync(0));
             }
             Ok(_) => self.stats.config_packets += 1,
             Err(_) => self.stats.config_errors += 1,

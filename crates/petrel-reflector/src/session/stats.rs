@@ -40,6 +40,8 @@ pub struct SessionStats {
     pub config_packets: u64,
     /// Type 3 packets whose DATA did not parse.
     pub config_errors: u64,
+    /// Type 3 packets sent (query, time sync).
+    pub config_sent: u64,
     /// Text frames planned for fan-out.
     pub text_frames: u64,
     /// Voice frames planned for fan-out.

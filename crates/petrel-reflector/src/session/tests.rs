@@ -113,14 +113,13 @@ impl Sim {
         self.r.handle_timeout(self.now);
     }
 
-    /// Sends a datagram and returns the reply, if any.
+    /// Sends a datagram and returns the first reply, if any; Type 3 pushes
+    /// that follow a login are consumed.
     fn send(&mut self, src: &str, bytes: &[u8]) -> Option<Vec<u8>> {
         self.r.handle_datagram(self.now, addr(src), bytes);
-        let t = self.r.poll_transmit();
-        if let Some(t) = &t {
-            assert_eq!(t.dst, addr(src));
-        }
-        t.map(|t| t.payload)
+        let all: Vec<Transmit> = std::iter::from_fn(|| self.r.poll_transmit()).collect();
+        assert!(all.iter().all(|t| t.dst == addr(src)));
+        all.into_iter().next().map(|t| t.payload)
     }
 
     fn login(&mut self, src: &str, name: &str, ssid: u8) {
@@ -453,4 +452,59 @@ fn garbage_is_counted_never_answered() {
         assert!(s.send("127.0.0.1:1", junk).is_none());
     }
     assert_eq!(s.r.stats().decode_errors, 4);
+}
+
+#[test]
+fn link_boxes_get_query_and_time_sync_on_login_and_ack_on_report() {
+    let mut s = Sim::new();
+    s.r.set_wall_clock(s.now, 1_700_000_000_000);
+    s.advance(250);
+    let src = addr("127.0.0.1:1");
+    s.r.handle_datagram(s.now, src, &hb("alice", "Secret12", 7, None));
+    let replies: Vec<Vec<u8>> = std::iter::from_fn(|| s.r.poll_transmit())
+        .map(|t| t.payload)
+        .collect();
+    assert_eq!(replies.len(), 3);
+    let q = decode(&replies[1]).unwrap();
+    assert_eq!(q.header.packet_type, PacketType::Config);
+    assert_eq!(
+        (q.header.dev_model, q.header.dmrid, q.header.ssid),
+        (0, 0, 7)
+    );
+    assert_eq!(q.header.callsign_str(), Some("CALL1"));
+    assert_eq!(ConfigCommand::parse(q.data).unwrap(), ConfigCommand::Query);
+    let t = decode(&replies[2]).unwrap();
+    assert_eq!(
+        ConfigCommand::parse(t.data).unwrap(),
+        ConfigCommand::TimeSync(1_700_000_000_250)
+    );
+    // Later heartbeats do not repeat it.
+    assert!(s.send("127.0.0.1:1", &hb("alice", "", 7, None)).is_some());
+    assert!(s.r.poll_transmit().is_none());
+
+    let report = ConfigCommand::Set(vec![codec::Tlv {
+        tag: 0x05,
+        value: vec![4],
+    }]);
+    let pkt = encode(
+        &header(PacketType::Config, "alice", "", 7),
+        &report.encode().unwrap(),
+    )
+    .unwrap();
+    let ack = s.send("127.0.0.1:1", &pkt).unwrap();
+    assert!(matches!(
+        ConfigCommand::parse(decode(&ack).unwrap().data),
+        Ok(ConfigCommand::TimeSync(_))
+    ));
+    let events: Vec<StoreEvent> = std::iter::from_fn(|| s.r.poll_event()).collect();
+    assert!(events.contains(&StoreEvent::DeviceConfig {
+        device: (1, 7),
+        items: vec![codec::Tlv {
+            tag: 0x05,
+            value: vec![4]
+        }]
+    }));
+    // The same report from another address is refused.
+    s.r.handle_datagram(s.now, addr("127.0.0.9:1"), &pkt);
+    assert!(s.r.poll_transmit().is_none());
 }
