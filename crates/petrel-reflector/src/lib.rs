@@ -10,6 +10,7 @@
 //! - [`fanout`]: the whole-frame queue and parallel batched send paths.
 //! - [`store`]: SQLite persistence (sqlx) with versioned migrations.
 //! - [`server`]: the threads and tasks that run all of the above on a UDP socket.
+//! - [`http`]: `/healthz`, Prometheus `/metrics` and the token-auth admin API.
 //! - [`loadgen`]: the `petrel bench reflector` fan-out load generator.
 //!
 //! What does not: generic UDP transport (`petrel`), link emulation
@@ -21,6 +22,7 @@
 pub mod codec;
 pub mod directory;
 pub mod fanout;
+pub mod http;
 pub mod loadgen;
 pub mod policy;
 pub mod server;

@@ -8,7 +8,7 @@
 //! (later logins hit the core's verified-password cache).
 
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use socket2::{Domain, Protocol, Socket, Type};
 use thiserror::Error;
-use tokio::sync::mpsc as tmpsc;
+use tokio::sync::{mpsc as tmpsc, Notify};
 
 use crate::directory::Directory;
 use crate::fanout::{FanoutConfig, FanoutEngine, FanoutStatsSnapshot};
@@ -51,6 +51,11 @@ pub struct ServerConfig {
     pub session: SessionConfig,
     /// Fan-out engine.
     pub fanout: FanoutConfig,
+    /// TCP address of `/healthz`, `/metrics` and the admin API; `None`
+    /// disables HTTP. Default `127.0.0.1:9000` (the reference's web port).
+    pub http_listen: Option<SocketAddr>,
+    /// Bearer token for the admin API; unset disables it (404). 16+ characters.
+    pub admin_token: Option<String>,
 }
 
 impl Default for ServerConfig {
@@ -63,6 +68,8 @@ impl Default for ServerConfig {
             socket_buffer_bytes: 4 << 20,
             session: SessionConfig::default(),
             fanout: FanoutConfig::default(),
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
+            admin_token: None,
         }
     }
 }
@@ -123,6 +130,8 @@ pub struct ServerStats {
     pub reloads_skipped: u64,
     /// Store writes that failed.
     pub store_errors: u64,
+    /// Store events dropped because the writer's queue (4096) was full.
+    pub store_events_dropped: u64,
 }
 
 #[derive(Debug, Default)]
@@ -131,16 +140,43 @@ struct Published {
     online: usize,
 }
 
+/// Where a running server's counters are read from (cheap to clone).
+#[derive(Debug, Clone)]
+pub(crate) struct StatsSource {
+    published: Arc<Mutex<Published>>,
+    fanout: Arc<crate::fanout::FanoutStats>,
+    reloads_skipped: Arc<AtomicU64>,
+    store_errors: Arc<AtomicU64>,
+    store_events_dropped: Arc<AtomicU64>,
+}
+
+impl StatsSource {
+    pub(crate) fn read(&self) -> ServerStats {
+        let p = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        ServerStats {
+            session: p.session.clone(),
+            fanout: self.fanout.snapshot(),
+            online: p.online,
+            reloads_skipped: self.reloads_skipped.load(Relaxed),
+            store_errors: self.store_errors.load(Relaxed),
+            store_events_dropped: self.store_events_dropped.load(Relaxed),
+        }
+    }
+}
+
 /// A running reflector. Call [`ServerHandle::shutdown`] to stop it.
 #[derive(Debug)]
 pub struct ServerHandle {
     local_addr: SocketAddr,
     stop: Arc<AtomicBool>,
+    http_addr: Option<SocketAddr>,
     reader: Option<JoinHandle<()>>,
-    published: Arc<Mutex<Published>>,
-    fanout: Arc<crate::fanout::FanoutStats>,
-    reloads_skipped: Arc<std::sync::atomic::AtomicU64>,
-    store_errors: Arc<std::sync::atomic::AtomicU64>,
+    stats: StatsSource,
+    reload: Arc<Notify>,
+    /// Store writer first, then the tasks aborted at shutdown.
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -181,13 +217,39 @@ impl ServerHandle {
         let local_addr = sock.local_addr()?;
         let engine = FanoutEngine::start(&sock, &cfg.fanout)?;
         let fanout = Arc::clone(engine.stats());
+        let store_for_http = store.clone();
 
         let (event_tx, mut event_rx) = tmpsc::channel::<StoreEvent>(EVENT_QUEUE);
         let (dir_tx, dir_rx) = mpsc::sync_channel::<Directory>(1);
         let stop = Arc::new(AtomicBool::new(false));
         let published = Arc::new(Mutex::new(Published::default()));
-        let store_errors = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let reloads_skipped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let store_errors = Arc::new(AtomicU64::new(0));
+        let reloads_skipped = Arc::new(AtomicU64::new(0));
+        let reload_now = Arc::new(Notify::new());
+        let stats = StatsSource {
+            published: Arc::clone(&published),
+            fanout,
+            reloads_skipped: Arc::clone(&reloads_skipped),
+            store_errors: Arc::clone(&store_errors),
+            store_events_dropped: Arc::new(AtomicU64::new(0)),
+        };
+        let mut http_addr = None;
+        let mut http_task = None;
+        if let Some(listen) = cfg.http_listen {
+            let listener = tokio::net::TcpListener::bind(listen).await?;
+            http_addr = Some(listener.local_addr()?);
+            let app = crate::http::router(crate::http::AppState {
+                stats: stats.clone(),
+                store: store_for_http,
+                reload: Arc::clone(&reload_now),
+                admin_token: cfg.admin_token.as_deref().map(Arc::from),
+            });
+            http_task = Some(tokio::spawn(async move {
+                if let Err(e) = axum::serve(listener, app).await {
+                    tracing::warn!(error = %e, "http server stopped");
+                }
+            }));
+        }
 
         let writer_store = store.clone();
         let errs = Arc::clone(&store_errors);
@@ -202,11 +264,15 @@ impl ServerHandle {
         let period = Duration::from_millis(cfg.reload_interval_ms);
         let skipped = Arc::clone(&reloads_skipped);
         let errs = Arc::clone(&store_errors);
+        let now_signal = Arc::clone(&reload_now);
         let reload = tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.tick().await;
             loop {
-                tick.tick().await;
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = now_signal.notified() => {}
+                }
                 match store.load_directory().await {
                     Ok(d) => {
                         if let Err(TrySendError::Full(_)) = dir_tx.try_send(d) {
@@ -222,20 +288,28 @@ impl ServerHandle {
         });
 
         let core = Reflector::new(cfg.session.clone(), dir, Instant::now());
-        let (st, pb) = (Arc::clone(&stop), Arc::clone(&published));
+        let io = ReaderIo {
+            sock,
+            events: event_tx,
+            events_dropped: Arc::clone(&stats.store_events_dropped),
+            dirs: dir_rx,
+            stop: Arc::clone(&stop),
+            published: Arc::clone(&published),
+        };
         let reader = std::thread::Builder::new()
             .name("refl-ingress".into())
-            .spawn(move || reader_loop(core, &sock, engine, &event_tx, &dir_rx, &st, &pb))?;
+            .spawn(move || reader_loop(core, &io, engine))?;
         tracing::info!(%local_addr, "reflector listening");
+        let mut tasks = vec![events, reload];
+        tasks.extend(http_task);
         Ok(Self {
             local_addr,
+            http_addr,
             stop,
             reader: Some(reader),
-            published,
-            fanout,
-            reloads_skipped,
-            store_errors,
-            tasks: vec![events, reload],
+            stats,
+            reload: reload_now,
+            tasks,
         })
     }
 
@@ -244,19 +318,19 @@ impl ServerHandle {
         self.local_addr
     }
 
+    /// The bound HTTP address, if HTTP is enabled.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
     /// Current counters (session counters lag by at most ~20 ms).
     pub fn stats(&self) -> ServerStats {
-        let p = self
-            .published
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        ServerStats {
-            session: p.session.clone(),
-            fanout: self.fanout.snapshot(),
-            online: p.online,
-            reloads_skipped: self.reloads_skipped.load(Relaxed),
-            store_errors: self.store_errors.load(Relaxed),
-        }
+        self.stats.read()
+    }
+
+    /// Reloads the directory from the store now instead of at the next interval.
+    pub fn reload_now(&self) {
+        self.reload.notify_one();
     }
 
     /// Stops ingress, the send threads and the reload task, then lets the
@@ -266,12 +340,15 @@ impl ServerHandle {
         if let Some(r) = self.reader.take() {
             let _ = tokio::task::spawn_blocking(move || r.join()).await;
         }
-        let mut tasks = std::mem::take(&mut self.tasks);
-        if let Some(reload) = tasks.pop() {
-            reload.abort();
-        }
+        let mut tasks = std::mem::take(&mut self.tasks).into_iter();
+        let writer = tasks.next();
         for t in tasks {
-            let _ = t.await;
+            t.abort();
+        }
+        // The reader has exited, so the event channel is closed and the
+        // writer ends after the queued events.
+        if let Some(w) = writer {
+            let _ = w.await;
         }
     }
 }
@@ -291,15 +368,25 @@ fn unix_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn reader_loop(
-    mut core: Reflector,
-    sock: &UdpSocket,
-    mut engine: FanoutEngine,
-    events: &tmpsc::Sender<StoreEvent>,
-    dirs: &Receiver<Directory>,
-    stop: &AtomicBool,
-    published: &Mutex<Published>,
-) {
+/// What the reader thread talks to.
+struct ReaderIo {
+    sock: UdpSocket,
+    events: tmpsc::Sender<StoreEvent>,
+    events_dropped: Arc<AtomicU64>,
+    dirs: Receiver<Directory>,
+    stop: Arc<AtomicBool>,
+    published: Arc<Mutex<Published>>,
+}
+
+fn reader_loop(mut core: Reflector, io: &ReaderIo, mut engine: FanoutEngine) {
+    let ReaderIo {
+        sock,
+        events,
+        events_dropped,
+        dirs,
+        stop,
+        published,
+    } = io;
     let mut buf = [0u8; RECV_BUF];
     let mut last_publish = Instant::now();
     core.set_wall_clock(last_publish, unix_ms());
@@ -331,7 +418,7 @@ fn reader_loop(
         }
         while let Some(e) = core.poll_event() {
             if events.try_send(e).is_err() {
-                tracing::warn!("store event queue full; event dropped");
+                events_dropped.fetch_add(1, Relaxed);
             }
         }
         if now.saturating_duration_since(last_publish) >= STATS_EVERY {

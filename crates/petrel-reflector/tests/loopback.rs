@@ -66,6 +66,7 @@ fn start(rt: &Runtime, db: &Db, fanout: FanoutConfig) -> ServerHandle {
         listen: "127.0.0.1:0".parse().unwrap(),
         db: db.0.to_str().unwrap().into(),
         fanout,
+        http_listen: None,
         ..ServerConfig::default()
     };
     rt.block_on(ServerHandle::start(cfg)).unwrap()
@@ -381,5 +382,81 @@ fn membership_change_elsewhere_drops_no_frames() {
     assert!(carol.drain(PacketType::Voice).is_empty());
     let s = srv.stats();
     assert_eq!((s.fanout.frames_dropped, s.fanout.frames_expired), (0, 0));
+    rt.block_on(srv.shutdown());
+}
+
+fn http(addr: SocketAddr, req: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(req.as_bytes()).unwrap();
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, out)
+}
+
+#[test]
+fn metrics_healthz_and_admin_api() {
+    let rt = Runtime::new().unwrap();
+    let db = make_db(&rt, "http", &["alice", "bob"]);
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        db: db.0.to_str().unwrap().into(),
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        admin_token: Some("0123456789abcdef".into()),
+        ..ServerConfig::default()
+    };
+    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let web = srv.http_addr().unwrap();
+    let alice = Client::new([127, 0, 4, 1], srv.local_addr(), "alice", 1);
+    let bob = Client::new([127, 0, 4, 2], srv.local_addr(), "bob", 1);
+    alice.login();
+    bob.login();
+
+    let (code, body) = http(
+        web,
+        "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(code, 200);
+    assert!(body.ends_with("ok\n"));
+    std::thread::sleep(Duration::from_millis(50));
+    let (code, body) = http(
+        web,
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("petrel_reflector_session_logins_total 2\n"),
+        "{body}"
+    );
+    assert!(body.contains(
+        "# TYPE petrel_reflector_online_devices gauge\npetrel_reflector_online_devices 2\n"
+    ));
+
+    let put = |auth: &str| {
+        let json = r#"{"group_id": 1}"#;
+        http(
+            web,
+            &format!(
+                "PUT /api/devices/bob/1/group HTTP/1.1\r\nHost: x\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{json}",
+                json.len()
+            ),
+        )
+        .0
+    };
+    assert_eq!(put(""), 401);
+    assert_eq!(put("Authorization: Bearer wrong-token-000000\r\n"), 401);
+    assert_eq!(put("Authorization: Bearer 0123456789abcdef\r\n"), 204);
+    // The reload is immediate: bob (now in group 1) no longer hears 999.
+    std::thread::sleep(Duration::from_millis(300));
+    alice.send(PacketType::Voice, b"x");
+    assert!(bob.recv_type(PacketType::Voice).is_none());
+    let (code, body) = http(
+        web,
+        "GET /api/stats HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer 0123456789abcdef\r\nConnection: close\r\n\r\n",
+    );
+    assert_eq!(code, 200);
+    assert!(body.contains("\"online\":2"), "{body}");
     rt.block_on(srv.shutdown());
 }

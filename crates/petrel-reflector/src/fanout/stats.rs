@@ -67,3 +67,23 @@ impl FanoutStats {
         }
     }
 }
+
+impl FanoutStatsSnapshot {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("frames_accepted", self.frames_accepted),
+            ("frames_dropped", self.frames_dropped),
+            ("frames_expired", self.frames_expired),
+            ("frames_sent", self.frames_sent),
+            ("targets_attempted", self.targets_attempted),
+            ("sent", self.sent),
+            ("write_errors", self.write_errors),
+            ("enobufs", self.enobufs),
+            ("would_block", self.would_block),
+            ("message_too_large", self.message_too_large),
+            ("queue_high_water", self.queue_high_water),
+            ("max_dispatch_ns", self.max_dispatch_ns),
+        ]
+    }
+}

@@ -287,6 +287,7 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
             max_frame_age_ms: cfg.max_frame_age_ms,
             ..FanoutConfig::default()
         },
+        http_listen: None,
         ..ServerConfig::default()
     })
     .await?;

@@ -57,3 +57,37 @@ pub struct SessionStats {
     /// Store events dropped because the outbound event queue was full.
     pub store_events_dropped: u64,
 }
+
+impl SessionStats {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("received", self.received),
+            ("rate_limit_drops", self.rate_limit_drops),
+            ("rate_table_full_drops", self.rate_table_full_drops),
+            ("decode_errors", self.decode_errors),
+            ("ghost_auth_unsupported", self.ghost_auth_unsupported),
+            ("heartbeats", self.heartbeats),
+            ("logins", self.logins),
+            ("rejects_conflict", self.rejects_conflict),
+            ("rejects_reserved_ssid", self.rejects_reserved_ssid),
+            ("rejects_auth", self.rejects_auth),
+            ("reserved_tag_drops", self.reserved_tag_drops),
+            ("unknown_device_drops", self.unknown_device_drops),
+            ("endpoint_mismatch_drops", self.endpoint_mismatch_drops),
+            ("non_forwarding_drops", self.non_forwarding_drops),
+            ("send_ban_drops", self.send_ban_drops),
+            ("floor_busy_drops", self.floor_busy_drops),
+            ("config_packets", self.config_packets),
+            ("config_errors", self.config_errors),
+            ("config_sent", self.config_sent),
+            ("text_frames", self.text_frames),
+            ("voice_frames", self.voice_frames),
+            ("sessions_expired", self.sessions_expired),
+            ("snapshot_hits", self.snapshot_hits),
+            ("snapshot_rebuilds", self.snapshot_rebuilds),
+            ("snapshot_invalidations", self.snapshot_invalidations),
+            ("store_events_dropped", self.store_events_dropped),
+        ]
+    }
+}
