@@ -5,7 +5,7 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::codec::{decode, encode, Header, PacketType};
+use crate::codec::{self, decode, encode, ConfigCommand, Header, PacketType};
 use crate::directory::{GroupRecord, UserRecord};
 
 const CHEAP: HashCost = HashCost {
