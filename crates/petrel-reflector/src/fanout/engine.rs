@@ -5,14 +5,14 @@
 //! all partitions of a frame before the next, so each target sees frames in
 //! order and a frame is sent whole or not at all.
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::mpsc::{self, Receiver, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{send_to_many, FanoutConfig, FanoutStats, FrameQueue, Push, SendReport};
+use super::{send_to_many, FanoutConfig, FanoutStats, FrameQueue, Push, SendReport, SendScratch};
 use crate::session::Frame;
 
 #[derive(Debug)]
@@ -48,7 +48,7 @@ fn send_partition(
     frame: &Frame,
     part: usize,
     batch: usize,
-    scratch: &mut Vec<SocketAddr>,
+    scratch: &mut SendScratch,
     stats: &FanoutStats,
 ) {
     if let Some(targets) = frame.snapshot.partitions.get(part) {
@@ -82,7 +82,7 @@ impl FanoutEngine {
                 std::thread::Builder::new()
                     .name("refl-writer".into())
                     .spawn(move || {
-                        let mut scratch = Vec::with_capacity(batch);
+                        let mut scratch = SendScratch::new(batch);
                         while let Ok((frame, part)) = rx.recv() {
                             send_partition(&sock, &frame, part, batch, &mut scratch, &stats);
                             if done.send(()).is_err() {
@@ -163,7 +163,7 @@ fn dispatch_loop(
     done: &Receiver<()>,
     batch: usize,
 ) {
-    let mut scratch = Vec::with_capacity(batch);
+    let mut scratch = SendScratch::new(batch);
     loop {
         let frame = {
             let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);

@@ -11,5 +11,5 @@ mod stats;
 pub use config::FanoutConfig;
 pub use engine::FanoutEngine;
 pub use queue::{FrameQueue, Push};
-pub use send::{send_to_many, SendReport};
+pub use send::{send_to_many, SendReport, SendScratch};
 pub use stats::{FanoutStats, FanoutStatsSnapshot};

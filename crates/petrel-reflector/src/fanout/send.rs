@@ -34,21 +34,53 @@ impl SendReport {
     }
 }
 
+/// Buffers reused by [`send_to_many`] so that steady-state sends do not
+/// allocate. Holds raw pointers while a call runs, so it stays on one thread.
+pub struct SendScratch {
+    targets: Vec<SocketAddr>,
+    #[cfg(target_os = "linux")]
+    addrs: Vec<socket2::SockAddr>,
+    #[cfg(target_os = "linux")]
+    msgs: Vec<libc::mmsghdr>,
+}
+
+impl std::fmt::Debug for SendScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendScratch")
+            .field("capacity", &self.targets.capacity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SendScratch {
+    /// Scratch sized for `batch` datagrams per call.
+    pub fn new(batch: usize) -> Self {
+        Self {
+            targets: Vec::with_capacity(batch),
+            #[cfg(target_os = "linux")]
+            addrs: Vec::with_capacity(batch),
+            #[cfg(target_os = "linux")]
+            msgs: Vec::with_capacity(batch),
+        }
+    }
+}
+
 /// Sends `payload` to every target except `exclude`, `batch` per syscall.
-/// `scratch` is reused between calls so steady-state sends do not allocate.
 pub fn send_to_many(
     sock: &UdpSocket,
     payload: &[u8],
     targets: &[SocketAddr],
     exclude: SocketAddr,
     batch: usize,
-    scratch: &mut Vec<SocketAddr>,
+    scratch: &mut SendScratch,
 ) -> SendReport {
     let mut report = SendReport::default();
     for chunk in targets.chunks(batch.max(1)) {
-        scratch.clear();
-        scratch.extend(chunk.iter().copied().filter(|a| *a != exclude));
-        report.attempted += scratch.len() as u64;
+        scratch.targets.clear();
+        scratch
+            .targets
+            .extend(chunk.iter().copied().filter(|a| *a != exclude));
+        report.attempted += scratch.targets.len() as u64;
         imp::send_batch(sock, payload, scratch, &mut report);
     }
     report
@@ -57,42 +89,46 @@ pub fn send_to_many(
 #[cfg(target_os = "linux")]
 mod imp {
     use std::io;
-    use std::net::{SocketAddr, UdpSocket};
+    use std::net::UdpSocket;
     use std::os::fd::AsRawFd;
 
     use socket2::SockAddr;
 
-    use super::SendReport;
+    use super::{SendReport, SendScratch};
 
     pub(super) fn send_batch(
         sock: &UdpSocket,
         payload: &[u8],
-        targets: &[SocketAddr],
+        scratch: &mut SendScratch,
         report: &mut SendReport,
     ) {
-        if targets.is_empty() {
+        if scratch.targets.is_empty() {
             return;
         }
-        let addrs: Vec<SockAddr> = targets.iter().map(|a| SockAddr::from(*a)).collect();
+        let SendScratch {
+            targets,
+            addrs,
+            msgs,
+        } = scratch;
+        addrs.clear();
+        addrs.extend(targets.iter().map(|a| SockAddr::from(*a)));
         // The kernel only reads through iov_base; the cast to *mut is what the
         // C struct requires.
         let mut iov = libc::iovec {
             iov_base: payload.as_ptr() as *mut libc::c_void,
             iov_len: payload.len(),
         };
-        let mut msgs: Vec<libc::mmsghdr> = addrs
-            .iter()
-            .map(|a| {
-                // SAFETY: mmsghdr is a plain C struct of integers and pointers,
-                // for which all-zero is a valid value.
-                let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                m.msg_hdr.msg_name = a.as_ptr() as *mut libc::c_void;
-                m.msg_hdr.msg_namelen = a.len();
-                m.msg_hdr.msg_iov = &mut iov;
-                m.msg_hdr.msg_iovlen = 1;
-                m
-            })
-            .collect();
+        msgs.clear();
+        msgs.extend(addrs.iter().map(|a| {
+            // SAFETY: mmsghdr is a plain C struct of integers and pointers,
+            // for which all-zero is a valid value.
+            let mut m: libc::mmsghdr = unsafe { std::mem::zeroed() };
+            m.msg_hdr.msg_name = a.as_ptr() as *mut libc::c_void;
+            m.msg_hdr.msg_namelen = a.len();
+            m.msg_hdr.msg_iov = &mut iov;
+            m.msg_hdr.msg_iovlen = 1;
+            m
+        }));
         let fd = sock.as_raw_fd();
         let mut off = 0;
         while off < msgs.len() {
@@ -116,22 +152,24 @@ mod imp {
                 off += r as usize;
             }
         }
+        // Drop the pointers into `iov` before it goes out of scope.
+        msgs.clear();
     }
 }
 
 #[cfg(not(target_os = "linux"))]
 mod imp {
-    use std::net::{SocketAddr, UdpSocket};
+    use std::net::UdpSocket;
 
-    use super::SendReport;
+    use super::{SendReport, SendScratch};
 
     pub(super) fn send_batch(
         sock: &UdpSocket,
         payload: &[u8],
-        targets: &[SocketAddr],
+        scratch: &mut SendScratch,
         report: &mut SendReport,
     ) {
-        for t in targets {
+        for t in &scratch.targets {
             match sock.send_to(payload, t) {
                 Ok(_) => report.sent += 1,
                 Err(e) => report.record_error(&e),
@@ -153,7 +191,7 @@ mod tests {
             .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
             .collect();
         let targets: Vec<SocketAddr> = rxs.iter().map(|s| s.local_addr().unwrap()).collect();
-        let mut scratch = Vec::new();
+        let mut scratch = SendScratch::new(8);
         let r = send_to_many(&tx, b"hello", &targets, targets[3], 4, &mut scratch);
         assert_eq!((r.attempted, r.sent, r.errors), (9, 9, 0));
         for (i, s) in rxs.iter().enumerate() {
@@ -174,7 +212,7 @@ mod tests {
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
         let big = vec![0u8; 70_000];
-        let mut scratch = Vec::new();
+        let mut scratch = SendScratch::new(8);
         let r = send_to_many(
             &tx,
             &big,

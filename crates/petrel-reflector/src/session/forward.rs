@@ -122,8 +122,11 @@ impl Reflector {
             rec.ssid,
             rec.dmrid,
         );
-        let mut packet = datagram.to_vec();
-        if !codec::rewrite_forward(&mut packet, &id) {
+        // One allocation per frame, shared by every target.
+        let mut packet: Arc<[u8]> = Arc::from(datagram);
+        let rewritten =
+            Arc::get_mut(&mut packet).is_some_and(|buf| codec::rewrite_forward(buf, &id));
+        if !rewritten {
             return;
         }
         let snapshot = self.snapshot(domain_id);
@@ -134,7 +137,7 @@ impl Reflector {
         }
         self.frames.push_back(Frame {
             created: now,
-            packet: packet.into(),
+            packet,
             snapshot,
             exclude: src,
         });
