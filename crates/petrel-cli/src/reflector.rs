@@ -32,6 +32,17 @@ enum ReflectorCommand {
     /// Manage devices.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Print a group's text history, newest first.
+    Messages {
+        #[command(flatten)]
+        db: DbArg,
+        /// Group id.
+        #[arg(long)]
+        group: i64,
+        /// Messages to show (at most 1000).
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
     /// Fan-out load test against an in-process reflector (same as `petrel bench reflector`).
     Bench(ReflectorBenchArgs),
 }

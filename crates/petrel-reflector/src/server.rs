@@ -45,6 +45,8 @@ pub struct ServerConfig {
     pub default_group_id: i64,
     /// Directory reload period, ms (reference: 10 000), 1000–3600000.
     pub reload_interval_ms: u64,
+    /// Text history kept, days (reference `comm.retention_days`: 30), 1–3650.
+    pub message_retention_days: u32,
     /// Requested SO_RCVBUF and SO_SNDBUF, bytes (reference: 4 MiB), 64 KiB–256 MiB.
     pub socket_buffer_bytes: usize,
     /// Session-core policy.
@@ -65,6 +67,7 @@ impl Default for ServerConfig {
             db: "petrel-reflector.db".into(),
             default_group_id: 999,
             reload_interval_ms: 10_000,
+            message_retention_days: 30,
             socket_buffer_bytes: 4 << 20,
             session: SessionConfig::default(),
             fanout: FanoutConfig::default(),
@@ -265,6 +268,7 @@ impl ServerHandle {
         let skipped = Arc::clone(&reloads_skipped);
         let errs = Arc::clone(&store_errors);
         let now_signal = Arc::clone(&reload_now);
+        let retention_days = cfg.message_retention_days;
         let reload = tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.tick().await;
@@ -272,6 +276,11 @@ impl ServerHandle {
                 tokio::select! {
                     _ = tick.tick() => {}
                     () = now_signal.notified() => {}
+                }
+                let keep_ms = i64::from(retention_days) * 86_400_000;
+                if let Err(err) = store.prune_messages(unix_ms() - keep_ms).await {
+                    errs.fetch_add(1, Relaxed);
+                    tracing::warn!(error = %err, "message pruning failed");
                 }
                 match store.load_directory().await {
                     Ok(d) => {

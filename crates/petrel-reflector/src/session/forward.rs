@@ -103,6 +103,7 @@ impl Reflector {
             self.stats.send_ban_drops += 1;
             return;
         }
+        let rec_group = rec.group_id;
         let Some(domain_id) = self.dir.domain_of(rec.group_id).map(|d| d.id) else {
             self.stats.non_forwarding_drops += 1;
             return;
@@ -134,6 +135,13 @@ impl Reflector {
             self.stats.voice_frames += 1;
         } else {
             self.stats.text_frames += 1;
+            let (group_id, unix_ms) = (rec_group, self.unix_ms(now).unwrap_or(0));
+            self.push_event(StoreEvent::Text {
+                device: key,
+                group_id,
+                unix_ms,
+                text: packet.get(codec::HEADER_LEN..).unwrap_or_default().to_vec(),
+            });
         }
         self.frames.push_back(Frame {
             created: now,

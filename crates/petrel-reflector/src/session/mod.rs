@@ -83,6 +83,18 @@ pub enum StoreEvent {
         /// Items as reported.
         items: Vec<codec::Tlv>,
     },
+    /// A text message was forwarded; kept as channel history (spec §5.3:
+    /// text is stored whether or not voice recording is on).
+    Text {
+        /// Sender.
+        device: DeviceKey,
+        /// Sender's group when it was sent.
+        group_id: i64,
+        /// Wall-clock time, Unix ms (0 if the core has no wall clock).
+        unix_ms: i64,
+        /// DATA as received (UTF-8 by convention, stored unchanged).
+        text: Vec<u8>,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]

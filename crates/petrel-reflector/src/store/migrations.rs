@@ -2,9 +2,10 @@
 //! Version numbers never change once released; add new entries at the end.
 
 /// (version, SQL).
-pub(super) const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "CREATE TABLE users (
+pub(super) const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "CREATE TABLE users (
         id INTEGER PRIMARY KEY,
         name TEXT NOT NULL UNIQUE,
         callsign TEXT NOT NULL UNIQUE,
@@ -44,4 +45,17 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[(
         value BLOB NOT NULL,
         PRIMARY KEY (owner_id, ssid, tag)
     );",
-)];
+    ),
+    (
+        2,
+        "CREATE TABLE messages (
+        id INTEGER PRIMARY KEY,
+        sent_at_ms INTEGER NOT NULL,
+        owner_id INTEGER NOT NULL,
+        ssid INTEGER NOT NULL,
+        group_id INTEGER NOT NULL,
+        text BLOB NOT NULL
+    );
+    CREATE INDEX messages_group_time ON messages (group_id, sent_at_ms);",
+    ),
+];

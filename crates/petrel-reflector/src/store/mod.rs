@@ -340,6 +340,23 @@ impl Store {
                     .execute(&self.pool)
                     .await?;
             }
+            StoreEvent::Text {
+                device,
+                group_id,
+                unix_ms,
+                text,
+            } => {
+                sqlx::query(
+                    "INSERT INTO messages (sent_at_ms, owner_id, ssid, group_id, text) VALUES (?, ?, ?, ?, ?)",
+                )
+                .bind(unix_ms)
+                .bind(device.0)
+                .bind(i64::from(device.1))
+                .bind(group_id)
+                .bind(text.as_slice())
+                .execute(&self.pool)
+                .await?;
+            }
             StoreEvent::DeviceConfig { device, items } => {
                 let mut tx = self.pool.begin().await?;
                 for Tlv { tag, value } in items {
@@ -355,6 +372,45 @@ impl Store {
             }
         }
         Ok(())
+    }
+
+    /// The newest `limit` (≤ 1000) text messages of a group, newest first:
+    /// (Unix ms, sender name, SSID, text).
+    pub async fn recent_messages(
+        &self,
+        group_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(i64, String, u8, Vec<u8>)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT m.sent_at_ms, u.name, m.ssid, m.text FROM messages m JOIN users u ON u.id = m.owner_id
+             WHERE m.group_id = ? ORDER BY m.sent_at_ms DESC, m.id DESC LIMIT ?",
+        )
+        .bind(group_id)
+        .bind(i64::from(limit.min(1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let ssid: i64 = r.try_get(2)?;
+                Ok((
+                    r.try_get(0)?,
+                    r.try_get(1)?,
+                    u8::try_from(ssid).unwrap_or(0),
+                    r.try_get(3)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Deletes messages sent before `before_ms` (Unix ms); returns how many.
+    /// The server runs it at every reload with its retention setting, which
+    /// keeps the table bounded.
+    pub async fn prune_messages(&self, before_ms: i64) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM messages WHERE sent_at_ms < ?")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
     }
 
     /// Stored Type 3 items of a device, ordered by tag.

@@ -45,10 +45,10 @@ fn alice() -> NewUser {
 async fn fresh_store_migrates_once_and_has_the_public_group() {
     let t = temp("fresh");
     let s = Store::open(&t.0, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 1);
+    assert_eq!(s.schema_version().await.unwrap(), 2);
     s.close().await;
     let s = Store::open(&t.0, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 1);
+    assert_eq!(s.schema_version().await.unwrap(), 2);
     let d = s.load_directory().await.unwrap();
     let g = d.group(999).unwrap();
     assert!(g.enabled && !g.is_virtual);
@@ -172,4 +172,32 @@ async fn device_config_reports_are_stored() {
     let mut want = items;
     want.sort_by_key(|t| t.tag);
     assert_eq!(s.device_config(uid, 1).await.unwrap(), want);
+}
+
+#[tokio::test]
+async fn text_history_is_kept_newest_first_and_pruned() {
+    let t = temp("messages");
+    let s = Store::open(&t.0, opts()).await.unwrap();
+    let uid = s.add_user(&alice()).await.unwrap();
+    for (ms, text) in [(1_000, "first"), (2_000, "second"), (3_000, "third")] {
+        s.apply(&StoreEvent::Text {
+            device: (uid, 7),
+            group_id: 999,
+            unix_ms: ms,
+            text: text.into(),
+        })
+        .await
+        .unwrap();
+    }
+    let got = s.recent_messages(999, 2).await.unwrap();
+    assert_eq!(
+        got,
+        vec![
+            (3_000, "alice".to_owned(), 7, b"third".to_vec()),
+            (2_000, "alice".to_owned(), 7, b"second".to_vec()),
+        ]
+    );
+    assert!(s.recent_messages(1, 10).await.unwrap().is_empty());
+    assert_eq!(s.prune_messages(2_500).await.unwrap(), 2);
+    assert_eq!(s.recent_messages(999, 10).await.unwrap().len(), 1);
 }
