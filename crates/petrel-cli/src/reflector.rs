@@ -251,6 +251,12 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
         ReflectorCommand::Group(GroupCommand::Enable { db, id, enabled }) => {
             open(&db.db).await?.set_group_enabled(id, enabled).await?;
         }
+        ReflectorCommand::Messages { db, group, limit } => {
+            let store = open(&db.db).await?;
+            for (ms, user, ssid, text) in store.recent_messages(group, limit).await? {
+                println!("{ms} {user}-{ssid}: {}", String::from_utf8_lossy(&text));
+            }
+        }
         ReflectorCommand::Device(DeviceCommand::Group {
             db,
             user,
