@@ -7,4 +7,4 @@ mod rate_limit;
 
 pub use ban::{BanCheck, BanLadder};
 pub use floor::{FloorDecision, FloorTable};
-pub use rate_limit::{RateDecision, RateLimiter};
+pub use rate_limit::{RateDecision, RateLimiter, TokenBucket};

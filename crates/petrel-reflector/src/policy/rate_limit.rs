@@ -64,6 +64,41 @@ impl<K: Hash + Eq + Copy> Buckets<K> {
     }
 }
 
+/// One token bucket: `rate` tokens per second, at most `rate` banked.
+#[derive(Debug, Clone)]
+pub struct TokenBucket {
+    rate: f64,
+    bucket: Bucket,
+}
+
+impl TokenBucket {
+    /// A full bucket of `rate_per_s` tokens refilled at `rate_per_s` per second.
+    pub fn new(rate_per_s: u32, now: Instant) -> Self {
+        let rate = f64::from(rate_per_s.max(1));
+        Self {
+            rate,
+            bucket: Bucket {
+                tokens: rate,
+                last: now,
+            },
+        }
+    }
+
+    /// Takes one token if available.
+    pub fn take(&mut self, now: Instant) -> bool {
+        let b = &mut self.bucket;
+        let dt = now.saturating_duration_since(b.last).as_secs_f64();
+        b.tokens = (b.tokens + dt * self.rate).min(self.rate);
+        b.last = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Outcome of [`RateLimiter::check`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateDecision {
@@ -152,6 +187,15 @@ mod tests {
                 .count();
         }
         assert_eq!(allowed, 600);
+    }
+
+    #[test]
+    fn single_bucket_refills() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::new(10, t0);
+        assert_eq!((0..20).filter(|_| b.take(t0)).count(), 10);
+        assert!(b.take(t0 + Duration::from_millis(100)));
+        assert!(!b.take(t0 + Duration::from_millis(100)));
     }
 
     #[test]

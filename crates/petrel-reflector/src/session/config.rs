@@ -54,6 +54,11 @@ pub struct SessionConfig {
     pub ban_table_max: usize,
     /// Online devices at most; logins beyond it get reject code 3 `server_full`.
     pub max_sessions: usize,
+    /// Argon2 password verifications per second across all sources; beyond
+    /// it logins get reject code 3 `server_busy` (Argon2 is deliberately slow,
+    /// so unbounded verification would let a flood of wrong passwords stall
+    /// ingress). Already-verified passwords do not count.
+    pub password_checks_per_s: u32,
     /// Send paths the receiver snapshots are partitioned for (1–32); the
     /// server sets it to the fan-out writer count, so it is not read from TOML.
     #[serde(skip)]
@@ -71,6 +76,7 @@ impl Default for SessionConfig {
             rate_table_max: 65_536,
             ban_table_max: 65_536,
             max_sessions: 100_000,
+            password_checks_per_s: 20,
             partitions: 2,
         }
     }
@@ -128,6 +134,13 @@ impl SessionConfig {
             1,
             10_000_000,
             "1..=10000000",
+        )?;
+        check(
+            "password_checks_per_s",
+            self.password_checks_per_s,
+            1,
+            10_000,
+            "1..=10000",
         )?;
         check("partitions", self.partitions, 1, 32, "1..=32")
     }

@@ -50,9 +50,11 @@ impl Reflector {
         let key = (user.id, h.ssid);
         let hb = HeartbeatData::parse(data).unwrap_or_default();
         let timeout = self.cfg.offline_timeout();
-        let same_endpoint = self.sessions.get(&key).is_some_and(|s| {
-            s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
-        });
+        // A disabled account is re-checked (and refused) even mid-session.
+        let same_endpoint = user.enabled
+            && self.sessions.get(&key).is_some_and(|s| {
+                s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
+            });
         if !same_endpoint {
             if let Err(reason) = self.authenticate(now, src, h, &user) {
                 self.reject(src, h, reason);
@@ -106,8 +108,9 @@ impl Reflector {
             return Err(RejectReason::PasswordNotSet);
         };
         let pw = h.password_bytes();
-        let ok =
-            user.approved && is_valid_device_password(pw) && self.password_matches(user.id, phc, h);
+        let ok = user.approved
+            && is_valid_device_password(pw)
+            && self.password_matches(now, user.id, phc, h)?;
         if !ok {
             self.bans.record_failure(src.ip(), &user.name, now);
             return Err(RejectReason::InvalidPassword);
@@ -116,18 +119,30 @@ impl Reflector {
         Ok(())
     }
 
-    pub(super) fn password_matches(&mut self, user_id: i64, phc: &str, h: &Header) -> bool {
+    /// Whether the password matches; `Err(ServerBusy)` when the Argon2
+    /// budget is spent.
+    pub(super) fn password_matches(
+        &mut self,
+        now: Instant,
+        user_id: i64,
+        phc: &str,
+        h: &Header,
+    ) -> Result<bool, RejectReason> {
         if let Some((cached_phc, cached_pw)) = self.verified.get(&user_id) {
             if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
-                return true;
+                return Ok(true);
             }
+        }
+        if !self.password_checks.take(now) {
+            self.stats.password_check_budget_drops += 1;
+            return Err(RejectReason::ServerBusy);
         }
         let ok = verify_device_password(phc, h.password_bytes());
         if ok {
             self.verified
                 .insert(user_id, (phc.to_owned(), h.device_password));
         }
-        ok
+        Ok(ok)
     }
 
     pub(super) fn auth_failure(

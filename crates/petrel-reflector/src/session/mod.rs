@@ -31,7 +31,7 @@ pub use stats::SessionStats;
 
 use crate::codec::{self, PacketType, PASSWORD_LEN};
 use crate::directory::{DeviceRecord, Directory, UNGROUPED};
-use crate::policy::{BanLadder, FloorTable, RateDecision, RateLimiter};
+use crate::policy::{BanLadder, FloorTable, RateDecision, RateLimiter, TokenBucket};
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
 const DEV_MODEL_ANDROID: u8 = 101;
@@ -117,6 +117,7 @@ pub struct Reflector {
     /// pays for Argon2: (PHC string it was checked against, padded password).
     verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
     rate: RateLimiter,
+    password_checks: TokenBucket,
     bans: BanLadder,
     floors: FloorTable,
     transmits: VecDeque<Transmit>,
@@ -133,6 +134,7 @@ impl Reflector {
     pub fn new(cfg: SessionConfig, dir: Directory, now: Instant) -> Self {
         Self {
             rate: RateLimiter::new(cfg.per_ip_pps, cfg.per_endpoint_pps, cfg.rate_table_max),
+            password_checks: TokenBucket::new(cfg.password_checks_per_s, now),
             bans: BanLadder::new(cfg.ban_table_max),
             floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
             next_sweep: now + cfg.sweep_interval(),

@@ -21,6 +21,8 @@ pub enum RejectReason {
     TooManyFailures,
     /// Code 3: the session table is full (Petrel-specific reason).
     ServerFull,
+    /// Code 3: the password-check budget is spent; retry later (Petrel-specific).
+    ServerBusy,
 }
 
 impl RejectReason {
@@ -44,6 +46,7 @@ impl RejectReason {
             Self::PasswordNotSet => "device_password_not_set",
             Self::TooManyFailures => "too_many_failures",
             Self::ServerFull => "server_full",
+            Self::ServerBusy => "server_busy",
         }
     }
 }

@@ -24,6 +24,8 @@ pub struct SessionStats {
     pub rejects_reserved_ssid: u64,
     /// Reject code 3 (auth failed, banned, server full).
     pub rejects_auth: u64,
+    /// Logins refused with `server_busy` because the Argon2 budget was spent.
+    pub password_check_budget_drops: u64,
     /// Reserved-SSID packets with a non-zero tag, dropped silently.
     pub reserved_tag_drops: u64,
     /// Types 3/4/5 from a device that is not online.
@@ -72,6 +74,10 @@ impl SessionStats {
             ("rejects_conflict", self.rejects_conflict),
             ("rejects_reserved_ssid", self.rejects_reserved_ssid),
             ("rejects_auth", self.rejects_auth),
+            (
+                "password_check_budget_drops",
+                self.password_check_budget_drops,
+            ),
             ("reserved_tag_drops", self.reserved_tag_drops),
             ("unknown_device_drops", self.unknown_device_drops),
             ("endpoint_mismatch_drops", self.endpoint_mismatch_drops),

@@ -508,3 +508,70 @@ fn link_boxes_get_query_and_time_sync_on_login_and_ack_on_report() {
     s.r.handle_datagram(s.now, addr("127.0.0.9:1"), &pkt);
     assert!(s.r.poll_transmit().is_none());
 }
+
+#[test]
+fn password_check_budget_bounds_argon2_work() {
+    let now = Instant::now();
+    let cfg = SessionConfig {
+        password_checks_per_s: 3,
+        ..SessionConfig::default()
+    };
+    let mut r = Reflector::new(cfg, dir(), now);
+    let mut reasons = Vec::new();
+    // Wrong passwords from many sources, each a fresh Argon2 verification.
+    for i in 0..5u8 {
+        r.handle_datagram(
+            now,
+            SocketAddr::from(([127, 0, 9, i], 1)),
+            &hb("alice", "Wrong123", 7, None),
+        );
+        reasons.push(reject_of(&r.poll_transmit().unwrap().payload).1);
+    }
+    assert_eq!(
+        reasons,
+        [
+            "invalid_password",
+            "invalid_password",
+            "invalid_password",
+            "server_busy",
+            "server_busy"
+        ]
+    );
+    assert_eq!(r.stats().password_check_budget_drops, 2);
+    // A second later the budget has refilled.
+    let later = now + Duration::from_secs(1);
+    r.handle_datagram(
+        later,
+        addr("127.0.0.1:1"),
+        &hb("alice", "Secret12", 7, None),
+    );
+    assert!(!decode(&r.poll_transmit().unwrap().payload)
+        .unwrap()
+        .header
+        .callsign_str()
+        .unwrap()
+        .is_empty());
+}
+
+#[test]
+fn disabled_account_is_refused_mid_session() {
+    let mut s = Sim::new();
+    s.login("127.0.0.1:1", "alice", 1);
+    let d = s.r.directory().clone();
+    let mut users: Vec<UserRecord> = (1..=7).map(|i| d.user(i).unwrap().clone()).collect();
+    users[0].enabled = false;
+    s.r.replace_directory(Directory::new(
+        users,
+        vec![
+            group(999, false),
+            group(1, false),
+            group(2, false),
+            group(3, false),
+            group(50, true),
+        ],
+        vec![(50, 1), (50, 2)],
+        vec![],
+    ));
+    let r = s.send("127.0.0.1:1", &hb("alice", "", 1, None)).unwrap();
+    assert_eq!(reject_of(&r), (3, "user_disabled".into()));
+}
