@@ -6,6 +6,7 @@
 //! - [`session`]: the sans-IO session core — password login, bans, rate
 //!   limits, conflicts, liveness, talkgroup routing and receiver snapshots.
 //! - [`policy`]: the token-bucket, ban-ladder and half-duplex tables it uses.
+//! - [`recording`]: voice recordings per talker, written as `.raw` files.
 //! - [`directory`]: the in-memory users/groups/devices view it routes by.
 //! - [`fanout`]: the whole-frame queue and parallel batched send paths.
 //! - [`store`]: SQLite persistence (sqlx) with versioned migrations.
@@ -25,6 +26,7 @@ pub mod fanout;
 pub mod http;
 pub mod loadgen;
 pub mod policy;
+pub mod recording;
 pub mod server;
 pub mod session;
 pub mod store;

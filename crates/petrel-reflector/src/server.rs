@@ -19,8 +19,10 @@ use socket2::{Domain, Protocol, Socket, Type};
 use thiserror::Error;
 use tokio::sync::{mpsc as tmpsc, Notify};
 
+use crate::codec::encode_raw;
 use crate::directory::Directory;
 use crate::fanout::{FanoutConfig, FanoutEngine, FanoutStatsSnapshot};
+use crate::recording::{relative_path, Recorder, RecorderStats, Recording, RecordingConfig};
 use crate::session::{check, ConfigRangeError, Reflector, SessionConfig, SessionStats, StoreEvent};
 use crate::store::{Store, StoreError, StoreOptions};
 
@@ -53,6 +55,8 @@ pub struct ServerConfig {
     pub session: SessionConfig,
     /// Fan-out engine.
     pub fanout: FanoutConfig,
+    /// Voice recording (off by default).
+    pub recording: RecordingConfig,
     /// TCP address of `/healthz`, `/metrics` and the admin API; `None`
     /// disables HTTP. Default `127.0.0.1:9000` (the reference's web port).
     pub http_listen: Option<SocketAddr>,
@@ -71,6 +75,7 @@ impl Default for ServerConfig {
             socket_buffer_bytes: 4 << 20,
             session: SessionConfig::default(),
             fanout: FanoutConfig::default(),
+            recording: RecordingConfig::default(),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             admin_token: None,
         }
@@ -102,7 +107,8 @@ impl ServerConfig {
             "65536..=268435456",
         )?;
         self.session.validate()?;
-        self.fanout.validate()
+        self.fanout.validate()?;
+        self.recording.validate()
     }
 }
 
@@ -133,13 +139,16 @@ pub struct ServerStats {
     pub reloads_skipped: u64,
     /// Store writes that failed.
     pub store_errors: u64,
-    /// Store events dropped because the writer's queue (4096) was full.
+    /// Store events and recordings dropped because the writer's queue (4096) was full.
     pub store_events_dropped: u64,
+    /// Recorder counters (all zero when recording is off).
+    pub recording: RecorderStats,
 }
 
 #[derive(Debug, Default)]
 struct Published {
     session: SessionStats,
+    recording: RecorderStats,
     online: usize,
 }
 
@@ -166,6 +175,7 @@ impl StatsSource {
             reloads_skipped: self.reloads_skipped.load(Relaxed),
             store_errors: self.store_errors.load(Relaxed),
             store_events_dropped: self.store_events_dropped.load(Relaxed),
+            recording: p.recording.clone(),
         }
     }
 }
@@ -222,7 +232,7 @@ impl ServerHandle {
         let fanout = Arc::clone(engine.stats());
         let store_for_http = store.clone();
 
-        let (event_tx, mut event_rx) = tmpsc::channel::<StoreEvent>(EVENT_QUEUE);
+        let (event_tx, mut event_rx) = tmpsc::channel::<Persist>(EVENT_QUEUE);
         let (dir_tx, dir_rx) = mpsc::sync_channel::<Directory>(1);
         let stop = Arc::new(AtomicBool::new(false));
         let published = Arc::new(Mutex::new(Published::default()));
@@ -256,9 +266,14 @@ impl ServerHandle {
 
         let writer_store = store.clone();
         let errs = Arc::clone(&store_errors);
+        let rec_dir = std::path::PathBuf::from(&cfg.recording.dir);
         let events = tokio::spawn(async move {
-            while let Some(e) = event_rx.recv().await {
-                if let Err(err) = writer_store.apply(&e).await {
+            while let Some(p) = event_rx.recv().await {
+                let result = match p {
+                    Persist::Event(e) => writer_store.apply(&e).await.map_err(|e| e.to_string()),
+                    Persist::Recording(r) => write_recording(&rec_dir, &writer_store, &r).await,
+                };
+                if let Err(err) = result {
                     errs.fetch_add(1, Relaxed);
                     tracing::warn!(error = %err, "store write failed");
                 }
@@ -296,7 +311,10 @@ impl ServerHandle {
             }
         });
 
-        let core = Reflector::new(cfg.session.clone(), dir, Instant::now());
+        let mut core = Reflector::new(cfg.session.clone(), dir, Instant::now());
+        if cfg.recording.enabled {
+            core = core.with_recorder(Recorder::new(cfg.recording.clone()));
+        }
         let io = ReaderIo {
             sock,
             events: event_tx,
@@ -377,10 +395,41 @@ fn unix_ms() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
+/// Work for the background writer.
+#[derive(Debug)]
+enum Persist {
+    Event(StoreEvent),
+    Recording(Recording),
+}
+
+/// Writes `<dir>/<YYYY>/<MM>/<D>/….raw` and its store row.
+async fn write_recording(
+    dir: &std::path::Path,
+    store: &Store,
+    r: &Recording,
+) -> Result<(), String> {
+    let rel = relative_path(r);
+    let path = dir.join(&rel);
+    let frames: Vec<&[u8]> = r.frames.iter().map(Vec::as_slice).collect();
+    let bytes = encode_raw(&frames).map_err(|e| e.to_string())?;
+    if let Some(parent) = path.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    tokio::fs::write(&path, &bytes)
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    store
+        .add_recording(r, &rel, bytes.len() as u64)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// What the reader thread talks to.
 struct ReaderIo {
     sock: UdpSocket,
-    events: tmpsc::Sender<StoreEvent>,
+    events: tmpsc::Sender<Persist>,
     events_dropped: Arc<AtomicU64>,
     dirs: Receiver<Directory>,
     stop: Arc<AtomicBool>,
@@ -425,8 +474,12 @@ fn reader_loop(mut core: Reflector, io: &ReaderIo, mut engine: FanoutEngine) {
         while let Some(f) = core.poll_frame() {
             engine.submit(f);
         }
-        while let Some(e) = core.poll_event() {
-            if events.try_send(e).is_err() {
+        let mut store_events: Vec<Persist> = std::iter::from_fn(|| core.poll_event())
+            .map(Persist::Event)
+            .collect();
+        store_events.extend(std::iter::from_fn(|| core.poll_recording()).map(Persist::Recording));
+        for p in store_events {
+            if events.try_send(p).is_err() {
                 events_dropped.fetch_add(1, Relaxed);
             }
         }
@@ -435,6 +488,9 @@ fn reader_loop(mut core: Reflector, io: &ReaderIo, mut engine: FanoutEngine) {
             let mut p = published.lock().unwrap_or_else(PoisonError::into_inner);
             p.session = core.stats().clone();
             p.online = core.online();
+            if let Some(r) = core.recorder_stats() {
+                p.recording = r.clone();
+            }
         }
     }
     engine.shutdown();

@@ -460,3 +460,47 @@ fn metrics_healthz_and_admin_api() {
     assert!(body.contains("\"online\":2"), "{body}");
     rt.block_on(srv.shutdown());
 }
+
+#[test]
+fn voice_is_recorded_as_raw_files() {
+    let rt = Runtime::new().unwrap();
+    let db = make_db(&rt, "record", &["alice", "bob"]);
+    let dir = std::env::temp_dir().join(format!("petrel-refl-rec-{}", std::process::id()));
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        db: db.0.to_str().unwrap().into(),
+        http_listen: None,
+        recording: petrel_reflector::recording::RecordingConfig {
+            enabled: true,
+            dir: dir.to_str().unwrap().into(),
+            ..Default::default()
+        },
+        ..ServerConfig::default()
+    };
+    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let alice = Client::new([127, 0, 5, 1], srv.local_addr(), "alice", 1);
+    let bob = Client::new([127, 0, 5, 2], srv.local_addr(), "bob", 1);
+    alice.login();
+    bob.login();
+    for k in 0u8..6 {
+        let voice =
+            petrel_reflector::codec::merge_frames([&[k; 20][..], &[k + 100; 21][..]]).unwrap();
+        alice.send(PacketType::Voice, &voice);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    let rows = rt.block_on(async {
+        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
+            .await
+            .unwrap();
+        store.recent_recordings(999, 10).await.unwrap()
+    });
+    assert_eq!(rows.len(), 1, "{:?}", srv.stats().recording);
+    assert_eq!(rows[0].1, 12 * 60);
+    let file = std::fs::read(dir.join(&rows[0].0)).unwrap();
+    let frames = petrel_reflector::codec::decode_raw(&file).unwrap();
+    assert_eq!(frames.len(), 12);
+    assert_eq!((frames[0], frames[11]), (&[0u8; 20][..], &[105u8; 21][..]));
+    rt.block_on(srv.shutdown());
+    let _ = std::fs::remove_dir_all(&dir);
+}

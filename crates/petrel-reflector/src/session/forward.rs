@@ -133,6 +133,16 @@ impl Reflector {
         let snapshot = self.snapshot(domain_id);
         if voice {
             self.stats.voice_frames += 1;
+            let unix_ms = self.unix_ms(now).unwrap_or(0);
+            if let Some(r) = self.recorder.as_mut() {
+                r.push(
+                    now,
+                    unix_ms,
+                    key,
+                    rec_group,
+                    packet.get(codec::HEADER_LEN..).unwrap_or_default(),
+                );
+            }
         } else {
             self.stats.text_frames += 1;
             let (group_id, unix_ms) = (rec_group, self.unix_ms(now).unwrap_or(0));

@@ -32,6 +32,7 @@ pub use stats::SessionStats;
 use crate::codec::{self, PacketType, PASSWORD_LEN};
 use crate::directory::{DeviceRecord, Directory, UNGROUPED};
 use crate::policy::{BanLadder, FloorTable, RateDecision, RateLimiter, TokenBucket};
+use crate::recording::{Recorder, RecorderStats, Recording};
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
 const DEV_MODEL_ANDROID: u8 = 101;
@@ -126,6 +127,7 @@ pub struct Reflector {
     next_sweep: Instant,
     /// A wall-clock reading for Type 3 time sync: (instant, Unix ms then).
     wall: Option<(Instant, i64)>,
+    recorder: Option<Recorder>,
     stats: SessionStats,
 }
 
@@ -148,6 +150,7 @@ impl Reflector {
             frames: VecDeque::new(),
             events: VecDeque::new(),
             wall: None,
+            recorder: None,
             stats: SessionStats::default(),
         }
     }
@@ -195,11 +198,31 @@ impl Reflector {
 
     /// When [`Reflector::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Instant {
-        self.next_sweep
+        let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
+        rec.map_or(self.next_sweep, |r| r.min(self.next_sweep))
     }
 
-    /// Runs the liveness sweep and table clean-ups if due.
+    /// Records voice with `recorder` (spec §5.3).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Next finished recording, if recording is on.
+    pub fn poll_recording(&mut self) -> Option<Recording> {
+        self.recorder.as_mut().and_then(Recorder::poll)
+    }
+
+    /// Recorder counters, if recording is on.
+    pub fn recorder_stats(&self) -> Option<&RecorderStats> {
+        self.recorder.as_ref().map(Recorder::stats)
+    }
+
+    /// Ends idle recordings, and runs the liveness sweep and table clean-ups if due.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.tick(now);
+        }
         if now < self.next_sweep {
             return;
         }

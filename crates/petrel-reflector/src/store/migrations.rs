@@ -58,4 +58,18 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
     );
     CREATE INDEX messages_group_time ON messages (group_id, sent_at_ms);",
     ),
+    (
+        3,
+        "CREATE TABLE recordings (
+        id INTEGER PRIMARY KEY,
+        owner_id INTEGER NOT NULL,
+        ssid INTEGER NOT NULL,
+        group_id INTEGER NOT NULL,
+        started_at_ms INTEGER NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        path TEXT NOT NULL,
+        bytes INTEGER NOT NULL
+    );
+    CREATE INDEX recordings_group_time ON recordings (group_id, started_at_ms);",
+    ),
 ];

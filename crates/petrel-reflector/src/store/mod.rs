@@ -18,6 +18,7 @@ use thiserror::Error;
 
 use crate::codec::{Mac, Tlv};
 use crate::directory::{DeviceRecord, Directory, GroupRecord, UserRecord};
+use crate::recording::Recording;
 use crate::session::{hash_device_password, is_reserved_ssid, HashCost, PasswordError, StoreEvent};
 
 /// Store failures.
@@ -399,6 +400,47 @@ impl Store {
                     r.try_get(3)?,
                 ))
             })
+            .collect()
+    }
+
+    /// Records a written `.raw` file.
+    pub async fn add_recording(
+        &self,
+        r: &Recording,
+        path: &str,
+        bytes: u64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO recordings (owner_id, ssid, group_id, started_at_ms, duration_ms, path, bytes)
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(r.device.0)
+        .bind(i64::from(r.device.1))
+        .bind(r.group_id)
+        .bind(r.started_unix_ms)
+        .bind(i64::try_from(r.duration_ms()).unwrap_or(i64::MAX))
+        .bind(path)
+        .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Paths and durations (ms) of a group's newest recordings, newest first.
+    pub async fn recent_recordings(
+        &self,
+        group_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT path, duration_ms FROM recordings WHERE group_id = ? ORDER BY started_at_ms DESC, id DESC LIMIT ?",
+        )
+        .bind(group_id)
+        .bind(i64::from(limit.min(1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
             .collect()
     }
 

@@ -45,10 +45,10 @@ fn alice() -> NewUser {
 async fn fresh_store_migrates_once_and_has_the_public_group() {
     let t = temp("fresh");
     let s = Store::open(&t.0, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 2);
+    assert_eq!(s.schema_version().await.unwrap(), 3);
     s.close().await;
     let s = Store::open(&t.0, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 2);
+    assert_eq!(s.schema_version().await.unwrap(), 3);
     let d = s.load_directory().await.unwrap();
     let g = d.group(999).unwrap();
     assert!(g.enabled && !g.is_virtual);
