@@ -5,6 +5,7 @@
 //! The hot path never touches it: the server loads a [`Directory`] at start
 //! and every reload interval, and persists [`StoreEvent`]s in the background.
 
+mod history;
 mod migrations;
 
 #[cfg(test)]
@@ -18,7 +19,6 @@ use thiserror::Error;
 
 use crate::codec::{Mac, Tlv};
 use crate::directory::{DeviceRecord, Directory, GroupRecord, UserRecord};
-use crate::recording::Recording;
 use crate::session::{hash_device_password, is_reserved_ssid, HashCost, PasswordError, StoreEvent};
 
 /// Store failures.
@@ -401,58 +401,6 @@ impl Store {
                 ))
             })
             .collect()
-    }
-
-    /// Records a written `.raw` file.
-    pub async fn add_recording(
-        &self,
-        r: &Recording,
-        path: &str,
-        bytes: u64,
-    ) -> Result<(), StoreError> {
-        sqlx::query(
-            "INSERT INTO recordings (owner_id, ssid, group_id, started_at_ms, duration_ms, path, bytes)
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(r.device.0)
-        .bind(i64::from(r.device.1))
-        .bind(r.group_id)
-        .bind(r.started_unix_ms)
-        .bind(i64::try_from(r.duration_ms()).unwrap_or(i64::MAX))
-        .bind(path)
-        .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
-    }
-
-    /// Paths and durations (ms) of a group's newest recordings, newest first.
-    pub async fn recent_recordings(
-        &self,
-        group_id: i64,
-        limit: u32,
-    ) -> Result<Vec<(String, i64)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT path, duration_ms FROM recordings WHERE group_id = ? ORDER BY started_at_ms DESC, id DESC LIMIT ?",
-        )
-        .bind(group_id)
-        .bind(i64::from(limit.min(1000)))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
-            .collect()
-    }
-
-    /// Deletes messages sent before `before_ms` (Unix ms); returns how many.
-    /// The server runs it at every reload with its retention setting, which
-    /// keeps the table bounded.
-    pub async fn prune_messages(&self, before_ms: i64) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM messages WHERE sent_at_ms < ?")
-            .bind(before_ms)
-            .execute(&self.pool)
-            .await?
-            .rows_affected())
     }
 
     /// Stored Type 3 items of a device, ordered by tag.
