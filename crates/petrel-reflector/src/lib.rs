@@ -16,8 +16,19 @@
 //!
 //! What does not: generic UDP transport (`petrel`), link emulation
 //! (`petrel-netem`), load-generation reports (`petrel-bench`), the CLI
-//! (`petrel-cli`). Ghost (Type 1 JWT) sessions, WebSocket clients and the
-//! edge interconnect are not implemented.
+//! (`petrel-cli`), HTML/JSON benchmark reports (`petrel-bench`).
+//!
+//! Not implemented (yet): ghost app sessions (Type 1 JWT, `source_group_id`
+//! downlink), WebSocket clients, the edge interconnect (Type 0), PROXY
+//! protocol v2, private groups with membership, pushing a stored Type 3
+//! configuration to a device (the reflector only queries it), PostgreSQL.
+//!
+//! Departures from the reference server, each from draarl-v1 §9: Types 3/4/5
+//! are bound to the authenticated endpoint; heartbeat replies never echo the
+//! password; rate limits are token buckets; device passwords are Argon2id
+//! hashes; receiver snapshots are invalidated per domain and in-flight frames
+//! are never dropped for a membership change; sends are batched with
+//! `sendmmsg`.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod codec;
