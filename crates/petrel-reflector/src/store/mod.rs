@@ -11,8 +11,6 @@ mod migrations;
 #[cfg(test)]
 mod tests;
 
-use std::str::FromStr;
-
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 use sqlx::{Row, SqlitePool};
 use thiserror::Error;
@@ -88,7 +86,9 @@ fn text_field_ok(s: &str) -> bool {
 impl Store {
     /// Opens (creating if missing) the SQLite file at `path` and migrates it.
     pub async fn open(path: &str, opts: StoreOptions) -> Result<Self, StoreError> {
-        let connect = SqliteConnectOptions::from_str(&format!("sqlite://{path}"))?
+        // A plain file name, never parsed as a URL, so any path works.
+        let connect = SqliteConnectOptions::new()
+            .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .foreign_keys(true);
