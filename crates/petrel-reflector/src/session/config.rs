@@ -76,7 +76,7 @@ impl Default for SessionConfig {
             rate_table_max: 65_536,
             ban_table_max: 65_536,
             max_sessions: 100_000,
-            password_checks_per_s: 20,
+            password_checks_per_s: 10,
             partitions: 2,
         }
     }
