@@ -61,6 +61,8 @@ enum BenchCommand {
     Netem(crate::netem::NetemBenchArgs),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
+    /// DraARLv1 voice fan-out load test against an in-process reflector (§D).
+    Reflector(crate::reflector::ReflectorBenchArgs),
     /// Echo cases from a TOML file, each round in its own process (3 rounds,
     /// seeds 42/43/44 unless the file says otherwise); writes JSON + report.
     Matrix(MatrixArgs),
@@ -148,6 +150,12 @@ pub fn main(args: BenchArgs) -> ExitCode {
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
         Some(BenchCommand::Matrix(m)) => matrix_command(&m),
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
+        Some(BenchCommand::Reflector(r)) => {
+            return crate::reflector::run_bench(r).unwrap_or_else(|e| {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            })
+        }
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");

@@ -4,6 +4,7 @@ mod bench;
 mod bench_idle;
 mod matrix;
 mod netem;
+mod reflector;
 mod report;
 
 use std::process::ExitCode;
@@ -24,20 +25,24 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Relay UDP through a seeded impairment emulator (loss, delay, bandwidth, ...).
     Netem(Box<netem::NetemArgs>),
+    /// DraARLv1 voice reflector: serve, and manage users, groups, devices.
+    Reflector(reflector::ReflectorArgs),
     /// Render DIR/report.html from the JSON result files in DIR.
     Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Bench(args) => bench::main(args),
-        Command::Netem(args) => match netem::run(*args) {
-            Ok(code) => code,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
-        Command::Report(args) => report::main(&args),
+    let outcome = match Cli::parse().command {
+        Command::Bench(args) => return bench::main(args),
+        Command::Report(args) => return report::main(&args),
+        Command::Netem(args) => netem::run(*args),
+        Command::Reflector(args) => reflector::run(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }

@@ -1,0 +1,375 @@
+//! `petrel reflector …`: run the DraARLv1 reflector and manage its store, and
+//! `petrel bench reflector` (see [`ReflectorBenchArgs`]).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use petrel_reflector::server::{ServerConfig, ServerHandle};
+use petrel_reflector::store::{NewUser, Store, StoreOptions};
+
+const DEFAULT_DB: &str = "petrel-reflector.db";
+
+/// DraARLv1 voice reflector.
+#[derive(Debug, Args)]
+pub struct ReflectorArgs {
+    #[command(subcommand)]
+    command: ReflectorCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum ReflectorCommand {
+    /// Run the reflector (creates the SQLite store on first start).
+    Serve(ServeArgs),
+    /// Manage accounts.
+    #[command(subcommand)]
+    User(UserCommand),
+    /// Manage talkgroups.
+    #[command(subcommand)]
+    Group(GroupCommand),
+    /// Manage devices.
+    #[command(subcommand)]
+    Device(DeviceCommand),
+    /// Print a group's text history, newest first.
+    Messages {
+        #[command(flatten)]
+        db: DbArg,
+        /// Group id.
+        #[arg(long)]
+        group: i64,
+        /// Messages to show (at most 1000).
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    /// TOML config file; flags override it. Without it, built-in defaults.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// UDP listen address [default: 0.0.0.0:60050].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// SQLite file [default: petrel-reflector.db].
+    #[arg(long)]
+    db: Option<String>,
+}
+
+#[derive(Debug, Args)]
+struct DbArg {
+    /// SQLite file.
+    #[arg(long, default_value = DEFAULT_DB)]
+    db: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum UserCommand {
+    /// Create an account with its device password.
+    Add {
+        #[command(flatten)]
+        db: DbArg,
+        /// Account name (the username devices send).
+        #[arg(long)]
+        name: String,
+        /// Callsign written into replies and forwarded packets.
+        #[arg(long)]
+        callsign: String,
+        /// Device password, 6-10 characters [A-Za-z0-9].
+        #[arg(long)]
+        device_password: String,
+        /// DMR ID (24 bits).
+        #[arg(long, default_value_t = 0)]
+        dmrid: u32,
+        /// Group new devices join [default: the store's public group].
+        #[arg(long)]
+        default_group: Option<i64>,
+    },
+    /// Replace an account's device password.
+    Password {
+        #[command(flatten)]
+        db: DbArg,
+        /// Account name.
+        #[arg(long)]
+        name: String,
+        /// New device password.
+        #[arg(long)]
+        device_password: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum GroupCommand {
+    /// Create a talkgroup; prints its id.
+    Add {
+        #[command(flatten)]
+        db: DbArg,
+        /// Group name.
+        #[arg(long)]
+        name: String,
+        /// A virtual group whose links join other groups into one domain.
+        #[arg(long = "virtual")]
+        is_virtual: bool,
+        /// Fixed id [default: next free].
+        #[arg(long)]
+        id: Option<i64>,
+    },
+    /// Link a group into a virtual group (their members hear each other).
+    Link {
+        #[command(flatten)]
+        db: DbArg,
+        /// Virtual link group id.
+        #[arg(long)]
+        link: i64,
+        /// Target group id.
+        #[arg(long)]
+        target: i64,
+    },
+    /// Enable or disable a group.
+    Enable {
+        #[command(flatten)]
+        db: DbArg,
+        /// Group id.
+        #[arg(long)]
+        id: i64,
+        /// `true` to enable, `false` to disable.
+        #[arg(long, action = clap::ArgAction::Set)]
+        enabled: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum DeviceCommand {
+    /// Put a device (user + SSID) into a group; 0 = ungrouped.
+    Group {
+        #[command(flatten)]
+        db: DbArg,
+        /// Owner account name.
+        #[arg(long)]
+        user: String,
+        /// Device SSID (1-99, 106-254).
+        #[arg(long)]
+        ssid: u8,
+        /// Group id.
+        #[arg(long)]
+        group: i64,
+    },
+    /// Set a device's send and receive bans.
+    Ban {
+        #[command(flatten)]
+        db: DbArg,
+        /// Owner account name.
+        #[arg(long)]
+        user: String,
+        /// Device SSID.
+        #[arg(long)]
+        ssid: u8,
+        /// Drop the device's voice and text.
+        #[arg(long, action = clap::ArgAction::Set)]
+        send: bool,
+        /// Leave the device out of fan-out.
+        #[arg(long, action = clap::ArgAction::Set)]
+        recv: bool,
+    },
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")
+}
+
+async fn open(db: &str) -> anyhow::Result<Store> {
+    Store::open(db, StoreOptions::default())
+        .await
+        .with_context(|| format!("opening store {db}"))
+}
+
+/// Runs `petrel reflector …`.
+pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(manage(args.command))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
+    match command {
+        ReflectorCommand::Serve(a) => serve(a).await?,
+        ReflectorCommand::User(UserCommand::Add {
+            db,
+            name,
+            callsign,
+            device_password,
+            dmrid,
+            default_group,
+        }) => {
+            let id = open(&db.db)
+                .await?
+                .add_user(&NewUser {
+                    name,
+                    callsign,
+                    dmrid,
+                    device_password,
+                    default_group_id: default_group,
+                })
+                .await?;
+            println!("user {id}");
+        }
+        ReflectorCommand::User(UserCommand::Password {
+            db,
+            name,
+            device_password,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_password(&name, &device_password)
+                .await?;
+        }
+        ReflectorCommand::Group(GroupCommand::Add {
+            db,
+            name,
+            is_virtual,
+            id,
+        }) => {
+            let id = open(&db.db).await?.add_group(&name, is_virtual, id).await?;
+            println!("group {id}");
+        }
+        ReflectorCommand::Group(GroupCommand::Link { db, link, target }) => {
+            open(&db.db).await?.link_groups(link, target).await?;
+        }
+        ReflectorCommand::Group(GroupCommand::Enable { db, id, enabled }) => {
+            open(&db.db).await?.set_group_enabled(id, enabled).await?;
+        }
+        ReflectorCommand::Messages { db, group, limit } => {
+            let store = open(&db.db).await?;
+            for (ms, user, ssid, text) in store.recent_messages(group, limit).await? {
+                println!("{ms} {user}-{ssid}: {}", String::from_utf8_lossy(&text));
+            }
+        }
+        ReflectorCommand::Device(DeviceCommand::Group {
+            db,
+            user,
+            ssid,
+            group,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_group(&user, ssid, group)
+                .await?;
+        }
+        ReflectorCommand::Device(DeviceCommand::Ban {
+            db,
+            user,
+            ssid,
+            send,
+            recv,
+        }) => {
+            open(&db.db)
+                .await?
+                .set_device_bans(&user, ssid, send, recv)
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .try_init();
+    let mut cfg = match &a.config {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str::<ServerConfig>(&text)
+                .with_context(|| format!("parsing {}", p.display()))?
+        }
+        None => ServerConfig::default(),
+    };
+    if let Some(l) = a.listen {
+        cfg.listen = l;
+    }
+    if let Some(db) = a.db {
+        cfg.db = db;
+    }
+    let server = ServerHandle::start(cfg).await?;
+    println!("reflector listening on udp {}", server.local_addr());
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    let stats = server.stats();
+    server.shutdown().await;
+    println!(
+        "stopped: {} datagrams in, {} logins, {} frames out, {} datagrams sent, {} frames dropped, {} expired",
+        stats.session.received,
+        stats.session.logins,
+        stats.fanout.frames_sent,
+        stats.fanout.sent,
+        stats.fanout.frames_dropped,
+        stats.fanout.frames_expired
+    );
+    Ok(())
+}
+
+/// `petrel bench reflector`: fan-out load against an in-process reflector
+/// (draarl-v1 §7, benchmarks §D), one stage per device level, stopping once
+/// loss exceeds 5 %.
+#[derive(Debug, Args)]
+pub struct ReflectorBenchArgs {
+    /// Device counts to run, ascending (each device binds its own 127.x.y.z).
+    #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
+    pub levels: Vec<usize>,
+    /// Groups, which is also the number of simultaneous speakers.
+    #[arg(long, default_value_t = 1)]
+    pub groups: usize,
+    /// Voice interval per speaker, ms.
+    #[arg(long, default_value_t = 120)]
+    pub interval_ms: u64,
+    /// Voice DATA bytes (32-710).
+    #[arg(long, default_value_t = 320)]
+    pub payload: usize,
+    /// Measurement time per stage, s.
+    #[arg(long, default_value_t = 5)]
+    pub duration_s: u64,
+    /// Reflector send paths.
+    #[arg(long, default_value_t = 2)]
+    pub writers: usize,
+    /// Reflector frame-age limit, ms (120 in the reference benchmarks).
+    #[arg(long, default_value_t = 120)]
+    pub max_frame_age_ms: u64,
+}
+
+/// Runs `petrel bench reflector`.
+pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(bench(args))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(args: ReflectorBenchArgs) -> anyhow::Result<()> {
+    for devices in &args.levels {
+        let cfg = petrel_reflector::loadgen::LoadConfig {
+            devices: *devices,
+            groups: args.groups,
+            interval_ms: args.interval_ms,
+            payload: args.payload,
+            duration_s: args.duration_s,
+            writers: args.writers,
+            max_frame_age_ms: args.max_frame_age_ms,
+        };
+        let r = petrel_reflector::loadgen::run(&cfg)
+            .await
+            .with_context(|| format!("stage with {devices} devices"))?;
+        println!("{}", r.result_line());
+        if r.loss_pct > 5.0 {
+            println!("loss above 5 %; not escalating further");
+            break;
+        }
+    }
+    Ok(())
+}

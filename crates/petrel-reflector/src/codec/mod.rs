@@ -1,0 +1,22 @@
+//! DraARLv1 wire formats: the 90-byte header, heartbeat, config and voice DATA,
+//! and the `.raw` recording container. Pure functions over byte slices; no
+//! I/O, no allocation beyond the returned values.
+
+mod config;
+mod header;
+mod heartbeat;
+mod raw;
+mod voice;
+
+#[cfg(test)]
+mod tests;
+
+pub use config::{tag_len, ConfigCommand, ConfigError, Tlv};
+pub use header::{
+    decode, encode, encode_into, rewrite_forward, DecodeError, EncodeError, ForwardIdentity,
+    Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_DATA_LEN,
+    PASSWORD_LEN, USERNAME_LEN,
+};
+pub use heartbeat::{Gps, HeartbeatData, HeartbeatError, Mac};
+pub use raw::{decode_raw, encode_raw, RawError, RAW_HEADER_LEN};
+pub use voice::{merge_frames, split_frames, MergeError, MAX_SUBFRAME_LEN};

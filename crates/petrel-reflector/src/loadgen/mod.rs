@@ -1,0 +1,491 @@
+//! A small fan-out load generator after draarl-v1 §7 / benchmarks §D: every
+//! simulated device binds its own 127.x.y.z address, logs in with real
+//! heartbeats, then one speaker per group sends voice on an absolute
+//! schedule with a marker, stage id, sequence and send time in the payload.
+//!
+//! It starts its own reflector in-process on a fresh temporary store and
+//! measures the reflector's threads (`refl-*`) for CPU; RSS is the whole
+//! process (load generator included).
+
+mod procstat;
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hdrhistogram::Histogram;
+use thiserror::Error;
+
+pub use procstat::{rss_bytes, thread_cpu_ns};
+
+use crate::codec::{decode, encode, Header, PacketType};
+use crate::fanout::FanoutConfig;
+use crate::server::{ServerConfig, ServerError, ServerHandle};
+use crate::store::{NewUser, Store, StoreError, StoreOptions};
+
+const MARKER: &[u8; 8] = b"DRABENCH";
+const PASSWORD: &str = "Bench123";
+/// Devices per user: SSIDs 1–99 and 106–254.
+const DEVICES_PER_USER: usize = 248;
+const WARMUP_ROUNDS: u64 = 8;
+const RECEIVER_THREADS: usize = 2;
+
+/// Load-generator parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadConfig {
+    /// Simulated devices, 2–20000.
+    pub devices: usize,
+    /// Groups (= simultaneous speakers), 1–1024, at most devices / 2.
+    pub groups: usize,
+    /// Voice interval per speaker, ms (≥ 10).
+    pub interval_ms: u64,
+    /// Voice DATA bytes, 32–710.
+    pub payload: usize,
+    /// Measurement time, s (1–600).
+    pub duration_s: u64,
+    /// Reflector send paths.
+    pub writers: usize,
+    /// Reflector frame-age limit, ms.
+    pub max_frame_age_ms: u64,
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Self {
+            devices: 100,
+            groups: 1,
+            interval_ms: 120,
+            payload: 320,
+            duration_s: 5,
+            writers: 2,
+            max_frame_age_ms: 120,
+        }
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// A parameter is out of range.
+    #[error("invalid parameter: {0}")]
+    Invalid(String),
+    /// Store setup failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The reflector failed to start.
+    #[error("server: {0}")]
+    Server(#[from] ServerError),
+    /// A socket failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// Devices did not authenticate.
+    #[error("{0} devices failed to log in")]
+    Login(usize),
+}
+
+/// Results of one stage; printed as a `RESULT key=value` line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadResult {
+    /// Devices online.
+    pub clients: usize,
+    /// Groups / speakers.
+    pub groups: usize,
+    /// Datagram size, bytes.
+    pub packet_bytes: usize,
+    /// Voice interval, ms.
+    pub interval_ms: u64,
+    /// Voice packets sent by speakers.
+    pub sent: u64,
+    /// Σ (group size − 1) over sent packets.
+    pub expected: u64,
+    /// Marked packets received in this stage.
+    pub received: u64,
+    /// 100 × (expected − received) / expected.
+    pub loss_pct: f64,
+    /// Received packets per second of measurement.
+    pub output_pps: f64,
+    /// Application-layer output, Mbit/s.
+    pub output_mbps: f64,
+    /// Mean latency, ms.
+    pub latency_avg_ms: f64,
+    /// 99th-percentile latency, ms.
+    pub latency_p99_ms: f64,
+    /// Worst latency, ms.
+    pub latency_max_ms: f64,
+    /// Reflector threads' CPU / wall time, cores.
+    pub server_cpu_cores: f64,
+    /// Process RSS at the end, MiB (server and load generator together).
+    pub process_rss_mb: f64,
+    /// Whole frames the reflector evicted or expired.
+    pub frames_dropped: u64,
+    /// Devices connected per second during login.
+    pub connect_per_s: f64,
+}
+
+impl LoadResult {
+    /// The `RESULT key=value …` line.
+    pub fn result_line(&self) -> String {
+        format!(
+            "RESULT clients={} groups={} senders={} type=5 packet_bytes={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} output_mbps={:.2} latency_avg_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} server_cpu_cores={:.3} process_rss_mb={:.1} frames_dropped={} connect_per_s={:.0}",
+            self.clients, self.groups, self.groups, self.packet_bytes, self.interval_ms, self.sent, self.expected,
+            self.received, self.loss_pct, self.output_pps, self.output_mbps, self.latency_avg_ms, self.latency_p99_ms,
+            self.latency_max_ms, self.server_cpu_cores, self.process_rss_mb, self.frames_dropped, self.connect_per_s
+        )
+    }
+}
+
+impl LoadConfig {
+    /// Checks parameter ranges.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: &str| Err(LoadError::Invalid(m.into()));
+        if !(2..=20_000).contains(&self.devices) {
+            return bad("devices: 2..=20000");
+        }
+        if self.groups == 0 || self.groups > 1024 || self.groups * 2 > self.devices {
+            return bad("groups: 1..=1024 and at most devices/2");
+        }
+        if self.interval_ms < 10 {
+            return bad("interval_ms: >= 10");
+        }
+        if !(32..=710).contains(&self.payload) {
+            return bad("payload: 32..=710");
+        }
+        if !(1..=600).contains(&self.duration_s) {
+            return bad("duration_s: 1..=600");
+        }
+        Ok(())
+    }
+}
+
+/// Address of device `i` (n = i + 1): 127.(64 + n/254²).(1 + (n/254) mod 254).(1 + n mod 254).
+pub fn device_ip(i: usize) -> Ipv4Addr {
+    let n = i + 1;
+    Ipv4Addr::new(
+        127,
+        (64 + n / (254 * 254)) as u8,
+        (1 + (n / 254) % 254) as u8,
+        (1 + n % 254) as u8,
+    )
+}
+
+fn ssid_of(i: usize) -> u8 {
+    let k = i % DEVICES_PER_USER;
+    if k < 99 {
+        (k + 1) as u8
+    } else {
+        (k - 99 + 106) as u8
+    }
+}
+
+fn user_of(i: usize) -> String {
+    format!("bench{:04}", i / DEVICES_PER_USER)
+}
+
+fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+struct Device {
+    sock: UdpSocket,
+    header: Header,
+    heartbeat: Vec<u8>,
+}
+
+fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadError> {
+    let sock = UdpSocket::bind(SocketAddrV4::new(device_ip(i), 0))?;
+    let s2 = socket2::SockRef::from(&sock);
+    let _ = s2.set_recv_buffer_size(256 << 10);
+    sock.connect(server)?;
+    let mut header = Header::new(PacketType::Heartbeat);
+    header.set_username(&user_of(i));
+    header.set_password(PASSWORD);
+    header.ssid = ssid_of(i);
+    header.dev_model = 2;
+    let n = (i + 1) as u32;
+    let mut data = vec![0u8; 24];
+    let b = n.to_be_bytes();
+    data.extend_from_slice(
+        format!("02:42:{:02X}:{:02X}:{:02X}:{:02X}", b[0], b[1], b[2], b[3]).as_bytes(),
+    );
+    let heartbeat = encode(&header, &data).map_err(|e| LoadError::Invalid(e.to_string()))?;
+    Ok(Device {
+        sock,
+        header,
+        heartbeat,
+    })
+}
+
+fn login(d: &Device) -> bool {
+    let _ = d.sock.set_read_timeout(Some(Duration::from_millis(2500)));
+    let mut buf = [0u8; 1500];
+    for _ in 0..4 {
+        if d.sock.send(&d.heartbeat).is_err() {
+            continue;
+        }
+        while let Ok(n) = d.sock.recv(&mut buf) {
+            if let Ok(p) = decode(&buf[..n]) {
+                if p.header.packet_type == PacketType::Heartbeat {
+                    return p.header.callsign_str().is_some_and(|c| !c.is_empty());
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Sets up a fresh store and reflector, logs every device in, and runs one stage.
+pub async fn run(cfg: &LoadConfig) -> Result<LoadResult, LoadError> {
+    cfg.validate()?;
+    let db_path = std::env::temp_dir().join(format!("petrel-refl-bench-{}.db", std::process::id()));
+    let db = db_path.to_string_lossy().into_owned();
+    let result = run_with_db(cfg, &db).await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{db}{ext}"));
+    }
+    result
+}
+
+async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError> {
+    let store = Store::open(db, StoreOptions::default()).await?;
+    let users = cfg.devices.div_ceil(DEVICES_PER_USER);
+    for u in 0..users {
+        store
+            .add_user(&NewUser {
+                name: format!("bench{u:04}"),
+                callsign: format!("BT{u:05}"),
+                dmrid: 9_000_000 + u as u32,
+                device_password: PASSWORD.into(),
+                default_group_id: None,
+            })
+            .await?;
+    }
+    let mut group_ids = Vec::with_capacity(cfg.groups);
+    for g in 0..cfg.groups {
+        group_ids.push(
+            store
+                .add_group(&format!("bench-{g:04}"), false, None)
+                .await?,
+        );
+    }
+    for i in 0..cfg.devices {
+        store
+            .set_device_group(&user_of(i), ssid_of(i), group_ids[i % cfg.groups])
+            .await?;
+    }
+    store.close().await;
+
+    let server = ServerHandle::start(ServerConfig {
+        listen: "127.0.0.1:0"
+            .parse()
+            .map_err(|_| LoadError::Invalid("listen".into()))?,
+        db: db.into(),
+        fanout: FanoutConfig {
+            writers: cfg.writers,
+            max_frame_age_ms: cfg.max_frame_age_ms,
+            ..FanoutConfig::default()
+        },
+        http_listen: None,
+        ..ServerConfig::default()
+    })
+    .await?;
+    let at = server.local_addr();
+    let cfg2 = cfg.clone();
+    let res = tokio::task::spawn_blocking(move || drive(&cfg2, at))
+        .await
+        .map_err(|e| LoadError::Invalid(e.to_string()))?;
+    let frames_dropped = {
+        let s = server.stats();
+        s.fanout.frames_dropped + s.fanout.frames_expired
+    };
+    server.shutdown().await;
+    res.map(|mut r| {
+        r.frames_dropped = frames_dropped;
+        r
+    })
+}
+
+#[derive(Debug)]
+struct Recv {
+    received: AtomicU64,
+    hist: Mutex<Histogram<u64>>,
+}
+
+fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> {
+    let devices: Vec<Device> = (0..cfg.devices)
+        .map(|i| make_device(i, server))
+        .collect::<Result<_, _>>()?;
+    let t0 = Instant::now();
+    let failed = std::thread::scope(|s| {
+        let chunks: Vec<&[Device]> = devices.chunks(devices.len().div_ceil(8)).collect();
+        let handles: Vec<_> = chunks
+            .into_iter()
+            .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(usize::MAX))
+            .sum::<usize>()
+    });
+    if failed > 0 {
+        return Err(LoadError::Login(failed));
+    }
+    let connect_per_s = cfg.devices as f64 / t0.elapsed().as_secs_f64();
+    for d in &devices {
+        d.sock.set_nonblocking(true)?;
+    }
+
+    let stage = unix_ns();
+    let stop = AtomicBool::new(false);
+    let recv = Recv {
+        received: AtomicU64::new(0),
+        hist: Mutex::new(
+            Histogram::new_with_bounds(1, 60_000_000, 3)
+                .map_err(|e| LoadError::Invalid(e.to_string()))?,
+        ),
+    };
+    let speakers: Vec<usize> = (0..cfg.groups).collect();
+    let group_size = |g: usize| (cfg.devices - g).div_ceil(cfg.groups) as u64;
+    let interval = Duration::from_millis(cfg.interval_ms);
+    let pid = std::process::id();
+    let mut sent = 0u64;
+    let mut expected = 0u64;
+    let mut cpu0 = 0;
+    let mut wall0 = Instant::now();
+    std::thread::scope(|s| -> Result<(), LoadError> {
+        let per = devices.len().div_ceil(RECEIVER_THREADS);
+        for chunk in devices.chunks(per) {
+            let (stop, recv) = (&stop, &recv);
+            s.spawn(move || receive_loop(chunk, stage, stop, recv));
+        }
+        let hb_stop = &stop;
+        let devs = &devices;
+        s.spawn(move || heartbeat_loop(devs, hb_stop));
+
+        let mut payload = vec![0u8; cfg.payload];
+        payload[..8].copy_from_slice(MARKER);
+        let mut packet = Vec::with_capacity(90 + cfg.payload);
+        let start = Instant::now();
+        let rounds = WARMUP_ROUNDS + cfg.duration_s * 1000 / cfg.interval_ms.max(1);
+        for k in 0..rounds {
+            if k == WARMUP_ROUNDS {
+                std::thread::sleep(Duration::from_secs(1));
+                recv.received.store(0, Relaxed);
+                recv.hist
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .reset();
+                cpu0 = thread_cpu_ns(pid, "refl-").unwrap_or(0);
+                wall0 = Instant::now();
+            }
+            let due = start + interval * u32::try_from(k).unwrap_or(u32::MAX);
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            let stage_id = if k < WARMUP_ROUNDS { 0 } else { stage };
+            for &g in &speakers {
+                let d = &devices[g];
+                payload[8..16].copy_from_slice(&stage_id.to_be_bytes());
+                payload[16..24].copy_from_slice(&k.to_be_bytes());
+                payload[24..32].copy_from_slice(&unix_ns().to_be_bytes());
+                let mut h = d.header.clone();
+                h.packet_type = PacketType::Voice;
+                crate::codec::encode_into(&h, &payload, &mut packet)
+                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
+                if d.sock.send(&packet).is_ok() && k >= WARMUP_ROUNDS {
+                    sent += 1;
+                    expected += group_size(g) - 1;
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_secs(1));
+        stop.store(true, Relaxed);
+        Ok(())
+    })?;
+    let wall = wall0.elapsed().as_secs_f64();
+    let cpu = thread_cpu_ns(pid, "refl-")
+        .unwrap_or(0)
+        .saturating_sub(cpu0);
+    let received = recv.received.load(Relaxed);
+    let hist = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
+    let measure_s = (cfg.duration_s as f64).max(1e-9);
+    let packet_bytes = 90 + cfg.payload;
+    Ok(LoadResult {
+        clients: cfg.devices,
+        groups: cfg.groups,
+        packet_bytes,
+        interval_ms: cfg.interval_ms,
+        sent,
+        expected,
+        received,
+        loss_pct: if expected == 0 {
+            0.0
+        } else {
+            100.0 * (expected as f64 - received as f64) / expected as f64
+        },
+        output_pps: received as f64 / measure_s,
+        output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
+        latency_avg_ms: hist.mean() / 1000.0,
+        latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
+        latency_max_ms: hist.max() as f64 / 1000.0,
+        server_cpu_cores: cpu as f64 / 1e9 / wall.max(1e-9),
+        process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        frames_dropped: 0,
+        connect_per_s,
+    })
+}
+
+fn receive_loop(devices: &[Device], stage: u64, stop: &AtomicBool, recv: &Recv) {
+    let mut buf = [0u8; 1500];
+    let mut local: Vec<u64> = Vec::with_capacity(4096);
+    while !stop.load(Relaxed) {
+        let mut idle = true;
+        for d in devices {
+            while let Ok(n) = d.sock.recv(&mut buf) {
+                idle = false;
+                let Ok(p) = decode(&buf[..n]) else { continue };
+                if p.header.packet_type != PacketType::Voice
+                    || p.data.len() < 32
+                    || &p.data[..8] != MARKER
+                {
+                    continue;
+                }
+                let field = |o: usize| {
+                    let mut a = [0u8; 8];
+                    a.copy_from_slice(&p.data[o..o + 8]);
+                    u64::from_be_bytes(a)
+                };
+                if field(8) != stage {
+                    continue;
+                }
+                local.push(unix_ns().saturating_sub(field(24)) / 1000);
+            }
+        }
+        if !local.is_empty() {
+            recv.received.fetch_add(local.len() as u64, Relaxed);
+            let mut h = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
+            for us in local.drain(..) {
+                let _ = h.record(us.max(1));
+            }
+        }
+        if idle {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// Keeps every device online (the reflector drops devices after 20 s).
+fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
+    let mut next = Instant::now() + Duration::from_secs(2);
+    while !stop.load(Relaxed) {
+        if Instant::now() >= next {
+            for d in devices {
+                let _ = d.sock.send(&d.heartbeat);
+            }
+            next += Duration::from_secs(2);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,0 +1,323 @@
+//! Voice recording (draarl-v1 §5.3), sans-IO: voice frames are grouped per
+//! talker into recordings that end after a 600 ms gap, a group change or the
+//! maximum duration; recordings shorter than the minimum are discarded.
+//! Finished recordings are handed to the runtime, which writes `.raw` files
+//! ([`crate::codec::encode_raw`]) and a store row.
+//!
+//! Memory is bounded: at most `max_active` talkers are recorded at once and
+//! each recording holds at most `max_duration_s` of 60 ms frames; frames
+//! refused by either bound are counted.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+
+use crate::codec::split_frames;
+use crate::session::{check, ConfigRangeError, DeviceKey};
+
+/// Duration of one Opus frame, ms (16 kHz, 960 samples).
+const FRAME_MS: u64 = 60;
+/// Finished recordings waiting for the runtime at most.
+const MAX_DONE: usize = 256;
+
+/// Recording settings; defaults are the reference's `comm.*` site settings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RecordingConfig {
+    /// Record voice at all. Default false.
+    pub enabled: bool,
+    /// Directory for `.raw` files. Default `recordings`.
+    pub dir: String,
+    /// Recordings shorter than this are discarded, ms. Default 500.
+    pub min_duration_ms: u64,
+    /// Recordings are split at this length, s (1–3600). Default 300.
+    pub max_duration_s: u64,
+    /// Silence that ends a recording, ms (100–10000). Default 600.
+    pub gap_ms: u64,
+    /// Talkers recorded at once (1–4096). Default 64.
+    pub max_active: usize,
+}
+
+impl Default for RecordingConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            dir: "recordings".into(),
+            min_duration_ms: 500,
+            max_duration_s: 300,
+            gap_ms: 600,
+            max_active: 64,
+        }
+    }
+}
+
+impl RecordingConfig {
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), ConfigRangeError> {
+        check(
+            "recording.min_duration_ms",
+            self.min_duration_ms,
+            0,
+            3_600_000,
+            "0..=3600000",
+        )?;
+        check(
+            "recording.max_duration_s",
+            self.max_duration_s,
+            1,
+            3600,
+            "1..=3600",
+        )?;
+        check("recording.gap_ms", self.gap_ms, 100, 10_000, "100..=10000")?;
+        check("recording.max_active", self.max_active, 1, 4096, "1..=4096")
+    }
+}
+
+/// A finished recording.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recording {
+    /// Talker.
+    pub device: DeviceKey,
+    /// Talker's group while recording.
+    pub group_id: i64,
+    /// Wall-clock start, Unix ms.
+    pub started_unix_ms: i64,
+    /// Opus frames (merged packets already split).
+    pub frames: Vec<Vec<u8>>,
+}
+
+impl Recording {
+    /// Estimated length: frames × 60 ms.
+    pub fn duration_ms(&self) -> u64 {
+        self.frames.len() as u64 * FRAME_MS
+    }
+}
+
+#[derive(Debug)]
+struct Active {
+    rec: Recording,
+    last: Instant,
+}
+
+/// Counters of the recorder.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecorderStats {
+    /// Recordings finished and handed out.
+    pub finished: u64,
+    /// Recordings discarded as shorter than the minimum.
+    pub too_short: u64,
+    /// Frames not recorded because `max_active` talkers were being recorded.
+    pub frames_refused: u64,
+    /// Finished recordings dropped because the runtime fell behind.
+    pub finished_dropped: u64,
+}
+
+/// The recorder state machine.
+#[derive(Debug)]
+pub struct Recorder {
+    cfg: RecordingConfig,
+    active: HashMap<DeviceKey, Active>,
+    done: VecDeque<Recording>,
+    stats: RecorderStats,
+}
+
+impl Recorder {
+    /// A recorder with validated settings.
+    pub fn new(cfg: RecordingConfig) -> Self {
+        Self {
+            cfg,
+            active: HashMap::new(),
+            done: VecDeque::new(),
+            stats: RecorderStats::default(),
+        }
+    }
+
+    fn gap(&self) -> Duration {
+        Duration::from_millis(self.cfg.gap_ms)
+    }
+
+    fn max_frames(&self) -> usize {
+        (self.cfg.max_duration_s * 1000 / FRAME_MS) as usize
+    }
+
+    /// Adds one voice packet's DATA from `device` in `group_id`.
+    pub fn push(
+        &mut self,
+        now: Instant,
+        unix_ms: i64,
+        device: DeviceKey,
+        group_id: i64,
+        data: &[u8],
+    ) {
+        let gap = self.gap();
+        let ends = self.active.get(&device).is_some_and(|a| {
+            a.rec.group_id != group_id || now.saturating_duration_since(a.last) > gap
+        });
+        if ends {
+            self.finish(device);
+        }
+        if !self.active.contains_key(&device) && self.active.len() >= self.cfg.max_active {
+            self.stats.frames_refused += 1;
+            return;
+        }
+        let max = self.max_frames();
+        let a = self.active.entry(device).or_insert_with(|| Active {
+            rec: Recording {
+                device,
+                group_id,
+                started_unix_ms: unix_ms,
+                frames: Vec::new(),
+            },
+            last: now,
+        });
+        a.last = now;
+        a.rec
+            .frames
+            .extend(split_frames(data).into_iter().map(<[u8]>::to_vec));
+        if a.rec.frames.len() >= max {
+            self.finish(device);
+        }
+    }
+
+    /// Ends recordings silent for longer than the gap.
+    pub fn tick(&mut self, now: Instant) {
+        let gap = self.gap();
+        let idle: Vec<DeviceKey> = self
+            .active
+            .iter()
+            .filter(|(_, a)| now.saturating_duration_since(a.last) > gap)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in idle {
+            self.finish(k);
+        }
+    }
+
+    /// When [`Recorder::tick`] next has something to end.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let gap = self.gap() + Duration::from_millis(1);
+        self.active.values().map(|a| a.last + gap).min()
+    }
+
+    fn finish(&mut self, device: DeviceKey) {
+        let Some(a) = self.active.remove(&device) else {
+            return;
+        };
+        if a.rec.duration_ms() < self.cfg.min_duration_ms {
+            self.stats.too_short += 1;
+        } else if self.done.len() >= MAX_DONE {
+            self.stats.finished_dropped += 1;
+        } else {
+            self.stats.finished += 1;
+            self.done.push_back(a.rec);
+        }
+    }
+
+    /// Next finished recording.
+    pub fn poll(&mut self) -> Option<Recording> {
+        self.done.pop_front()
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &RecorderStats {
+        &self.stats
+    }
+}
+
+/// Relative path of a recording: `YYYY/MM/D/u<owner>s<ssid>_<YYYYMMDDTHHMMSSZ>.raw`
+/// (UTC; month zero-padded, day not, as the reference's object keys).
+pub fn relative_path(r: &Recording) -> String {
+    let secs = r.started_unix_ms.div_euclid(1000);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    let t = secs.rem_euclid(86_400);
+    format!(
+        "{y:04}/{m:02}/{d}/u{}s{}_{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z.raw",
+        r.device.0,
+        r.device.1,
+        t / 3600,
+        t % 3600 / 60,
+        t % 60
+    )
+}
+
+/// Gregorian date of a day count since 1970-01-01 (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::merge_frames;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn packet() -> Vec<u8> {
+        merge_frames([&[1u8; 30][..], &[2u8; 30][..]]).unwrap()
+    }
+
+    #[test]
+    fn gap_group_change_and_min_duration() {
+        let t0 = Instant::now();
+        let mut r = Recorder::new(RecordingConfig::default());
+        for k in 0..5 {
+            r.push(t0 + ms(120 * k), 1_000, (1, 1), 999, &packet());
+        }
+        assert_eq!(r.next_deadline(), Some(t0 + ms(480 + 601)));
+        r.tick(t0 + ms(480 + 601));
+        let rec = r.poll().unwrap();
+        assert_eq!(
+            (rec.frames.len(), rec.duration_ms(), rec.group_id),
+            (10, 600, 999)
+        );
+        assert_eq!(rec.frames[1], vec![2u8; 30]);
+        // Two packets (240 ms) are too short; a group change ends them.
+        r.push(t0, 0, (1, 1), 999, &packet());
+        r.push(t0 + ms(120), 0, (1, 1), 999, &packet());
+        r.push(t0 + ms(240), 0, (1, 1), 7, &packet());
+        assert_eq!(r.stats().too_short, 1);
+        assert!(r.poll().is_none());
+    }
+
+    #[test]
+    fn max_duration_splits_and_max_active_bounds() {
+        let t0 = Instant::now();
+        let cfg = RecordingConfig {
+            max_duration_s: 1,
+            max_active: 1,
+            ..RecordingConfig::default()
+        };
+        let mut r = Recorder::new(cfg);
+        for k in 0..9 {
+            r.push(t0 + ms(120 * k), 0, (1, 1), 999, &packet());
+        }
+        // 1 s = 16 frames (16 × 60 ms ≥ 1000 ms at the 8th packet).
+        assert_eq!(r.poll().unwrap().frames.len(), 16);
+        r.push(t0 + ms(1100), 0, (2, 1), 999, &packet());
+        assert_eq!(r.stats().frames_refused, 1);
+    }
+
+    #[test]
+    fn paths_use_utc_dates() {
+        let rec = Recording {
+            device: (4, 7),
+            group_id: 1,
+            started_unix_ms: 1_709_251_199_000, // 2024-02-29T23:59:59Z
+            frames: vec![],
+        };
+        assert_eq!(relative_path(&rec), "2024/02/29/u4s7_20240229T235959Z.raw");
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(-1), (1969, 12, 31));
+    }
+}

@@ -1,0 +1,204 @@
+//! Type 2 login: password check with the ban ladder, reserved SSIDs, the
+//! address-conflict rule and device records (draarl-v1 §3.1, §3.2, §3.5).
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use subtle::ConstantTimeEq;
+
+use super::replies::{self, RejectReason};
+use super::DEV_MODEL_ANDROID;
+use super::{
+    is_reserved_ssid, is_valid_device_password, verify_device_password, DeviceKey, Reflector,
+    StoreEvent, Transmit,
+};
+use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
+use crate::directory::{DeviceRecord, UserRecord, UNGROUPED};
+use crate::policy::BanCheck;
+
+impl Reflector {
+    pub(super) fn reject(&mut self, src: SocketAddr, h: &Header, reason: RejectReason) {
+        match reason.code() {
+            1 => self.stats.rejects_conflict += 1,
+            2 => self.stats.rejects_reserved_ssid += 1,
+            _ => self.stats.rejects_auth += 1,
+        }
+        self.transmits.push_back(Transmit {
+            dst: src,
+            payload: replies::heartbeat_reject(h, reason),
+        });
+    }
+
+    pub(super) fn on_heartbeat(&mut self, now: Instant, src: SocketAddr, h: &Header, data: &[u8]) {
+        self.stats.heartbeats += 1;
+        if is_reserved_ssid(h.ssid) {
+            if h.reserved != 0 {
+                self.stats.reserved_tag_drops += 1;
+            } else {
+                self.reject(src, h, RejectReason::ReservedSsid);
+            }
+            return;
+        }
+        let Some(name) = h.username_str().map(str::to_owned) else {
+            self.reject(src, h, RejectReason::UserNotFound);
+            return;
+        };
+        let Some(user) = self.dir.user_by_name(&name).cloned() else {
+            self.auth_failure(now, src, h, &name, RejectReason::UserNotFound);
+            return;
+        };
+        let key = (user.id, h.ssid);
+        let hb = HeartbeatData::parse(data).unwrap_or_default();
+        let timeout = self.cfg.offline_timeout();
+        // A disabled account is re-checked (and refused) even mid-session.
+        let same_endpoint = user.enabled
+            && self.sessions.get(&key).is_some_and(|s| {
+                s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
+            });
+        if !same_endpoint {
+            if let Err(reason) = self.authenticate(now, src, h, &user) {
+                self.reject(src, h, reason);
+                return;
+            }
+            if let Some(s) = self.sessions.get(&key) {
+                let active = now.saturating_duration_since(s.last_seen) <= timeout;
+                let stored_mac = self.dir.device(key.0, key.1).and_then(|r| r.mac);
+                let mac_matches = hb.mac.is_some() && hb.mac == stored_mac;
+                let android_without_mac = h.dev_model == DEV_MODEL_ANDROID && hb.mac.is_none();
+                if active && !mac_matches && !android_without_mac {
+                    self.reject(src, h, RejectReason::ConflictOnline);
+                    return;
+                }
+            } else if self.sessions.len() >= self.cfg.max_sessions {
+                self.reject(src, h, RejectReason::ServerFull);
+                return;
+            }
+            self.stats.logins += 1;
+        }
+        let came_online = !self.sessions.contains_key(&key);
+        let rec = self.update_device_record(key, &user, h, hb.mac);
+        self.go_online(now, key, src, rec.group_id);
+        self.transmits.push_back(Transmit {
+            dst: src,
+            payload: replies::heartbeat_success(h, &user.callsign, data),
+        });
+        // Link boxes (models 1 and 2) are asked for their settings and get
+        // the time when they come online (spec §2.8 flows).
+        if came_online && matches!(rec.dev_model, 1 | 2) {
+            self.send_config(now, src, key, &ConfigCommand::Query);
+            self.send_config(now, src, key, &ConfigCommand::TimeSync(0));
+        }
+    }
+
+    /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
+    pub(super) fn authenticate(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        h: &Header,
+        user: &UserRecord,
+    ) -> Result<(), RejectReason> {
+        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), &user.name, now) {
+            return Err(RejectReason::TooManyFailures);
+        }
+        if !user.enabled {
+            return Err(RejectReason::UserDisabled);
+        }
+        let Some(phc) = user.device_password_hash.as_deref() else {
+            return Err(RejectReason::PasswordNotSet);
+        };
+        let pw = h.password_bytes();
+        let ok = user.approved
+            && is_valid_device_password(pw)
+            && self.password_matches(now, user.id, phc, h)?;
+        if !ok {
+            self.bans.record_failure(src.ip(), &user.name, now);
+            return Err(RejectReason::InvalidPassword);
+        }
+        self.bans.record_success(src.ip(), &user.name);
+        Ok(())
+    }
+
+    /// Whether the password matches; `Err(ServerBusy)` when the Argon2
+    /// budget is spent.
+    pub(super) fn password_matches(
+        &mut self,
+        now: Instant,
+        user_id: i64,
+        phc: &str,
+        h: &Header,
+    ) -> Result<bool, RejectReason> {
+        if let Some((cached_phc, cached_pw)) = self.verified.get(&user_id) {
+            if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
+                return Ok(true);
+            }
+        }
+        if !self.password_checks.take(now) {
+            self.stats.password_check_budget_drops += 1;
+            return Err(RejectReason::ServerBusy);
+        }
+        let ok = verify_device_password(phc, h.password_bytes());
+        if ok {
+            self.verified
+                .insert(user_id, (phc.to_owned(), h.device_password));
+        }
+        Ok(ok)
+    }
+
+    pub(super) fn auth_failure(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        h: &Header,
+        name: &str,
+        reason: RejectReason,
+    ) {
+        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), name, now) {
+            self.reject(src, h, RejectReason::TooManyFailures);
+            return;
+        }
+        self.bans.record_failure(src.ip(), name, now);
+        self.reject(src, h, reason);
+    }
+
+    /// Loads or creates the device record and applies the reported model/MAC
+    /// (spec §2.5, §3.1 step 4); emits a store event when it changed.
+    pub(super) fn update_device_record(
+        &mut self,
+        key: DeviceKey,
+        user: &UserRecord,
+        h: &Header,
+        mac: Option<Mac>,
+    ) -> DeviceRecord {
+        let model_valid = !(108..=150).contains(&h.dev_model);
+        let existing = self.dir.device(key.0, key.1).cloned();
+        let mut rec = existing.clone().unwrap_or_else(|| DeviceRecord {
+            owner_id: user.id,
+            ssid: key.1,
+            dev_model: 0,
+            dmrid: user.dmrid,
+            group_id: self.default_group_for(user),
+            disable_send: false,
+            disable_recv: false,
+            mac: None,
+        });
+        if model_valid {
+            rec.dev_model = h.dev_model;
+        }
+        if mac.is_some() {
+            rec.mac = mac;
+        }
+        if existing.as_ref() != Some(&rec) {
+            self.dir.put_device(rec.clone());
+            self.push_event(StoreEvent::DeviceUpsert(rec.clone()));
+        }
+        rec
+    }
+
+    pub(super) fn default_group_for(&self, user: &UserRecord) -> i64 {
+        match self.dir.group(user.default_group_id) {
+            Some(g) if g.enabled && !g.is_virtual => g.id,
+            _ => UNGROUPED,
+        }
+    }
+}

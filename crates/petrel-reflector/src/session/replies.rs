@@ -1,0 +1,80 @@
+//! Heartbeat replies (draarl-v1 §2.7).
+
+use crate::codec::{encode, Header, PacketType, CALLSIGN_LEN, MAX_DATA_LEN, PASSWORD_LEN};
+
+/// Why a heartbeat login was refused; the wire status code and reason text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RejectReason {
+    /// Code 1: the device is online at another address.
+    ConflictOnline,
+    /// Code 2: SSID 0, 100–105 or 255.
+    ReservedSsid,
+    /// Code 3: no such account.
+    UserNotFound,
+    /// Code 3: account disabled.
+    UserDisabled,
+    /// Code 3: wrong password, or the account is not approved (on purpose).
+    InvalidPassword,
+    /// Code 3: the account has no device password.
+    PasswordNotSet,
+    /// Code 3: the (IP, username) pair is banned for repeated failures.
+    TooManyFailures,
+    /// Code 3: the session table is full (Petrel-specific reason).
+    ServerFull,
+    /// Code 3: the password-check budget is spent; retry later (Petrel-specific).
+    ServerBusy,
+}
+
+impl RejectReason {
+    /// Status byte.
+    pub fn code(self) -> u8 {
+        match self {
+            Self::ConflictOnline => 1,
+            Self::ReservedSsid => 2,
+            _ => 3,
+        }
+    }
+
+    /// ASCII reason after the status byte.
+    pub fn text(self) -> &'static str {
+        match self {
+            Self::ConflictOnline => "device_conflict_online",
+            Self::ReservedSsid => "reserved_ssid",
+            Self::UserNotFound => "user_not_found",
+            Self::UserDisabled => "user_disabled",
+            Self::InvalidPassword => "invalid_password",
+            Self::PasswordNotSet => "device_password_not_set",
+            Self::TooManyFailures => "too_many_failures",
+            Self::ServerFull => "server_full",
+            Self::ServerBusy => "server_busy",
+        }
+    }
+}
+
+/// Success: the request echoed with the callsign filled in, Reserved 0 and,
+/// unlike the reference, the password zeroed (spec §9: no client needs it).
+pub(crate) fn heartbeat_success(req: &Header, callsign: &str, data: &[u8]) -> Vec<u8> {
+    let mut h = req.clone();
+    h.packet_type = PacketType::Heartbeat;
+    h.device_password = [0; PASSWORD_LEN];
+    h.set_callsign(callsign);
+    h.reserved = 0;
+    // Clients detect success by a non-empty callsign; never send an empty one.
+    if h.callsign == [0; CALLSIGN_LEN] {
+        h.set_callsign("-");
+    }
+    let data = &data[..data.len().min(MAX_DATA_LEN)];
+    encode(&h, data).unwrap_or_default()
+}
+
+/// Reject: identity echoed, password and callsign empty, DATA = code + reason.
+pub(crate) fn heartbeat_reject(req: &Header, reason: RejectReason) -> Vec<u8> {
+    let mut h = req.clone();
+    h.packet_type = PacketType::Heartbeat;
+    h.device_password = [0; PASSWORD_LEN];
+    h.callsign = [0; CALLSIGN_LEN];
+    h.reserved = 0;
+    let mut data = vec![reason.code()];
+    data.extend_from_slice(reason.text().as_bytes());
+    encode(&h, &data).unwrap_or_default()
+}

@@ -1,0 +1,99 @@
+//! Counters of the session core (draarl-v1 §4.5 `ingress`, `receiver_cache`
+//! and `ghost_packets`, plus the policies added here).
+
+/// Plain counters; the core is single-threaded, the runtime copies them out.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Datagrams handed to the core.
+    pub received: u64,
+    /// Dropped by the per-IP / per-IP:port token buckets.
+    pub rate_limit_drops: u64,
+    /// Dropped because a rate-limit table was full.
+    pub rate_table_full_drops: u64,
+    /// Failed the envelope checks (spec §2.2).
+    pub decode_errors: u64,
+    /// Type 1 (ghost/JWT) requests, dropped: not implemented.
+    pub ghost_auth_unsupported: u64,
+    /// Type 2 packets handled.
+    pub heartbeats: u64,
+    /// Successful full authentications.
+    pub logins: u64,
+    /// Reject code 1 `device_conflict_online`.
+    pub rejects_conflict: u64,
+    /// Reject code 2 `reserved_ssid`.
+    pub rejects_reserved_ssid: u64,
+    /// Reject code 3 (auth failed, banned, server full).
+    pub rejects_auth: u64,
+    /// Logins refused with `server_busy` because the Argon2 budget was spent.
+    pub password_check_budget_drops: u64,
+    /// Reserved-SSID packets with a non-zero tag, dropped silently.
+    pub reserved_tag_drops: u64,
+    /// Types 3/4/5 from a device that is not online.
+    pub unknown_device_drops: u64,
+    /// Types 3/4/5 from an address other than the authenticated endpoint.
+    pub endpoint_mismatch_drops: u64,
+    /// Types 4/5 from an ungrouped device or a disabled group.
+    pub non_forwarding_drops: u64,
+    /// Types 4/5 from a send-banned device.
+    pub send_ban_drops: u64,
+    /// Voice frames that lost half-duplex arbitration.
+    pub floor_busy_drops: u64,
+    /// Type 3 packets accepted from the bound endpoint.
+    pub config_packets: u64,
+    /// Type 3 packets whose DATA did not parse.
+    pub config_errors: u64,
+    /// Type 3 packets sent (query, time sync).
+    pub config_sent: u64,
+    /// Text frames planned for fan-out.
+    pub text_frames: u64,
+    /// Voice frames planned for fan-out.
+    pub voice_frames: u64,
+    /// Devices marked offline after the liveness timeout.
+    pub sessions_expired: u64,
+    /// Receiver snapshots served from cache.
+    pub snapshot_hits: u64,
+    /// Receiver snapshots rebuilt.
+    pub snapshot_rebuilds: u64,
+    /// Per-domain snapshot invalidations.
+    pub snapshot_invalidations: u64,
+    /// Store events dropped because the outbound event queue was full.
+    pub store_events_dropped: u64,
+}
+
+impl SessionStats {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("received", self.received),
+            ("rate_limit_drops", self.rate_limit_drops),
+            ("rate_table_full_drops", self.rate_table_full_drops),
+            ("decode_errors", self.decode_errors),
+            ("ghost_auth_unsupported", self.ghost_auth_unsupported),
+            ("heartbeats", self.heartbeats),
+            ("logins", self.logins),
+            ("rejects_conflict", self.rejects_conflict),
+            ("rejects_reserved_ssid", self.rejects_reserved_ssid),
+            ("rejects_auth", self.rejects_auth),
+            (
+                "password_check_budget_drops",
+                self.password_check_budget_drops,
+            ),
+            ("reserved_tag_drops", self.reserved_tag_drops),
+            ("unknown_device_drops", self.unknown_device_drops),
+            ("endpoint_mismatch_drops", self.endpoint_mismatch_drops),
+            ("non_forwarding_drops", self.non_forwarding_drops),
+            ("send_ban_drops", self.send_ban_drops),
+            ("floor_busy_drops", self.floor_busy_drops),
+            ("config_packets", self.config_packets),
+            ("config_errors", self.config_errors),
+            ("config_sent", self.config_sent),
+            ("text_frames", self.text_frames),
+            ("voice_frames", self.voice_frames),
+            ("sessions_expired", self.sessions_expired),
+            ("snapshot_hits", self.snapshot_hits),
+            ("snapshot_rebuilds", self.snapshot_rebuilds),
+            ("snapshot_invalidations", self.snapshot_invalidations),
+            ("store_events_dropped", self.store_events_dropped),
+        ]
+    }
+}

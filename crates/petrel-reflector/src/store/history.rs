@@ -1,0 +1,60 @@
+//! Channel history: text messages and voice recordings (draarl-v1 §5.3).
+
+use sqlx::Row;
+
+use super::{Store, StoreError};
+use crate::recording::Recording;
+
+impl Store {
+    /// Records a written `.raw` file.
+    pub async fn add_recording(
+        &self,
+        r: &Recording,
+        path: &str,
+        bytes: u64,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO recordings (owner_id, ssid, group_id, started_at_ms, duration_ms, path, bytes)
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(r.device.0)
+        .bind(i64::from(r.device.1))
+        .bind(r.group_id)
+        .bind(r.started_unix_ms)
+        .bind(i64::try_from(r.duration_ms()).unwrap_or(i64::MAX))
+        .bind(path)
+        .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Paths and durations (ms) of a group's newest recordings, newest first.
+    pub async fn recent_recordings(
+        &self,
+        group_id: i64,
+        limit: u32,
+    ) -> Result<Vec<(String, i64)>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT path, duration_ms FROM recordings WHERE group_id = ? ORDER BY started_at_ms DESC, id DESC LIMIT ?",
+        )
+        .bind(group_id)
+        .bind(i64::from(limit.min(1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .collect()
+    }
+
+    /// Deletes messages sent before `before_ms` (Unix ms); returns how many.
+    /// The server runs it at every reload with its retention setting, which
+    /// keeps the table bounded.
+    pub async fn prune_messages(&self, before_ms: i64) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM messages WHERE sent_at_ms < ?")
+            .bind(before_ms)
+            .execute(&self.pool)
+            .await?
+            .rows_affected())
+    }
+}
