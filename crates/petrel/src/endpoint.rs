@@ -299,8 +299,12 @@ impl EndpointIo {
     }
 
     /// Sends one datagram; a full socket buffer drops it (counted in `stats`).
+    ///
+    /// The `sendto` goes straight to the non-blocking socket: tokio's `try_send_to` answers
+    /// `WouldBlock` from its cached readiness until the reactor has first polled a new
+    /// socket, which silently cost every fresh endpoint its first datagram.
     pub(crate) fn send_datagram(&self, buf: &[u8], peer: SocketAddr, stats: &mut ConnectionStats) {
-        match self.socket.try_send_to(buf, peer) {
+        match socket2::SockRef::from(&self.socket).send_to(buf, &peer.into()) {
             Ok(n) => {
                 EndpointCounters::add(&self.counters.datagrams_sent, 1);
                 EndpointCounters::add(&self.counters.bytes_sent, n as u64);
@@ -314,6 +318,8 @@ impl EndpointIo {
     pub(crate) fn send_unattached(&self, buf: &[u8], peer: SocketAddr) {
         let mut scratch = ConnectionStats::default();
         self.send_datagram(buf, peer, &mut scratch);
+        EndpointCounters::add(&self.counters.unattached_send_dropped, scratch.send_dropped);
+        EndpointCounters::add(&self.counters.unattached_send_errors, scratch.send_errors);
     }
 
     /// Creates, registers and starts a connection for a finished handshake.

@@ -77,6 +77,10 @@ endpoint_counters! {
     refused_per_peer,
     /// Socket read errors (other than would-block).
     recv_errors,
+    /// Handshake datagrams not sent because the socket send buffer was full.
+    unattached_send_dropped,
+    /// Handshake datagrams the socket refused with another error.
+    unattached_send_errors,
     /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).
     /// Idle connections add nothing here.
     timer_wakeups,

@@ -451,3 +451,16 @@ async fn idle_fec_connections_cost_no_wakeups() {
     assert_eq!(after - before, 0, "{n} idle FEC connections woke up");
     assert!(conns.iter().all(|c| c.stats().fec.is_some()));
 }
+
+#[tokio::test]
+async fn a_fresh_endpoint_sends_its_first_datagram() {
+    let (_server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    client.connect(addr).await.unwrap();
+    let stats = client.stats();
+    // INITIAL, then INITIAL with the cookie: nothing dropped, nothing resent.
+    assert_eq!(stats.unattached_send_dropped, 0, "{stats:?}");
+    assert_eq!(stats.datagrams_sent, 2, "{stats:?}");
+}
