@@ -8,17 +8,21 @@
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
 //!   small transport trait, with raw UDP and TCP adapters;
+//! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
+//!   the `petrel-netem` relay; it builds its own runtimes because the runtime
+//!   layout is one of its parameters;
 //! - [`table`]: the side-by-side summary table.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
-//! runtime and the command line (`petrel-cli` builds both). The RUDP (§B),
-//! goodput (§C) and fan-out (§D) benchmarks and the HTML report are not
-//! implemented yet.
+//! runtime of the loopback suite and the command line (`petrel-cli` builds
+//! both). The goodput (§C) and fan-out (§D) benchmarks and the HTML report
+//! are not implemented yet.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
 pub mod measure;
 pub mod record;
+pub mod rudp_bench;
 pub mod table;
