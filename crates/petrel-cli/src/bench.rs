@@ -55,6 +55,8 @@ enum BenchCommand {
     Echo(EchoArgs),
     /// The impairment relay's forwarding ceiling and delay accuracy.
     Netem(crate::netem::NetemBenchArgs),
+    /// RUDP echo through the impairment relay (specs/benchmarks.md §B).
+    Rudp(crate::bench_rudp::RudpBenchArgs),
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -118,6 +120,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+        Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(rudp),
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");
