@@ -11,6 +11,7 @@
 //! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
 //!   the `petrel-netem` relay; it builds its own runtimes because the runtime
 //!   layout is one of its parameters;
+//! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`table`]: the side-by-side summary table.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
@@ -22,6 +23,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
+pub mod idle;
 pub mod measure;
 pub mod record;
 pub mod rudp_bench;

@@ -57,6 +57,8 @@ enum BenchCommand {
     Netem(crate::netem::NetemBenchArgs),
     /// RUDP echo through the impairment relay (specs/benchmarks.md §B).
     Rudp(crate::bench_rudp::RudpBenchArgs),
+    /// What N established, quiet connections cost (CPU, wake-ups, memory).
+    Idle(crate::bench_idle::IdleArgs),
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -121,6 +123,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
         Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(rudp),
+        Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");

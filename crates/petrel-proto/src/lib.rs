@@ -12,7 +12,9 @@
 //! - [`fec`]: Reed–Solomon forward error correction below the ARQ (native and kcp-go
 //!   framing, fixed and adaptive parity, memory budget);
 //! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection
-//!   establishment, plus the per-connection keepalive / idle / close control plane.
+//!   establishment, plus the per-connection keepalive / idle / close control plane;
+//! - [`session`]: one connection after its handshake — KCP over optional FEC plus
+//!   the control plane — composed into a single machine for the runtime.
 //!
 //! What does not live here: sockets, timers and tasks (`petrel`), the impairment
 //! emulator (`petrel-netem`), benchmarks (`petrel-bench`).
@@ -22,3 +24,4 @@ pub mod cc;
 pub mod fec;
 pub mod handshake;
 pub mod kcp;
+pub mod session;

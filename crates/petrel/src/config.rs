@@ -2,8 +2,10 @@
 
 use std::time::Duration;
 
+use petrel_proto::fec::{FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use petrel_proto::handshake::ControlConfig;
-use petrel_proto::kcp::KcpConfig;
+use petrel_proto::kcp::{KcpConfig, MIN_MTU};
+use petrel_proto::session::{SessionConfig, CONV_PREFIX};
 
 /// How connections are set up (see `specs/kcp.md` §3–§4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,23 @@ pub struct EndpointConfig {
     pub kcp: KcpConfig,
     /// Keepalive, idle timeout and close timing of every connection.
     pub control: ControlConfig,
+    /// Forward error correction below the ARQ. Default: scheme
+    /// [`FecScheme::None`], i.e. ARQ only with bare KCP datagrams.
+    ///
+    /// Native mode: a client announces this scheme's shape in its handshake, the
+    /// server clamps it to `fec_max_data` / `fec_max_parity`, and both sides run
+    /// what was negotiated; `group_wait`, `budget`, `group_expiry` and the adaptive
+    /// `target` are each side's own. Legacy and raw modes negotiate nothing: both
+    /// sides must configure the same scheme, or neither decodes the other.
+    /// With FEC each datagram carries 14 bytes of framing (see
+    /// `petrel_proto::session`), taken from `kcp.mtu`.
+    pub fec: FecConfig,
+    /// Server, native mode: most data shards per FEC group granted to a client, in
+    /// packets (0 refuses FEC). Default 8; allowed 0..=64.
+    pub fec_max_data: u8,
+    /// Server, native mode: most parity shards per FEC group granted to a client,
+    /// in packets (0 refuses FEC). Default 4; allowed 0..=16.
+    pub fec_max_parity: u8,
     /// Give up `connect` after this long without a handshake reply. Default 5 s.
     pub connect_timeout: Duration,
     /// Whether this endpoint accepts incoming connections. Default false (client only).
@@ -54,6 +73,9 @@ impl Default for EndpointConfig {
             mode: Mode::Native,
             kcp: KcpConfig::default(),
             control: ControlConfig::default(),
+            fec: SessionConfig::default().fec,
+            fec_max_data: 8,
+            fec_max_parity: 4,
             connect_timeout: Duration::from_secs(5),
             accept_incoming: false,
             max_connections: 65_536,
@@ -79,6 +101,22 @@ impl EndpointConfig {
         self.kcp
             .validate()
             .map_err(|e| ConfigError(format!("kcp: {e}")))?;
+        self.fec
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))?;
+        if self.fec.scheme != FecScheme::None && self.kcp.mtu < MIN_MTU + FEC_OVERHEAD {
+            return Err(ConfigError(format!(
+                "kcp.mtu must be ≥ {} bytes with FEC (got {})",
+                MIN_MTU + FEC_OVERHEAD,
+                self.kcp.mtu
+            )));
+        }
+        if self.fec_max_data > MAX_DATA_SHARDS {
+            return Err(ConfigError("fec_max_data must be in 0..=64".into()));
+        }
+        if self.fec_max_parity > MAX_PARITY_SHARDS {
+            return Err(ConfigError("fec_max_parity must be in 0..=16".into()));
+        }
         if self.max_connections == 0 {
             return Err(ConfigError("max_connections must be ≥ 1".into()));
         }
@@ -90,7 +128,20 @@ impl EndpointConfig {
         }
         Ok(())
     }
+
+    /// The per-connection protocol configuration.
+    pub(crate) fn session_config(&self) -> SessionConfig {
+        SessionConfig {
+            kcp: self.kcp,
+            control: self.control.clone(),
+            fec: self.fec,
+            ..SessionConfig::default()
+        }
+    }
 }
+
+/// FEC framing per datagram: conv prefix + native shard overhead, bytes.
+const FEC_OVERHEAD: usize = CONV_PREFIX + petrel_proto::fec::wire::NATIVE_OVERHEAD;
 
 /// An invalid [`EndpointConfig`] field.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]

@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use petrel_proto::handshake::{Control, ControlError, ControlEvent, ControlState, Established};
-use petrel_proto::kcp::Kcp;
+use petrel_proto::handshake::{ControlEvent, Established};
+use petrel_proto::session::{Session, SessionError};
 
 use crate::endpoint::EndpointIo;
 use crate::error::ConnectionError;
@@ -37,16 +37,11 @@ pub(crate) struct ConnShared {
 
 #[derive(Debug)]
 pub(crate) struct ConnState {
-    pub(crate) kcp: Kcp,
-    /// Keepalive, idle timeout and graceful close (in raw mode: idle timeout only).
-    control: Control,
+    /// KCP over optional FEC, keepalive, idle timeout and graceful close.
+    pub(crate) session: Session,
     out: Vec<u8>,
     /// The deadline the timer task is sleeping towards.
     armed: Option<Instant>,
-    /// `close()` was called or every handle was dropped: flush, then close.
-    pub(crate) app_closing: bool,
-    /// The peer started a graceful close; we flush our side and acknowledge.
-    pub(crate) peer_closing: bool,
     /// Input arrived whose acks have not been flushed yet (see [`ConnShared::on_data`]).
     flush_pending: bool,
     /// Set once the connection is over; `Closed` for a clean end.
@@ -55,14 +50,11 @@ pub(crate) struct ConnState {
 }
 
 impl ConnState {
-    fn new(kcp: Kcp, control: Control) -> Self {
+    fn new(session: Session) -> Self {
         Self {
-            kcp,
-            control,
+            session,
             out: Vec::with_capacity(2048),
             armed: None,
-            app_closing: false,
-            peer_closing: false,
             flush_pending: false,
             end: None,
             stats: ConnectionStats::default(),
@@ -73,48 +65,38 @@ impl ConnState {
         if self.end.is_some() {
             return None;
         }
-        let kcp = self.kcp.poll_timeout();
-        let control = self.control.poll_timeout();
-        match (kcp, control) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.session.poll_timeout()
     }
 
     /// Writes every datagram the machines have ready; a full socket buffer drops the
     /// datagram (counted) and the ARQ retransmits it like any other loss.
     fn flush(&mut self, now: Instant, io: &EndpointIo, peer: SocketAddr) {
         self.flush_pending = false;
-        while self.control.poll_transmit(now, &mut self.out) {
-            io.send_datagram(&self.out, peer, &mut self.stats);
-        }
-        while self.kcp.poll_transmit(now, &mut self.out) {
+        while self.session.poll_transmit(now, &mut self.out) {
             io.send_datagram(&self.out, peer, &mut self.stats);
         }
     }
 
-    /// Moves a requested close forward once the ARQ has nothing left in flight, and
-    /// records the end of the connection.
-    fn progress(&mut self, now: Instant) {
+    /// Records the end of the connection once the session finished.
+    fn sync_end(&mut self) {
         if self.end.is_some() {
             return;
         }
-        if self.kcp.error().is_some() {
-            self.end = Some(ConnectionError::DeadLink);
-            return;
-        }
-        let flushed = self.kcp.pending_segments() == 0;
-        let state = self.control.state();
-        let wants_close = match state {
-            ControlState::Open => self.app_closing,
-            ControlState::PeerClosing => true,
-            ControlState::Closing | ControlState::Closed => false,
+        self.end = match self.session.error() {
+            Some(SessionError::DeadLink(_)) => Some(ConnectionError::DeadLink),
+            Some(SessionError::IdleTimeout(_)) => Some(ConnectionError::IdleTimeout),
+            None if self.session.is_closed() => Some(ConnectionError::Closed),
+            None => None,
         };
-        if wants_close && flushed {
-            self.control.start_close(now);
-        }
-        if self.control.state() == ControlState::Closed {
-            self.end = Some(ConnectionError::Closed);
+    }
+
+    /// A snapshot of every layer's counters and the runtime's own.
+    pub(crate) fn snapshot(&self) -> ConnectionStats {
+        let session = self.session.stats();
+        ConnectionStats {
+            kcp: session.kcp,
+            fec: session.fec,
+            ..self.stats
         }
     }
 }
@@ -123,15 +105,14 @@ impl ConnShared {
     pub(crate) fn new(
         peer: SocketAddr,
         established: Established,
-        kcp: Kcp,
-        control: Control,
+        session: Session,
         io: Arc<EndpointIo>,
     ) -> Self {
         Self {
             peer,
             conv: established.conv,
             established,
-            state: Mutex::new(ConnState::new(kcp, control)),
+            state: Mutex::new(ConnState::new(session)),
             readable: tokio::sync::Notify::new(),
             writable: tokio::sync::Notify::new(),
             timer: tokio::sync::Notify::new(),
@@ -157,8 +138,7 @@ impl ConnShared {
         let mut st = self.lock();
         let result = f(&mut st);
         st.flush(now, &self.io, self.peer);
-        st.progress(now);
-        st.flush(now, &self.io, self.peer);
+        st.sync_end();
         let ended = st.end.is_some();
         let rearm = match (st.deadline(), st.armed) {
             (Some(new), Some(armed)) => new < armed,
@@ -183,8 +163,7 @@ impl ConnShared {
     /// The timer task, woken last, flushes whatever is still pending.
     pub(crate) fn on_data(&self, now: Instant, datagram: &[u8]) {
         let mut st = self.lock();
-        st.control.on_datagram_received(now);
-        if st.kcp.input(now, datagram).is_err() {
+        if st.session.input(now, datagram).is_err() {
             st.stats.input_errors += 1;
         }
         st.flush_pending = true;
@@ -197,30 +176,19 @@ impl ConnShared {
     /// A control datagram (keepalive, close, FIN) addressed to this connection.
     pub(crate) fn on_control(&self, now: Instant, datagram: &[u8]) {
         self.with_state(now, true, |st| {
-            match st.control.handle_control(now, datagram) {
-                ControlEvent::PeerClosing => st.peer_closing = true,
-                ControlEvent::Ignored(_) => st.stats.input_errors += 1,
-                _ => {}
+            if let ControlEvent::Ignored(_) = st.session.handle_control(now, datagram) {
+                st.stats.input_errors += 1;
             }
         });
     }
 
     fn on_timeout(&self, now: Instant) {
-        self.with_state(now, true, |st| {
-            st.kcp.handle_timeout(now);
-            if let Some(err) = st.control.handle_timeout(now) {
-                st.end = Some(match err {
-                    ControlError::IdleTimeout(_) => ConnectionError::IdleTimeout,
-                    // The peer went away during close; everything we sent was acked.
-                    ControlError::CloseTimeout(_) => ConnectionError::Closed,
-                });
-            }
-        });
+        self.with_state(now, true, |st| st.session.handle_timeout(now));
     }
 
     /// Asks for a graceful close: flush what is queued, then close the control plane.
     pub(crate) fn request_close(&self, now: Instant) {
-        self.with_state(now, false, |st| st.app_closing = true);
+        self.with_state(now, false, |st| st.session.close(now));
     }
 
     /// Ends the connection at once (endpoint shut down).

@@ -61,7 +61,7 @@ impl Connection {
 
     /// The largest message [`send`](Self::send) accepts, in bytes.
     pub fn max_message_size(&self) -> usize {
-        self.shared().lock().kcp.max_message_size()
+        self.shared().lock().session.max_message_size()
     }
 
     /// Queues one message for reliable, in-order delivery.
@@ -80,18 +80,18 @@ impl Connection {
                 if let Some(end) = &st.end {
                     return Some(Err(end.clone()));
                 }
-                if st.app_closing {
+                if st.session.close_requested() {
                     return Some(Err(ConnectionError::Closed));
                 }
-                let max = st.kcp.max_message_size();
+                let max = st.session.max_message_size();
                 if msg.len() > max {
                     let len = msg.len();
                     return Some(Err(ConnectionError::MessageTooLarge { len, max }));
                 }
-                if !st.kcp.can_send(msg.len()) {
+                if !st.session.can_send(msg.len()) {
                     return None;
                 }
-                match st.kcp.send(&msg) {
+                match st.session.send(&msg) {
                     Ok(()) => Some(Ok(())),
                     Err(SendError::QueueFull) => None,
                     Err(e) => Some(Err(ConnectionError::from_send(e))),
@@ -115,13 +115,13 @@ impl Connection {
             tokio::pin!(notified);
             notified.as_mut().enable();
             let outcome = shared.with_state(Instant::now(), false, |st| {
-                if let Some(msg) = st.kcp.recv() {
+                if let Some(msg) = st.session.recv() {
                     return Some(Ok(Some(msg)));
                 }
                 match &st.end {
                     Some(ConnectionError::Closed) => Some(Ok(None)),
                     Some(err) => Some(Err(err.clone())),
-                    None if st.peer_closing => Some(Ok(None)),
+                    None if st.session.peer_closing() => Some(Ok(None)),
                     None => None,
                 }
             });
@@ -153,10 +153,6 @@ impl Connection {
 
     /// A snapshot of the connection's counters.
     pub fn stats(&self) -> ConnectionStats {
-        let st = self.shared().lock();
-        ConnectionStats {
-            kcp: st.kcp.stats(),
-            ..st.stats
-        }
+        self.shared().lock().snapshot()
     }
 }

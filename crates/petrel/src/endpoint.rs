@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use petrel_proto::handshake::{
-    DatagramKind, Established, HandshakeMode, HandshakeStats, LegacyConfig, LegacyMessage,
+    Binding, DatagramKind, Established, HandshakeMode, HandshakeStats, LegacyConfig, LegacyMessage,
     NativeConfig, NativeMessage, ServerEvent, ServerHandshake,
 };
-use petrel_proto::kcp::peek_conv;
+use petrel_proto::session::{fec_descriptor, peek_conv, Session};
 use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 
@@ -55,11 +55,37 @@ impl Drop for EndpointGuard {
     }
 }
 
-/// Connections by `(peer, conv)`, with a per-peer index for repeated opening datagrams.
+/// Connections by `(peer, conv)`, and by `(peer, opening id)` — the nonce (native) or
+/// sync_id (legacy) of the datagram that opened them — to answer repeated openings in
+/// constant time.
 #[derive(Debug, Default)]
 struct Registry {
     conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
-    by_peer: HashMap<SocketAddr, Vec<u32>>,
+    by_opening: HashMap<(SocketAddr, u64), u32>,
+}
+
+/// The id an opening datagram (INITIAL / SYN) and the connection it opened share.
+fn opening_id(binding: Binding) -> Option<u64> {
+    match binding {
+        Binding::Native { nonce, .. } => Some(nonce),
+        Binding::Legacy { sync_id } => Some(u64::from(sync_id)),
+        Binding::Raw => None,
+    }
+}
+
+/// The opening id carried by an INITIAL or SYN datagram.
+fn opening_id_of(mode: &HandshakeMode, dg: &[u8]) -> Option<u64> {
+    match mode {
+        HandshakeMode::Native(_) => match NativeMessage::decode(dg) {
+            Ok(NativeMessage::Initial { nonce, .. }) => Some(nonce),
+            _ => None,
+        },
+        HandshakeMode::Legacy(_) => match LegacyMessage::decode(dg) {
+            Ok(LegacyMessage::Syn { sync_id }) => Some(u64::from(sync_id)),
+            _ => None,
+        },
+        HandshakeMode::Raw { .. } => None,
+    }
 }
 
 /// Everything the reader task, connections and handles share.
@@ -183,16 +209,7 @@ impl Endpoint {
             .values()
             .cloned()
             .collect();
-        conns
-            .iter()
-            .map(|c| {
-                let st = c.lock();
-                ConnectionStats {
-                    kcp: st.kcp.stats(),
-                    ..st.stats
-                }
-            })
-            .collect()
+        conns.iter().map(|c| c.lock().snapshot()).collect()
     }
 }
 
@@ -210,6 +227,9 @@ fn handshake_mode(config: &EndpointConfig) -> HandshakeMode {
             snd_wnd: kcp.snd_wnd,
             rcv_wnd: kcp.rcv_wnd,
             connect_timeout: config.connect_timeout,
+            fec: fec_descriptor(&config.fec),
+            fec_max_data: config.fec_max_data,
+            fec_max_parity: config.fec_max_parity,
             ..NativeConfig::default()
         }),
         Mode::Legacy => HandshakeMode::Legacy(LegacyConfig {
@@ -263,20 +283,9 @@ impl EndpointIo {
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
-        let mut kcp_config = self.config.kcp;
-        kcp_config.mtu = usize::from(established.params.mtu).min(kcp_config.mtu);
-        let kcp = petrel_proto::kcp::Kcp::new(established.conv, kcp_config, now)
+        let session = Session::new(established, &self.config.session_config(), now)
             .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let control =
-            petrel_proto::handshake::Control::new(established, self.config.control.clone(), now)
-                .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-        let shared = Arc::new(ConnShared::new(
-            peer,
-            *established,
-            kcp,
-            control,
-            self.clone(),
-        ));
+        let shared = Arc::new(ConnShared::new(peer, *established, session, self.clone()));
         {
             let mut reg = lock(&self.registry);
             if reg.conns.len() >= self.config.max_connections {
@@ -292,7 +301,9 @@ impl EndpointIo {
                 )));
             }
             reg.conns.insert((peer, established.conv), shared.clone());
-            reg.by_peer.entry(peer).or_default().push(established.conv);
+            if let Some(id) = opening_id(established.binding) {
+                reg.by_opening.insert((peer, id), established.conv);
+            }
         }
         tokio::spawn(crate::conn::run_timer(shared.clone()));
         Ok(shared)
@@ -300,11 +311,9 @@ impl EndpointIo {
 
     pub(crate) fn unregister(&self, peer: SocketAddr, conv: u32) {
         let mut reg = lock(&self.registry);
-        reg.conns.remove(&(peer, conv));
-        if let Some(convs) = reg.by_peer.get_mut(&peer) {
-            convs.retain(|c| *c != conv);
-            if convs.is_empty() {
-                reg.by_peer.remove(&peer);
+        if let Some(conn) = reg.conns.remove(&(peer, conv)) {
+            if let Some(id) = opening_id(conn.established.binding) {
+                reg.by_opening.remove(&(peer, id));
             }
         }
     }
@@ -424,24 +433,28 @@ impl EndpointIo {
         let Some(server) = self.server.as_ref() else {
             return false;
         };
-        let conns: Vec<_> = {
-            let reg = lock(&self.registry);
-            let convs = reg.by_peer.get(&peer).cloned().unwrap_or_default();
-            convs
-                .iter()
-                .filter_map(|conv| reg.conns.get(&(peer, *conv)).cloned())
-                .collect()
+        let Some(id) = opening_id_of(&self.mode, dg) else {
+            return false;
         };
-        let server = lock(server);
-        for conn in conns {
-            if server.handshake.repeat_reply(&conn.established, dg, reply) {
-                drop(server);
-                self.send_unattached(reply, peer);
-                EndpointCounters::add(&self.counters.handshake_replies, 1);
-                return true;
-            }
+        let conn = {
+            let reg = lock(&self.registry);
+            let Some(conv) = reg.by_opening.get(&(peer, id)) else {
+                return false;
+            };
+            reg.conns.get(&(peer, *conv)).cloned()
+        };
+        let Some(conn) = conn else {
+            return false;
+        };
+        if !lock(server)
+            .handshake
+            .repeat_reply(&conn.established, dg, reply)
+        {
+            return false;
         }
-        false
+        self.send_unattached(reply, peer);
+        EndpointCounters::add(&self.counters.handshake_replies, 1);
+        true
     }
 
     /// Feeds an opening datagram to the stateless server handshake; registers and queues

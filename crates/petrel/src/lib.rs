@@ -1,7 +1,9 @@
 //! Petrel's tokio runtime for reliable UDP: [`Endpoint`] and [`Connection`].
 //!
-//! A thin layer over the sans-IO state machines of `petrel-proto`: it owns the UDP
-//! socket, routes datagrams to connections, sleeps until each connection's next deadline
+//! A thin layer over the sans-IO state machines of `petrel-proto` (one
+//! `petrel_proto::session::Session` per connection: KCP, optional FEC, keepalive and
+//! close; see [`EndpointConfig::fec`]): it owns the UDP socket, routes datagrams to
+//! connections, sleeps until each connection's next deadline
 //! (an idle connection has none, so it costs no wake-ups), and exposes an async message
 //! API with backpressure.
 //!
@@ -49,7 +51,9 @@ pub use config::{ConfigError, EndpointConfig, Mode};
 pub use connection::Connection;
 pub use endpoint::Endpoint;
 pub use error::{ConnectError, ConnectionError};
+pub use petrel_proto::fec::{FecConfig, FecScheme};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
 pub use petrel_proto::kcp::{KcpConfig, KcpStats};
+pub use petrel_proto::session::FecStats;
 pub use socket::SocketBuffers;
 pub use stats::{ConnectionStats, EndpointStats};

@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use petrel_proto::kcp::KcpStats;
+use petrel_proto::session::FecStats;
 use serde::Serialize;
 
 /// A snapshot of one connection's counters.
@@ -10,6 +11,9 @@ use serde::Serialize;
 pub struct ConnectionStats {
     /// The ARQ's counters: segments, retransmissions, srtt/rto, windows.
     pub kcp: KcpStats,
+    /// FEC counters (shards sent and received, recoveries, parity, loss reports,
+    /// retained bytes); `None` when the connection runs without FEC.
+    pub fec: Option<FecStats>,
     /// Datagrams from the peer the ARQ or control plane rejected as malformed.
     pub input_errors: u64,
     /// Datagrams not sent because the socket send buffer was full (the ARQ resends them).

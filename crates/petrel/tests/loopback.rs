@@ -6,7 +6,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use petrel::{Connection, ConnectionError, Endpoint, EndpointConfig, Mode};
+use petrel::{
+    Connection, ConnectionError, ConnectionStats, Endpoint, EndpointConfig, FecConfig, FecScheme,
+    Mode,
+};
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -35,23 +38,37 @@ fn spawn_echo(conn: Connection) {
     });
 }
 
-/// Sends `count` messages of assorted sizes (including multi-fragment ones) and checks
-/// every echo arrives once, in order, byte-identical; then closes gracefully.
 async fn round_trip(mode: Mode) {
-    let server_config = EndpointConfig {
+    let client = EndpointConfig {
+        mode,
+        ..EndpointConfig::default()
+    };
+    let server = EndpointConfig {
         mode,
         ..EndpointConfig::server()
     };
-    let (server, addr) = echo_server(server_config).await;
-    let client = Endpoint::bind(
-        localhost(),
-        EndpointConfig {
-            mode,
-            ..EndpointConfig::default()
-        },
-    )
-    .await
-    .unwrap();
+    let stats = round_trip_with(client, server, Duration::ZERO).await;
+    assert!(stats.fec.is_none(), "FEC is off by default");
+}
+
+fn fec(scheme: FecScheme) -> FecConfig {
+    FecConfig {
+        scheme,
+        ..FecConfig::default()
+    }
+}
+
+/// Sends `count` messages of assorted sizes (including multi-fragment ones) and checks
+/// every echo arrives once, in order, byte-identical; stays open `linger` longer, then
+/// closes gracefully. Returns the client connection's counters.
+async fn round_trip_with(
+    client: EndpointConfig,
+    server: EndpointConfig,
+    linger: Duration,
+) -> ConnectionStats {
+    let mode = client.mode;
+    let (server, addr) = echo_server(server).await;
+    let client = Endpoint::bind(localhost(), client).await.unwrap();
     let conn = client.connect(addr).await.unwrap();
     let accepted = tokio::time::timeout(Duration::from_secs(5), async {
         // Raw mode accepts on the first data datagram, so send before accepting.
@@ -89,6 +106,7 @@ async fn round_trip(mode: Mode) {
         assert_eq!(got, message(i, len), "message {i} differs");
     }
     sender.await.unwrap();
+    tokio::time::sleep(linger).await;
     tokio::time::timeout(Duration::from_secs(10), conn.close())
         .await
         .unwrap()
@@ -96,6 +114,7 @@ async fn round_trip(mode: Mode) {
     let stats = conn.stats();
     assert_eq!(stats.input_errors, 0);
     assert!(stats.kcp.messages_received >= u64::from(count));
+    stats
 }
 
 #[tokio::test]
@@ -111,6 +130,74 @@ async fn legacy_mode_round_trip_and_close() {
 #[tokio::test]
 async fn raw_mode_round_trip_and_close() {
     round_trip(Mode::Raw { conv: 0x1234_5678 }).await;
+}
+
+#[tokio::test]
+async fn native_fixed_fec_round_trip_and_close() {
+    let client = EndpointConfig {
+        fec: fec(FecScheme::Fixed {
+            data_shards: 8,
+            parity_shards: 2,
+        }),
+        ..EndpointConfig::default()
+    };
+    // The server grants at most one parity shard: the client runs 8+1.
+    let server = EndpointConfig {
+        fec_max_parity: 1,
+        ..EndpointConfig::server()
+    };
+    let stats = round_trip_with(client, server, Duration::ZERO).await;
+    let fec = stats.fec.expect("FEC was negotiated");
+    assert!(fec.encoder.parity_shards_sent > 0, "{fec:?}");
+    assert_eq!(fec.encoder.max_parity_observed, 1, "server clamp: {fec:?}");
+    assert!(fec.decoder.parity_shards_received > 0, "{fec:?}");
+    assert_eq!(fec.decoder.malformed + fec.wrong_conv, 0, "{fec:?}");
+    assert_eq!(fec.loss_reports_sent, 0, "fixed parity needs no reports");
+}
+
+#[tokio::test]
+async fn native_adaptive_fec_round_trip_and_close() {
+    let client = EndpointConfig {
+        fec: fec(FecScheme::ADAPTIVE_DEFAULT),
+        ..EndpointConfig::default()
+    };
+    // Linger past the 100 ms report interval so reports flow both ways.
+    let stats = round_trip_with(client, EndpointConfig::server(), Duration::from_millis(300)).await;
+    let fec = stats.fec.expect("FEC was negotiated");
+    assert!(fec.loss_reports_sent > 0, "{fec:?}");
+    assert!(fec.decoder.reports_received > 0, "{fec:?}");
+    // A loaded loopback does drop datagrams (receive buffer overflow), so parity
+    // may rise; but only through the policy, and never above the negotiated 4.
+    // The lossless case (no parity at all) is `session_sim` in petrel-proto.
+    assert!(
+        fec.encoder.parity_shards_sent == 0 || fec.encoder.policy_changes > 0,
+        "{stats:?}"
+    );
+    assert!(fec.encoder.max_parity_observed <= 4, "{fec:?}");
+    assert_eq!(fec.decoder.malformed + fec.wrong_conv, 0, "{fec:?}");
+}
+
+#[tokio::test]
+async fn legacy_and_raw_modes_with_fec_configured_alike_round_trip() {
+    let scheme = fec(FecScheme::Fixed {
+        data_shards: 4,
+        parity_shards: 2,
+    });
+    for mode in [Mode::Legacy, Mode::Raw { conv: 0x0fec_0001 }] {
+        let client = EndpointConfig {
+            mode,
+            fec: scheme,
+            ..EndpointConfig::default()
+        };
+        let server = EndpointConfig {
+            mode,
+            fec: scheme,
+            ..EndpointConfig::server()
+        };
+        let stats = round_trip_with(client, server, Duration::ZERO).await;
+        let fec = stats.fec.expect("local FEC");
+        assert!(fec.decoder.parity_shards_received > 0, "{mode:?}: {fec:?}");
+    }
 }
 
 #[tokio::test]
@@ -320,4 +407,35 @@ async fn idle_connections_cost_no_wakeups() {
     let after = client.stats().timer_wakeups + server.stats().timer_wakeups;
     assert_eq!(after - before, 0, "{n} idle connections woke up");
     assert_eq!(server.stats().connections_open, n as u64);
+}
+
+#[tokio::test]
+async fn idle_fec_connections_cost_no_wakeups() {
+    let (server, addr) = echo_server(EndpointConfig::server()).await;
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            fec: fec(FecScheme::ADAPTIVE_DEFAULT),
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let n = 50;
+    let mut conns = Vec::new();
+    for i in 0..n {
+        let conn = client.connect(addr).await.unwrap();
+        spawn_echo(server.accept().await.unwrap());
+        conn.send(message(i, 3000)).await.unwrap();
+        assert_eq!(conn.recv().await.unwrap(), Some(message(i, 3000)));
+        conns.push(conn);
+    }
+    // FEC timers end with the traffic: the last loss report (100 ms) and the
+    // decoder's group expiry (500 ms). Then only the 5 s keepalive is left.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let before = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = client.stats().timer_wakeups + server.stats().timer_wakeups;
+    assert_eq!(after - before, 0, "{n} idle FEC connections woke up");
+    assert!(conns.iter().all(|c| c.stats().fec.is_some()));
 }

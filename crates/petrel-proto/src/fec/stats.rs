@@ -1,7 +1,9 @@
 //! FEC counters. All counts are cumulative since creation.
 
+use serde::Serialize;
+
 /// Sender-side counters of a [`super::FecEncoder`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct EncoderStats {
     /// Data shards framed for sending, in packets.
     pub data_shards_sent: u64,
@@ -24,7 +26,7 @@ pub struct EncoderStats {
 }
 
 /// Receiver-side counters of a [`super::FecDecoder`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DecoderStats {
     /// Data shards received and handed up, in packets.
     pub data_shards_received: u64,

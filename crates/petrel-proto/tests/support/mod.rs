@@ -1,5 +1,5 @@
-//! A deterministic in-memory network for KCP simulations: a seeded lossy link and a
-//! two-endpoint simulator with a simulated clock that jumps to the next event
+//! A deterministic in-memory network for KCP (or Session) simulations: a seeded lossy
+//! link and a two-endpoint simulator with a simulated clock that jumps to the next event
 //! (the earlier of a delivery and either endpoint's `poll_timeout`).
 #![allow(dead_code)]
 
@@ -8,6 +8,7 @@ use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
 use petrel_proto::kcp::Kcp;
+use petrel_proto::session::Session;
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -97,20 +98,65 @@ impl Link {
     }
 }
 
+/// A sans-IO endpoint the simulator can drive.
+pub trait Machine {
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool;
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Feeds a datagram; rejections are the endpoint's own business (counted).
+    fn input(&mut self, now: Instant, datagram: &[u8]);
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+impl Machine for Kcp {
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        Kcp::poll_transmit(self, now, out)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Kcp::poll_timeout(self)
+    }
+    fn input(&mut self, now: Instant, datagram: &[u8]) {
+        // Dead endpoints reject input; that is fine here.
+        let _ = Kcp::input(self, now, datagram);
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Kcp::handle_timeout(self, now);
+    }
+}
+
+impl Machine for Session {
+    fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        Session::poll_transmit(self, now, out)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Session::poll_timeout(self)
+    }
+    /// Routes like the runtime in native mode: a leading zero u32 is control.
+    fn input(&mut self, now: Instant, datagram: &[u8]) {
+        if datagram.get(..4) == Some(&[0; 4]) {
+            self.handle_control(now, datagram);
+        } else {
+            let _ = Session::input(self, now, datagram);
+        }
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Session::handle_timeout(self, now);
+    }
+}
+
 /// Two endpoints `a` and `b` joined by links `ab` (a → b) and `ba` (b → a).
 #[derive(Debug)]
-pub struct Sim {
+pub struct Sim<M: Machine = Kcp> {
     pub now: Instant,
     pub start: Instant,
-    pub a: Kcp,
-    pub b: Kcp,
+    pub a: M,
+    pub b: M,
     pub ab: Link,
     pub ba: Link,
     buf: Vec<u8>,
 }
 
-impl Sim {
-    pub fn new(start: Instant, a: Kcp, b: Kcp, ab: Link, ba: Link) -> Self {
+impl<M: Machine> Sim<M> {
+    pub fn new(start: Instant, a: M, b: M, ab: Link, ba: Link) -> Self {
         Self {
             now: start,
             start,
@@ -158,11 +204,10 @@ impl Sim {
         }
         self.now = self.now.max(next);
         while let Some(d) = self.ab.pop_due(self.now) {
-            // Dead endpoints reject input; that is fine here.
-            let _ = self.b.input(self.now, &d);
+            self.b.input(self.now, &d);
         }
         while let Some(d) = self.ba.pop_due(self.now) {
-            let _ = self.a.input(self.now, &d);
+            self.a.input(self.now, &d);
         }
         if self.a.poll_timeout().is_some_and(|t| t <= self.now) {
             self.a.handle_timeout(self.now);

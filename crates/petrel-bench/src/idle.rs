@@ -1,0 +1,193 @@
+//! The idle-cost benchmark: what N established but quiet Petrel connections cost.
+//!
+//! One server endpoint and one client endpoint on loopback open `connections`
+//! connections, exchange one message on each (so every connection has sent, acked
+//! and gone quiet), then sit idle for the measured interval. Reported: process CPU %
+//! (100 % = one core), timer wake-ups per second (any deadline a connection's timer
+//! task woke for: retransmission, keepalive, idle timeout), datagrams per second
+//! (keepalives), resident memory in total and per connection.
+//!
+//! A connection with nothing in flight has no ARQ deadline; in native mode its only
+//! timer is the keepalive (default every 5 s), in raw mode the idle timeout (30 s).
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::time::Duration;
+
+use bytes::Bytes;
+use petrel::{Endpoint, EndpointConfig, EndpointStats, Mode};
+use serde::Serialize;
+
+use crate::measure::CpuSample;
+
+/// Parameters of an idle-cost run.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IdleConfig {
+    /// Connections to open (1..=100 000).
+    pub connections: usize,
+    /// Measured idle interval.
+    #[serde(serialize_with = "crate::idle::secs")]
+    pub measured: Duration,
+    /// `"native"` or `"raw"`.
+    pub mode: IdleMode,
+}
+
+/// Handshake mode of the idle connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IdleMode {
+    /// Native handshake: keepalive every 5 s.
+    Native,
+    /// Raw KCP: no keepalive.
+    Raw,
+}
+
+fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+/// What the idle interval cost.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct IdleReport {
+    /// Connections established and verified.
+    pub connections: usize,
+    /// Seconds to open and verify all connections.
+    pub setup_seconds: f64,
+    /// Process CPU over the idle interval, % of one core.
+    pub cpu_percent: f64,
+    /// Timer wake-ups per second, both endpoints.
+    pub wakeups_per_second: f64,
+    /// Datagrams sent per second, both endpoints (keepalives and their acks).
+    pub datagrams_per_second: f64,
+    /// Resident set size after setup, bytes.
+    pub rss_bytes: u64,
+    /// Resident set growth from before setup, per connection (both ends), bytes.
+    pub rss_bytes_per_connection: f64,
+}
+
+/// Why an idle-cost run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum IdleError {
+    /// Invalid parameters.
+    #[error("invalid idle benchmark parameters: {0}")]
+    Config(String),
+    /// Socket or connection failure.
+    #[error("idle benchmark failed: {0}")]
+    Run(String),
+}
+
+fn run_err(e: impl std::fmt::Display) -> IdleError {
+    IdleError::Run(e.to_string())
+}
+
+/// Current resident set size from `/proc/self/statm`, bytes.
+fn current_rss_bytes() -> u64 {
+    let pages = std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .unwrap_or(0);
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+fn totals(a: EndpointStats, b: EndpointStats) -> (u64, u64) {
+    (
+        a.timer_wakeups + b.timer_wakeups,
+        a.datagrams_sent + b.datagrams_sent,
+    )
+}
+
+/// Runs the idle-cost benchmark inside the current tokio runtime.
+pub async fn run_idle(config: IdleConfig) -> Result<IdleReport, IdleError> {
+    if !(1..=100_000).contains(&config.connections) {
+        return Err(IdleError::Config(format!(
+            "connections must be 1..=100000, got {}",
+            config.connections
+        )));
+    }
+    if config.measured.is_zero() {
+        return Err(IdleError::Config("seconds must be > 0".into()));
+    }
+    let mode = match config.mode {
+        IdleMode::Native => Mode::Native,
+        IdleMode::Raw => Mode::Raw { conv: 0x1D1E },
+    };
+    let localhost = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let rss_before = current_rss_bytes();
+    let big = EndpointConfig {
+        mode,
+        max_connections: config.connections + 16,
+        accept_queue: config.connections + 16,
+        recv_buffer: Some(4 << 20),
+        ..EndpointConfig::default()
+    };
+    let server = Endpoint::bind(
+        localhost,
+        EndpointConfig {
+            accept_incoming: true,
+            ..big.clone()
+        },
+    )
+    .await
+    .map_err(run_err)?;
+    let client = Endpoint::bind(localhost, big).await.map_err(run_err)?;
+    let started = std::time::Instant::now();
+    let mut conns = Vec::with_capacity(config.connections);
+    let mut accepted = Vec::with_capacity(config.connections);
+    // Raw KCP multiplexes connections by `conv` only, so one client socket can carry
+    // one raw connection per server; raw runs use a socket per connection.
+    let mut raw_clients = Vec::new();
+    for i in 0..config.connections {
+        let ep = match config.mode {
+            IdleMode::Native => &client,
+            IdleMode::Raw => {
+                let cfg = EndpointConfig {
+                    mode,
+                    ..EndpointConfig::default()
+                };
+                raw_clients.push(Endpoint::bind(localhost, cfg).await.map_err(run_err)?);
+                raw_clients.last().ok_or_else(|| run_err("no client"))?
+            }
+        };
+        let conn = ep.connect(server.local_addr()).await.map_err(run_err)?;
+        let msg = Bytes::from((i as u64).to_be_bytes().to_vec());
+        conn.send(msg.clone()).await.map_err(run_err)?;
+        let peer = server
+            .accept()
+            .await
+            .ok_or_else(|| run_err("server stopped accepting"))?;
+        let got = peer.recv().await.map_err(run_err)?;
+        if got.as_ref() != Some(&msg) {
+            return Err(run_err(format!("connection {i}: message corrupted")));
+        }
+        conns.push(conn);
+        accepted.push(peer);
+    }
+    let setup_seconds = started.elapsed().as_secs_f64();
+    // Let the last acks land before measuring.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let rss_bytes = current_rss_bytes();
+    let all_stats = || {
+        raw_clients
+            .iter()
+            .map(Endpoint::stats)
+            .fold(totals(client.stats(), server.stats()), |(w, d), s| {
+                (w + s.timer_wakeups, d + s.datagrams_sent)
+            })
+    };
+    let (wakeups0, sent0) = all_stats();
+    let cpu0 = CpuSample::now();
+    tokio::time::sleep(config.measured).await;
+    let cpu1 = CpuSample::now();
+    let (wakeups1, sent1) = all_stats();
+    let secs = config.measured.as_secs_f64();
+    Ok(IdleReport {
+        connections: conns.len(),
+        setup_seconds,
+        cpu_percent: cpu0.percent_until(&cpu1).unwrap_or(f64::NAN),
+        wakeups_per_second: (wakeups1 - wakeups0) as f64 / secs,
+        datagrams_per_second: (sent1 - sent0) as f64 / secs,
+        rss_bytes,
+        rss_bytes_per_connection: rss_bytes.saturating_sub(rss_before) as f64 / conns.len() as f64,
+    })
+}

@@ -1,0 +1,172 @@
+//! The session's FEC link: encoder and decoder of one connection, the conv prefix
+//! that lets the runtime route shards, and the periodic loss reports.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::fec::{
+    DecodeError, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme, Framing,
+    LossReport,
+};
+
+/// Bytes of the `conv u32 LE` prefix in front of every FEC datagram (shards and
+/// loss reports): a shard's own header does not carry the conv, and the runtime
+/// routes datagrams by `(peer, conv)` before any decoding.
+pub const CONV_PREFIX: usize = 4;
+
+/// FEC counters of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FecStats {
+    /// The encoder's counters (our shards towards the peer).
+    pub encoder: EncoderStats,
+    /// The decoder's counters (the peer's shards towards us).
+    pub decoder: DecoderStats,
+    /// Parity the next group will carry, in packets.
+    pub current_parity: u8,
+    /// Loss reports sent to the peer.
+    pub loss_reports_sent: u64,
+    /// Datagrams from the peer whose conv prefix was missing or not ours, dropped.
+    pub wrong_conv: u64,
+    /// ARQ datagrams the encoder refused (larger than a shard can be), dropped;
+    /// the ARQ retransmits them. Stays 0 unless `mtu` exceeds 65 533 bytes.
+    pub encode_errors: u64,
+}
+
+/// Why a datagram was not accepted by the FEC link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FecInputError {
+    /// The conv prefix is missing or names another connection.
+    #[error("datagram does not start with this connection's conv")]
+    WrongConv,
+    /// The decoder rejected the shard.
+    #[error("fec: {0}")]
+    Decode(#[from] DecodeError),
+}
+
+#[derive(Debug)]
+pub(super) struct FecLink {
+    prefix: [u8; CONV_PREFIX],
+    encoder: FecEncoder,
+    decoder: FecDecoder,
+    /// Loss reports are sent only when the peer's encoder adapts (same scheme).
+    reports: bool,
+    report_interval: Duration,
+    /// Armed by the first shard after a report: idle connections have no timer.
+    report_due: Option<Instant>,
+    report: Option<LossReport>,
+    shard: Vec<u8>,
+    stats: FecStats,
+}
+
+impl FecLink {
+    /// `None` for [`FecScheme::None`]: no FEC layer, bare KCP on the wire.
+    pub(super) fn new(
+        conv: u32,
+        config: &FecConfig,
+        report_interval: Duration,
+    ) -> Result<Option<Self>, crate::fec::ConfigError> {
+        if config.scheme == FecScheme::None {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            prefix: conv.to_le_bytes(),
+            encoder: FecEncoder::new(config, Framing::Native)?,
+            decoder: FecDecoder::new(config, Framing::Native)?,
+            reports: matches!(config.scheme, FecScheme::Adaptive { .. }),
+            report_interval,
+            report_due: None,
+            report: None,
+            shard: Vec::with_capacity(2048),
+            stats: FecStats::default(),
+        }))
+    }
+
+    /// Bytes an ARQ datagram must leave free below the MTU.
+    pub(super) fn overhead() -> usize {
+        CONV_PREFIX + Framing::Native.overhead()
+    }
+
+    /// Frames one ARQ datagram (sent by the next [`FecLink::poll_transmit`]).
+    pub(super) fn push(&mut self, now: Instant, datagram: &[u8]) {
+        if self.encoder.push(now, datagram).is_err() {
+            self.stats.encode_errors += 1;
+        }
+    }
+
+    /// Writes the next loss report or shard, conv-prefixed, into `out`.
+    pub(super) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        if let Some(report) = self.report.take() {
+            out.clear();
+            out.extend_from_slice(&self.prefix);
+            out.extend_from_slice(&report.encode());
+            self.stats.loss_reports_sent += 1;
+            return true;
+        }
+        if !self.encoder.poll_transmit(now, &mut self.shard) {
+            return false;
+        }
+        out.clear();
+        out.extend_from_slice(&self.prefix);
+        out.extend_from_slice(&self.shard);
+        true
+    }
+
+    /// Decodes one datagram from the peer; the ARQ datagrams it yields (received
+    /// or rebuilt) are drained with [`FecLink::poll_datagram`]. A loss report goes
+    /// straight to our encoder.
+    pub(super) fn input(&mut self, now: Instant, datagram: &[u8]) -> Result<(), FecInputError> {
+        let body = match datagram.split_at_checked(CONV_PREFIX) {
+            Some((prefix, body)) if prefix == self.prefix => body,
+            _ => {
+                self.stats.wrong_conv += 1;
+                return Err(FecInputError::WrongConv);
+            }
+        };
+        match self.decoder.input(now, body)? {
+            Some(report) => self.encoder.handle_loss_report(&report),
+            None => {
+                if self.reports && self.report_due.is_none() {
+                    self.report_due = Some(now + self.report_interval);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves the next ARQ datagram for KCP into `out`.
+    pub(super) fn poll_datagram(&mut self, out: &mut Vec<u8>) -> bool {
+        self.decoder.poll_datagram(out)
+    }
+
+    /// The earliest FEC deadline: the open group's `group_wait`, the oldest
+    /// decoder group's expiry, the next loss report. `None` when idle.
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        [
+            self.encoder.poll_timeout(),
+            self.decoder.poll_timeout(),
+            self.report_due,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    pub(super) fn handle_timeout(&mut self, now: Instant) {
+        self.encoder.handle_timeout(now);
+        self.decoder.handle_timeout(now);
+        if self.report_due.is_some_and(|t| now >= t) {
+            self.report_due = None;
+            self.report = self.decoder.take_loss_report();
+        }
+    }
+
+    pub(super) fn stats(&self) -> FecStats {
+        FecStats {
+            encoder: self.encoder.stats(),
+            decoder: self.decoder.stats(),
+            current_parity: self.encoder.current_parity(),
+            ..self.stats
+        }
+    }
+}

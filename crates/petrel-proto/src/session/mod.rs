@@ -1,0 +1,439 @@
+//! [`Session`]: one connection after its handshake — KCP ARQ over an optional
+//! FEC layer, with the keepalive / idle / close control plane — as a single
+//! sans-IO state machine.
+//!
+//! The runtime feeds it the connection's data datagrams ([`Session::input`]) and
+//! control datagrams ([`Session::handle_control`], routed separately because the
+//! handshake layer tells them apart, see `HandshakeMode::classify`), drains
+//! [`Session::poll_transmit`], and sleeps until [`Session::poll_timeout`].
+//!
+//! # Layers
+//!
+//! ```text
+//!  send / recv                      messages
+//!  Kcp        mtu = path mtu − overhead   ARQ datagrams
+//!  FecLink    conv u32 LE ‖ native FEC shard, or conv ‖ loss report
+//!  socket     data datagrams; control datagrams (Control) bypass FEC
+//! ```
+//!
+//! - **No FEC** ([`crate::fec::FecScheme::None`]): datagrams are bare KCP,
+//!   overhead 0, wire-compatible with plain KCP peers.
+//! - **FEC**: every ARQ datagram (data, acks, probes) becomes a native-framed
+//!   data shard behind a 4-byte `conv` prefix ([`CONV_PREFIX`]) so the runtime
+//!   can route shards, which carry no conv of their own, by `(peer, conv)`.
+//!   Overhead per datagram: 4 + [`crate::fec::wire::NATIVE_OVERHEAD`] = 14 bytes
+//!   (the reference report plans 26). kcp-go framing is not offered here.
+//! - **Loss reports** (adaptive schemes only): the receiver sends a
+//!   [`crate::fec::LossReport`] (`conv ‖ 0x18 …`, 13 bytes) at most every
+//!   `loss_report_interval` (default 100 ms), and only when shards arrived since
+//!   the last one; the peer's decoder hands it to its encoder's
+//!   [`crate::fec::ParityPolicy`]. Reports are periodic, not piggybacked: they
+//!   need no change to the KCP wire format and cost ≤ 10 datagrams/s.
+//!
+//! # Timers and idleness
+//!
+//! [`Session::poll_timeout`] is the earliest of KCP's (only while data is in
+//! flight or acks are held), the control plane's (keepalive / idle deadline),
+//! the FEC encoder's `group_wait` (only while a group is open), the decoder's
+//! group expiry (only while it tracks groups) and the next loss report (only
+//! after shards arrived). An idle session therefore wakes for nothing but its
+//! keepalive. After the session ended it is `None`.
+//!
+//! # Close
+//!
+//! [`Session::close`] (or the peer's CLOSE) waits until KCP has nothing in flight,
+//! then starts the control plane's close (`specs/kcp.md` §4 native CLOSE /
+//! CLOSE-ACK, §3 legacy FIN, raw: silent). A close timeout after everything was
+//! acknowledged still counts as a clean close.
+
+mod config;
+mod fec;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use thiserror::Error;
+
+use crate::handshake::{
+    Control, ControlError, ControlEvent, ControlState, ControlStats, Established,
+};
+use crate::kcp::{InputError, Kcp, KcpError, KcpStats, SendError};
+
+pub use config::{fec_descriptor, fec_for_connection, SessionConfig, SessionConfigError};
+pub use fec::{FecInputError, FecStats, CONV_PREFIX};
+
+use fec::FecLink;
+
+/// Reads the `conv` every data datagram of a session starts with (KCP's header,
+/// or the FEC conv prefix, which also fronts 13-byte loss reports shorter than a
+/// KCP header), for routing by `(peer, conv)`. `None` below 4 bytes.
+pub fn peek_conv(datagram: &[u8]) -> Option<u32> {
+    let (conv, _) = datagram.split_first_chunk::<CONV_PREFIX>()?;
+    Some(u32::from_le_bytes(*conv))
+}
+
+/// Why a session ended other than by a clean close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SessionError {
+    /// The ARQ gave up on a segment (`dead_link` retransmissions).
+    #[error(transparent)]
+    DeadLink(#[from] KcpError),
+    /// Nothing arrived from the peer within the idle timeout.
+    #[error("idle timeout: nothing received for {0:?}")]
+    IdleTimeout(Duration),
+}
+
+/// Why [`Session::input`] rejected (part of) a datagram; it is also counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum SessionInputError {
+    /// The FEC layer rejected the datagram.
+    #[error(transparent)]
+    Fec(#[from] FecInputError),
+    /// KCP rejected the datagram (or a datagram the FEC layer rebuilt).
+    #[error(transparent)]
+    Kcp(#[from] InputError),
+}
+
+/// Counters of one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// The ARQ's counters and gauges.
+    pub kcp: KcpStats,
+    /// FEC counters; `None` when the session runs without FEC.
+    pub fec: Option<FecStats>,
+    /// Keepalive / close counters.
+    pub control: ControlStats,
+}
+
+/// One connection's protocol state: KCP + optional FEC + control plane.
+#[derive(Debug)]
+pub struct Session {
+    kcp: Kcp,
+    fec: Option<FecLink>,
+    control: Control,
+    /// One ARQ datagram between KCP and the FEC layer, either way.
+    scratch: Vec<u8>,
+    close_requested: bool,
+    peer_closing: bool,
+    closed: bool,
+    error: Option<SessionError>,
+}
+
+impl Session {
+    /// The session of `established`, created at `now`.
+    ///
+    /// The connection's MTU is the smaller of `config.kcp.mtu` and the negotiated
+    /// one; KCP gets that minus the FEC overhead. The FEC scheme follows
+    /// [`fec_for_connection`].
+    ///
+    /// # Errors
+    /// [`SessionConfigError`] naming the bad field.
+    pub fn new(
+        established: &Established,
+        config: &SessionConfig,
+        now: Instant,
+    ) -> Result<Self, SessionConfigError> {
+        config.validate()?;
+        let fec_config = fec_for_connection(established, &config.fec);
+        let fec = FecLink::new(established.conv, &fec_config, config.loss_report_interval)?;
+        let overhead = if fec.is_some() {
+            FecLink::overhead()
+        } else {
+            0
+        };
+        let mtu = config.kcp.mtu.min(usize::from(established.params.mtu));
+        let mut kcp_config = config.kcp;
+        kcp_config.mtu = mtu
+            .checked_sub(overhead)
+            .ok_or(SessionConfigError::MtuTooSmall { mtu, overhead })?;
+        let kcp = Kcp::new(established.conv, kcp_config, now)?;
+        let control = Control::new(established, config.control.clone(), now)?;
+        Ok(Self {
+            kcp,
+            fec,
+            control,
+            scratch: Vec::with_capacity(mtu),
+            close_requested: false,
+            peer_closing: false,
+            closed: false,
+            error: None,
+        })
+    }
+
+    /// Bytes each datagram spends on FEC framing: 14 with FEC, 0 without.
+    pub fn overhead(&self) -> usize {
+        if self.fec.is_some() {
+            FecLink::overhead()
+        } else {
+            0
+        }
+    }
+
+    /// Conversation id.
+    pub fn conv(&self) -> u32 {
+        self.kcp.conv()
+    }
+
+    /// Largest message [`Session::send`] accepts, bytes.
+    pub fn max_message_size(&self) -> usize {
+        self.kcp.max_message_size()
+    }
+
+    /// Whether a message of `len` bytes would be accepted by `send` now.
+    pub fn can_send(&self, len: usize) -> bool {
+        self.kcp.can_send(len)
+    }
+
+    /// Queues one message for reliable, in-order delivery.
+    ///
+    /// # Errors
+    /// [`SendError`] from KCP (too large, queue full, dead).
+    pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        self.kcp.send(msg)
+    }
+
+    /// Next complete in-order message, if any.
+    pub fn recv(&mut self) -> Option<Bytes> {
+        self.kcp.recv()
+    }
+
+    /// Segments queued or unacknowledged; 0 means everything sent was acked.
+    pub fn pending_segments(&self) -> usize {
+        self.kcp.pending_segments()
+    }
+
+    /// Feeds one data datagram from the peer: FEC decode (if any), then KCP
+    /// input of every datagram received or rebuilt. Any datagram proves the peer
+    /// alive. Drain [`Session::poll_transmit`] afterwards for the acks.
+    ///
+    /// # Errors
+    /// The first rejection ([`SessionInputError`]); the other datagrams of the
+    /// same input are still processed, and every rejection is counted.
+    pub fn input(&mut self, now: Instant, datagram: &[u8]) -> Result<(), SessionInputError> {
+        self.control.on_datagram_received(now);
+        let result = match &mut self.fec {
+            None => self.kcp.input(now, datagram).map_err(Into::into),
+            Some(fec) => {
+                let mut result = fec.input(now, datagram).map_err(Into::into);
+                while fec.poll_datagram(&mut self.scratch) {
+                    if let Err(e) = self.kcp.input(now, &self.scratch) {
+                        result = result.and(Err(e.into()));
+                    }
+                }
+                result
+            }
+        };
+        self.advance(now);
+        result
+    }
+
+    /// Feeds a control datagram (keepalive, close, FIN) for this connection.
+    pub fn handle_control(&mut self, now: Instant, datagram: &[u8]) -> ControlEvent {
+        let event = self.control.handle_control(now, datagram);
+        if event == ControlEvent::PeerClosing {
+            self.peer_closing = true;
+        }
+        self.advance(now);
+        event
+    }
+
+    /// Writes the next datagram to send into `out`: control datagrams first,
+    /// then loss reports, then ARQ datagrams (FEC-framed, parity after its group).
+    /// Returns `false` when nothing is left to send now.
+    pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        if self.control.poll_transmit(now, out) {
+            return true;
+        }
+        let Some(fec) = &mut self.fec else {
+            return self.kcp.poll_transmit(now, out);
+        };
+        loop {
+            if fec.poll_transmit(now, out) {
+                return true;
+            }
+            if !self.kcp.poll_transmit(now, &mut self.scratch) {
+                return false;
+            }
+            fec.push(now, &self.scratch);
+        }
+    }
+
+    /// The next instant [`Session::handle_timeout`] has work (see the module docs);
+    /// `None` once the session ended.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.is_finished() {
+            return None;
+        }
+        [
+            self.kcp.poll_timeout(),
+            self.control.poll_timeout(),
+            self.fec.as_ref().and_then(FecLink::poll_timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Runs every due timer: retransmissions and held acks, keepalive, idle and
+    /// close timeouts, FEC group closing and expiry, loss reports.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        self.kcp.handle_timeout(now);
+        if let Some(fec) = &mut self.fec {
+            fec.handle_timeout(now);
+        }
+        match self.control.handle_timeout(now) {
+            Some(ControlError::IdleTimeout(d)) => self.error = Some(SessionError::IdleTimeout(d)),
+            // The peer went away during close; everything we sent was acked.
+            Some(ControlError::CloseTimeout(_)) => self.closed = true,
+            None => {}
+        }
+        self.advance(now);
+    }
+
+    /// Asks for a graceful close: queued messages are still delivered, then the
+    /// control plane closes. Progress shows in [`Session::is_closed`].
+    pub fn close(&mut self, now: Instant) {
+        self.close_requested = true;
+        self.advance(now);
+    }
+
+    /// Whether [`Session::close`] was called.
+    pub fn close_requested(&self) -> bool {
+        self.close_requested
+    }
+
+    /// Whether the peer started a graceful close (it sends nothing more).
+    pub fn peer_closing(&self) -> bool {
+        self.peer_closing
+    }
+
+    /// Whether the session closed cleanly (both sides flushed, or the peer
+    /// vanished after acknowledging everything).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Why the session failed, once it has.
+    pub fn error(&self) -> Option<SessionError> {
+        self.error
+    }
+
+    /// Closed or failed: no more timers, nothing more to do.
+    pub fn is_finished(&self) -> bool {
+        self.closed || self.error.is_some()
+    }
+
+    /// Counters of every layer.
+    pub fn stats(&self) -> SessionStats {
+        SessionStats {
+            kcp: self.kcp.stats(),
+            fec: self.fec.as_ref().map(FecLink::stats),
+            control: self.control.stats(),
+        }
+    }
+
+    /// Moves a requested close forward once KCP has nothing in flight, and
+    /// records how the session ended.
+    fn advance(&mut self, now: Instant) {
+        if self.is_finished() {
+            return;
+        }
+        if let Some(e) = self.kcp.error() {
+            self.error = Some(SessionError::DeadLink(*e));
+            return;
+        }
+        let wants_close = match self.control.state() {
+            ControlState::Open => self.close_requested,
+            ControlState::PeerClosing => true,
+            ControlState::Closing | ControlState::Closed => false,
+        };
+        if wants_close && self.kcp.pending_segments() == 0 {
+            self.control.start_close(now);
+        }
+        if self.control.state() == ControlState::Closed {
+            self.closed = true;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fec::{FecConfig, FecScheme};
+    use crate::handshake::{Binding, RAW_PARAMS};
+
+    fn session(scheme: FecScheme, now: Instant) -> Session {
+        let established = Established {
+            conv: 99,
+            params: RAW_PARAMS,
+            binding: Binding::Raw,
+        };
+        let config = SessionConfig {
+            fec: FecConfig {
+                scheme,
+                ..FecConfig::default()
+            },
+            ..SessionConfig::default()
+        };
+        Session::new(&established, &config, now).unwrap()
+    }
+
+    #[test]
+    fn every_datagram_fits_the_mtu_and_starts_with_conv() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::default(), now);
+        assert_eq!(s.overhead(), 14);
+        s.send(&[1; 20_000]).unwrap();
+        let mut out = Vec::new();
+        let (mut count, mut longest) = (0, 0);
+        let later = now + Duration::from_millis(5);
+        while s.poll_transmit(now, &mut out) || s.poll_transmit(later, &mut out) {
+            assert_eq!(peek_conv(&out), Some(99));
+            longest = longest.max(out.len());
+            count += 1;
+        }
+        // 18 data shards (mss 1162) and their groups' parity, the longest at the MTU.
+        assert!(count > 18, "{count}");
+        assert_eq!(longest, 1200);
+        let fec = s.stats().fec.unwrap();
+        assert_eq!(fec.encoder.data_shards_sent, 18);
+        assert_eq!(fec.encoder.parity_shards_sent, 6);
+    }
+
+    #[test]
+    fn no_fec_means_bare_kcp() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::None, now);
+        assert_eq!(s.overhead(), 0);
+        s.send(b"x").unwrap();
+        let mut out = Vec::new();
+        assert!(s.poll_transmit(now, &mut out));
+        assert_eq!(out.len(), crate::kcp::HEADER_LEN + 1);
+        assert!(s.stats().fec.is_none());
+    }
+
+    #[test]
+    fn foreign_and_short_datagrams_are_counted_errors() {
+        let now = Instant::now();
+        let mut s = session(FecScheme::default(), now);
+        assert!(matches!(
+            s.input(now, &[1, 2]),
+            Err(SessionInputError::Fec(FecInputError::WrongConv))
+        ));
+        let mut other = 100u32.to_le_bytes().to_vec();
+        other.extend_from_slice(&[0x10; 40]);
+        assert!(s.input(now, &other).is_err());
+        let mut ours = 99u32.to_le_bytes().to_vec();
+        ours.extend_from_slice(&[0x77; 40]);
+        assert!(matches!(
+            s.input(now, &ours),
+            Err(SessionInputError::Fec(FecInputError::Decode(_)))
+        ));
+        let fec = s.stats().fec.unwrap();
+        assert_eq!((fec.wrong_conv, fec.decoder.malformed), (2, 1));
+        assert!(s.error().is_none());
+    }
+}
