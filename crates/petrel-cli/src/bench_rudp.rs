@@ -2,8 +2,7 @@
 //! (`specs/benchmarks.md` §B).
 //!
 //! Exit codes: 0 when the result is `ok`, 1 when it is not or the run failed, 2 for
-//! invalid arguments (including `--fec fixed|adaptive`, which the runtime cannot
-//! carry yet).
+//! invalid arguments.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -58,9 +57,9 @@ enum IoModelArg {
 enum FecArg {
     /// ARQ only.
     None,
-    /// Fixed parity (not wired into connections yet).
+    /// Fixed 8 data + 2 parity shards per group.
     Fixed,
-    /// Adaptive parity (not wired into connections yet).
+    /// Up to 8 data + 4 parity shards, parity from the peer's loss reports.
     Adaptive,
 }
 
@@ -240,7 +239,18 @@ fn render(report: &RudpBenchReport) -> String {
         ("measured loss %", "measured_loss_percent", 2),
         ("relay route peak bytes", "relay_route_peak_bytes", 0),
         ("peak RSS bytes", "peak_rss_bytes", 0),
+        ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
+        (
+            "FEC retained bytes (100 ms samples, peak)",
+            "fec_sampled_peak_retained_bytes",
+            0,
+        ),
+        ("FEC max parity", "fec_max_parity", 0),
+        ("FEC policy changes", "fec_policy_changes", 0),
     ] {
+        if key.starts_with("fec_") && !s.contains_key(key) {
+            continue;
+        }
         text.push_str(&format!("  {label}: {}\n", fig(key, decimals)));
     }
     if let Some(r) = report.rounds.first() {

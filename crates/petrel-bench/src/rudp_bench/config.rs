@@ -3,6 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
+use petrel::{FecConfig, FecScheme};
 use petrel_netem::{LinkConfig, Profile, MAX_DELAY};
 use serde::Serialize;
 
@@ -31,10 +32,29 @@ pub enum IoModel {
 pub enum FecMode {
     /// ARQ only.
     None,
-    /// Fixed parity per group.
+    /// Fixed 8 data + 2 parity shards per group (the reference report's fixed mode).
     Fixed,
-    /// Parity chosen from the receiver's loss reports.
+    /// Up to 8 data and 4 parity shards, parity chosen from the receiver's loss
+    /// reports for a 10⁻³ unrecoverable-group target ([`FecScheme::ADAPTIVE_DEFAULT`]).
     Adaptive,
+}
+
+impl FecMode {
+    /// The FEC setting of every endpoint: `petrel`'s defaults with this scheme.
+    pub fn config(self) -> FecConfig {
+        let scheme = match self {
+            FecMode::None => FecScheme::None,
+            FecMode::Fixed => FecScheme::Fixed {
+                data_shards: 8,
+                parity_shards: 2,
+            },
+            FecMode::Adaptive => FecScheme::ADAPTIVE_DEFAULT,
+        };
+        FecConfig {
+            scheme,
+            ..FecConfig::default()
+        }
+    }
 }
 
 impl fmt::Display for FecMode {
@@ -138,9 +158,6 @@ pub enum RudpConfigError {
         /// The allowed range.
         range: &'static str,
     },
-    /// FEC is requested but the runtime's connections cannot carry it yet.
-    #[error("--fec {0} is not available: FEC is not wired into petrel connections yet (only --fec none runs)")]
-    FecUnavailable(FecMode),
 }
 
 fn field(field: &'static str, value: impl fmt::Display, range: &'static str) -> RudpConfigError {
@@ -164,8 +181,7 @@ impl RudpBenchConfig {
     /// Checks every field.
     ///
     /// # Errors
-    /// The first field out of range, naming it and its range; or
-    /// [`RudpConfigError::FecUnavailable`] for any FEC mode but `none`.
+    /// The first field out of range, naming it and its range.
     pub fn validate(&self) -> Result<(), RudpConfigError> {
         self.echo.validate()?;
         if !(1..=MAX_IO_THREADS).contains(&self.io_threads) {
@@ -198,9 +214,6 @@ impl RudpBenchConfig {
         }
         if self.seed.checked_add(u64::from(self.echo.rounds)).is_none() {
             return Err(field("seed", self.seed, "at most 2^64 - 1 - rounds"));
-        }
-        if self.fec != FecMode::None {
-            return Err(RudpConfigError::FecUnavailable(self.fec));
         }
         Ok(())
     }
@@ -288,14 +301,6 @@ mod tests {
             let err = cfg.validate().unwrap_err();
             assert!(err.to_string().contains(name), "{name}: {err}");
         }
-        let fec = RudpBenchConfig {
-            fec: FecMode::Adaptive,
-            ..Default::default()
-        };
-        assert_eq!(
-            fec.validate(),
-            Err(RudpConfigError::FecUnavailable(FecMode::Adaptive))
-        );
     }
 
     #[test]

@@ -15,8 +15,11 @@
 //! Unlike the loopback suite, this benchmark builds its own tokio runtimes, because
 //! the runtime layout (`--io-model`) is one of its parameters.
 //!
-//! Not here yet: FEC. `EndpointConfig` has no FEC setting, so only [`FecMode::None`]
-//! runs; the others are refused by [`RudpBenchConfig::validate`].
+//! With FEC ([`FecMode::Fixed`] or [`FecMode::Adaptive`], set on every endpoint's
+//! `EndpointConfig::fec`) it also records shards recovered per 1000 round trips,
+//! unrecoverable groups, parity sent, the largest parity observed, adaptive policy
+//! changes, and the FEC retained bytes of all connections sampled every 100 ms
+//! (peak) next to the exact per-connection peak.
 
 mod config;
 mod report;
@@ -29,7 +32,9 @@ use tokio::runtime::{Builder, Handle, Runtime};
 pub use config::{
     FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpConfigError, MAX_IO_THREADS,
 };
-pub use report::{KcpSummary, RelayFigures, RudpBenchReport, RudpParameters, RudpRound};
+pub use report::{
+    FecFigures, KcpSummary, RelayFigures, RudpBenchReport, RudpParameters, RudpRound,
+};
 
 use crate::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use crate::echo::{run_echo, EchoConfig, EchoError, EchoErrors, RequestedBuffers, DRAIN_LIMIT};
@@ -138,7 +143,10 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         IoModel::Shared => None,
     };
     let shard_handles = shards.as_ref().map_or_else(Vec::new, |s| s.handles.clone());
-    let endpoint = EndpointConfig::default();
+    let endpoint = EndpointConfig {
+        fec: cfg.fec.config(),
+        ..EndpointConfig::default()
+    };
     let buffers = RequestedBuffers {
         send: Some(DEFAULT_SEND_BUFFER),
         recv: Some(DEFAULT_RECV_BUFFER),
@@ -159,6 +167,8 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         io_model: cfg.io_model,
         io_threads: cfg.io_threads,
         fec: cfg.fec,
+        fec_scheme: format!("{:?}", endpoint.fec.scheme),
+        fec_group_wait_ms: endpoint.fec.group_wait.as_secs_f64() * 1e3,
         profile: cfg.profile.name().to_owned(),
         link: link.clone(),
         seed: cfg.seed,
@@ -185,7 +195,12 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
             },
             shard_handles.clone(),
         );
-        let echo = rt.block_on(run_echo(&transport, &one_round, &case))?;
+        let echo = rt.block_on(async {
+            let sampler = tokio::spawn(transport.sample_retained());
+            let echo = run_echo(&transport, &one_round, &case).await;
+            sampler.abort();
+            echo
+        })?;
         let (totals, relay) = transport.finish().map_err(RudpBenchError::Relay)?;
         record.socket_buffers = record.socket_buffers.or(echo.record.socket_buffers);
         let relay = relay

@@ -4,7 +4,7 @@ use petrel_netem::{LinkConfig, LinkStats, RelayStats};
 use serde::Serialize;
 
 use super::config::{FecMode, IoModel};
-use super::transport::EndpointTotals;
+use super::transport::{EndpointTotals, FecTotals};
 use crate::echo::EchoRound;
 use crate::record::ResultRecord;
 use crate::table::Row;
@@ -32,6 +32,10 @@ pub struct RudpParameters {
     pub io_threads: usize,
     /// FEC of every connection.
     pub fec: FecMode,
+    /// The FEC scheme as configured (`petrel::FecScheme`, debug form).
+    pub fec_scheme: String,
+    /// How long an open FEC group waits for more datagrams before its parity goes (ms).
+    pub fec_group_wait_ms: f64,
     /// Named impairment profile.
     pub profile: String,
     /// Conditions of each direction after overrides (probabilities as fractions,
@@ -129,6 +133,44 @@ impl RelayFigures {
     }
 }
 
+/// FEC figures of one round, over every connection (both sides).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct FecFigures {
+    /// Data shards rebuilt from parity, in packets.
+    pub recoveries: u64,
+    /// Recoveries per 1000 round trips of the whole round (warm-up included).
+    pub recoveries_per_1000_rt: Option<f64>,
+    /// Groups with more shards lost than parity could repair.
+    pub groups_unrecoverable: u64,
+    /// Parity shards sent, in packets.
+    pub parity_shards_sent: u64,
+    /// Largest parity any group carried, in packets.
+    pub max_parity: u8,
+    /// Adaptive policy parity changes.
+    pub policy_changes: u64,
+    /// Peak of the retained bytes of all connections together, sampled every 100 ms
+    /// (bytes).
+    pub sampled_peak_retained_bytes: u64,
+    /// Largest exact retained-bytes peak of any one connection (bytes).
+    pub connection_peak_retained_bytes: u64,
+}
+
+impl FecFigures {
+    fn new(t: &FecTotals, round_trips: u64) -> Self {
+        Self {
+            recoveries: t.recoveries,
+            recoveries_per_1000_rt: (round_trips > 0)
+                .then(|| t.recoveries as f64 * 1000.0 / round_trips as f64),
+            groups_unrecoverable: t.groups_unrecoverable,
+            parity_shards_sent: t.parity_shards_sent,
+            max_parity: t.max_parity,
+            policy_changes: t.policy_changes,
+            sampled_peak_retained_bytes: t.sampled_peak_retained_bytes,
+            connection_peak_retained_bytes: t.connection_peak_retained_bytes,
+        }
+    }
+}
+
 /// Figures of one round: the echo harness's plus the transport's and the relay's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct RudpRound {
@@ -155,6 +197,8 @@ pub struct RudpRound {
     pub endpoint_send_dropped: u64,
     /// Relay counters.
     pub relay: RelayFigures,
+    /// FEC figures; `None` when the connections run ARQ only.
+    pub fec: Option<FecFigures>,
     /// Peak resident set size of the process after this round (bytes).
     pub peak_rss_bytes: Option<u64>,
 }
@@ -184,14 +228,19 @@ impl RudpRound {
             ),
             endpoint_send_dropped: totals.send_dropped,
             relay,
+            fec: totals
+                .fec
+                .as_ref()
+                .map(|f| FecFigures::new(f, all_round_trips)),
             peak_rss_bytes,
             echo,
         }
     }
 
     /// The figures summarised as min/median/max across rounds, by record key.
-    pub(crate) fn headline(&self) -> [(&'static str, Option<f64>); 12] {
+    pub(crate) fn headline(&self) -> [(&'static str, Option<f64>); 16] {
         let e = &self.echo;
+        let fec = self.fec.as_ref();
         [
             ("round_trips_per_sec", Some(e.round_trips_per_sec)),
             ("rtt_p50_us", Some(e.rtt.p50_us as f64)),
@@ -214,6 +263,16 @@ impl RudpRound {
                 Some(self.relay.route_peak_bytes as f64),
             ),
             ("relay_lateness_p99_us", Some(self.relay.lateness_p99_us)),
+            (
+                "fec_recoveries_per_1000_rt",
+                fec.and_then(|f| f.recoveries_per_1000_rt),
+            ),
+            (
+                "fec_sampled_peak_retained_bytes",
+                fec.map(|f| f.sampled_peak_retained_bytes as f64),
+            ),
+            ("fec_max_parity", fec.map(|f| f64::from(f.max_parity))),
+            ("fec_policy_changes", fec.map(|f| f.policy_changes as f64)),
         ]
     }
 }

@@ -5,6 +5,7 @@
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::Bytes;
 use petrel::{Connection, ConnectionStats, Endpoint, EndpointConfig};
@@ -26,12 +27,55 @@ pub(crate) struct EndpointTotals {
     pub retransmissions: u64,
     /// Datagrams the endpoints did not send because a socket buffer was full.
     pub send_dropped: u64,
+    /// FEC counters of every connection, when any runs FEC.
+    pub fec: Option<FecTotals>,
+}
+
+/// FEC counters summed (or maximised) over every connection, both sides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct FecTotals {
+    /// Data shards rebuilt from parity, in packets.
+    pub recoveries: u64,
+    /// Groups retired with more shards lost than parity could repair.
+    pub groups_unrecoverable: u64,
+    /// Parity shards sent, in packets.
+    pub parity_shards_sent: u64,
+    /// Largest parity any group carried, in packets.
+    pub max_parity: u8,
+    /// Adaptive policy parity changes.
+    pub policy_changes: u64,
+    /// Largest encoder + decoder retained-bytes peak of any one connection (bytes).
+    pub connection_peak_retained_bytes: u64,
+    /// Peak of the retained bytes of all connections together, sampled every
+    /// [`RETAINED_SAMPLE_PERIOD`] (bytes).
+    pub sampled_peak_retained_bytes: u64,
+}
+
+/// How often [`ImpairedRudp::sample_retained`] reads the FEC retained bytes
+/// (`specs/benchmarks.md` §B: "sampled every 100 ms, peak").
+pub(crate) const RETAINED_SAMPLE_PERIOD: Duration = Duration::from_millis(100);
+
+fn retained_now(s: &ConnectionStats) -> u64 {
+    s.fec.map_or(0, |f| {
+        (f.encoder.retained_bytes + f.decoder.retained_bytes) as u64
+    })
 }
 
 impl EndpointTotals {
     fn add_connection(&mut self, s: &ConnectionStats) {
         self.retransmissions += s.kcp.retransmissions_timeout + s.kcp.retransmissions_fast;
         self.send_dropped += s.send_dropped;
+        if let Some(f) = &s.fec {
+            let t = self.fec.get_or_insert_with(FecTotals::default);
+            t.recoveries += f.decoder.shards_recovered;
+            t.groups_unrecoverable += f.decoder.groups_unrecoverable;
+            t.parity_shards_sent += f.encoder.parity_shards_sent;
+            t.max_parity = t.max_parity.max(f.encoder.max_parity_observed);
+            t.policy_changes += f.encoder.policy_changes;
+            t.connection_peak_retained_bytes = t
+                .connection_peak_retained_bytes
+                .max((f.encoder.peak_retained_bytes + f.decoder.peak_retained_bytes) as u64);
+        }
     }
 
     fn add_endpoint(&mut self, e: &Endpoint) {
@@ -47,6 +91,7 @@ struct Handles {
     server: Option<Arc<Endpoint>>,
     server_conns: Vec<Connection>,
     clients: Vec<(Endpoint, Connection)>,
+    sampled_peak_retained_bytes: u64,
 }
 
 /// RUDP through a relay for one round. Create one per round: it starts one relay.
@@ -103,12 +148,35 @@ impl ImpairedRudp {
             totals.add_endpoint(endpoint);
             totals.add_connection(&conn.stats());
         }
+        if let Some(fec) = &mut totals.fec {
+            fec.sampled_peak_retained_bytes = h.sampled_peak_retained_bytes;
+        }
         let relay = h
             .relay
             .map(Relay::stop)
             .transpose()
             .map_err(io::Error::other)?;
         Ok((totals, relay))
+    }
+
+    /// Every [`RETAINED_SAMPLE_PERIOD`] adds up the FEC retained bytes of every
+    /// connection and keeps the peak; runs until dropped.
+    pub(crate) fn sample_retained(&self) -> impl std::future::Future<Output = ()> + Send {
+        let handles = Arc::clone(&self.handles);
+        async move {
+            let mut tick = tokio::time::interval(RETAINED_SAMPLE_PERIOD);
+            loop {
+                tick.tick().await;
+                let mut h = lock(&handles);
+                let now: u64 = h
+                    .server_conns
+                    .iter()
+                    .chain(h.clients.iter().map(|(_, c)| c))
+                    .map(|c| retained_now(&c.stats()))
+                    .sum();
+                h.sampled_peak_retained_bytes = h.sampled_peak_retained_bytes.max(now);
+            }
+        }
     }
 }
 
