@@ -56,7 +56,7 @@ enum BenchCommand {
     /// The impairment relay's forwarding ceiling and delay accuracy.
     Netem(crate::netem::NetemBenchArgs),
     /// RUDP echo through the impairment relay (specs/benchmarks.md §B).
-    Rudp(crate::bench_rudp::RudpBenchArgs),
+    Rudp(Box<crate::bench_rudp::RudpBenchArgs>),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
 }
@@ -122,7 +122,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
-        Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(rudp),
+        Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(*rudp),
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
