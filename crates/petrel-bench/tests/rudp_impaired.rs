@@ -93,6 +93,7 @@ fn sharded_clean_link_loses_nothing_and_rounds_take_successive_seeds() {
     let report = run_rudp_bench(&cfg).unwrap();
     assert!(report.record.ok, "{:#?}", report.rounds);
     assert_eq!(report.record.seeds, vec![7, 8]);
+    assert_eq!(report.record.case, "rudp-none-arq-1024B-4x16-sharded2");
     for (i, r) in report.rounds.iter().enumerate() {
         assert_eq!(r.seed, 7 + i as u64);
         assert_eq!(r.echo.round as usize, i);

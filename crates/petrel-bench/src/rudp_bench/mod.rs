@@ -2,7 +2,7 @@
 //! RUDP, every datagram passing through the `petrel-netem` relay.
 //!
 //! Each round starts a fresh relay (seeded `seed + round`, on its own thread), a RUDP
-//! echo server behind it and the clients, runs [`run_echo`](crate::echo::run_echo)
+//! echo server behind it and the clients, runs [`crate::echo::run_echo`]
 //! for one round, then reads the counters of every endpoint and connection and
 //! stops the relay. Per round it records, beyond the echo figures: network
 //! overhead = (UDP payload bytes sent by all endpoints / application bytes both
@@ -62,14 +62,20 @@ pub enum RudpBenchError {
     Record(#[from] RecordError),
 }
 
-/// Case name, e.g. `rudp-random-arq-1024B-4x16`.
+/// Case name, e.g. `rudp-random-arq-1024B-4x16`; a runtime layout other than one
+/// current-thread runtime is appended (`-shared2`, `-sharded4`).
 pub fn case_name(cfg: &RudpBenchConfig) -> String {
     let fec = match cfg.fec {
         FecMode::None => "arq".to_owned(),
         other => format!("fec-{other}"),
     };
+    let io = match (cfg.io_model, cfg.io_threads) {
+        (IoModel::Shared, 1) => String::new(),
+        (IoModel::Shared, n) => format!("-shared{n}"),
+        (IoModel::Sharded, n) => format!("-sharded{n}"),
+    };
     format!(
-        "rudp-{}-{fec}-{}B-{}x{}",
+        "rudp-{}-{fec}-{}B-{}x{}{io}",
         cfg.profile, cfg.echo.payload, cfg.echo.clients, cfg.echo.window
     )
 }
