@@ -15,7 +15,34 @@ fn run(program: &str, args: &[&str]) -> Option<String> {
     Some(text.trim().to_owned())
 }
 
+/// Peer crates whose resolved version every echo result names; the env
+/// variable is `PETREL_PEER_VERSION_` + the name upper-cased with `-` as `_`.
+const PEERS: [&str; 3] = ["tokio-tungstenite", "tokio_kcp", "quinn"];
+
+/// The version of package `name` in `Cargo.lock` text (first match).
+fn locked_version(lock: &str, name: &str) -> Option<String> {
+    let mut lines = lock.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() == format!("name = \"{name}\"") {
+            let version = lines.next()?.trim();
+            let v = version.strip_prefix("version = \"")?.strip_suffix('"')?;
+            return Some(v.to_owned());
+        }
+    }
+    None
+}
+
 fn main() {
+    let manifest = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let lock_path = PathBuf::from(manifest).join("../../Cargo.lock");
+    let lock = std::fs::read_to_string(&lock_path).unwrap_or_default();
+    for peer in PEERS {
+        let version = locked_version(&lock, peer).unwrap_or_else(|| "unknown".to_owned());
+        let var = peer.to_uppercase().replace('-', "_");
+        println!("cargo:rustc-env=PETREL_PEER_VERSION_{var}={version}");
+    }
+    println!("cargo:rerun-if-changed={}", lock_path.display());
+
     let revision = run("git", &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
     // `--porcelain` prints one line per modified or untracked file.
     let dirty = match run("git", &["status", "--porcelain", "--untracked-files=no"]) {

@@ -117,6 +117,8 @@ pub async fn run_idle(config: IdleConfig) -> Result<IdleReport, IdleError> {
     let big = EndpointConfig {
         mode,
         max_connections: config.connections + 16,
+        max_connections_per_address: config.connections,
+        max_connections_per_ip: config.connections,
         accept_queue: config.connections + 16,
         recv_buffer: Some(4 << 20),
         ..EndpointConfig::default()

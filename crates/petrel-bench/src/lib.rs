@@ -7,24 +7,31 @@
 //! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
-//!   small transport trait, with raw UDP and TCP adapters;
+//!   small transport trait, with raw UDP, TCP, Petrel RUDP and peer-library
+//!   (WebSocket, KCP, QUIC) adapters;
 //! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
 //!   the `petrel-netem` relay; it builds its own runtimes because the runtime
 //!   layout is one of its parameters;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
-//! - [`table`]: the side-by-side summary table.
+//! - [`table`]: the side-by-side summary table;
+//! - [`matrix`]: the TOML case matrix of `petrel bench matrix` and the merge
+//!   of per-round results into one record per case;
+//! - [`report`]: the self-contained HTML report rendered from a directory of
+//!   result files.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
 //! runtime of the loopback suite and the command line (`petrel-cli` builds
-//! both). The goodput (§C) and fan-out (§D) benchmarks and the HTML report
-//! are not implemented yet.
+//! both). The goodput (§C) and fan-out (§D) benchmarks are not implemented
+//! yet.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
 pub mod idle;
+pub mod matrix;
 pub mod measure;
 pub mod record;
+pub mod report;
 pub mod rudp_bench;
 pub mod table;

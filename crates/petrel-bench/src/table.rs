@@ -6,6 +6,8 @@
 
 use std::fmt::Write as _;
 
+use crate::record::ResultRecord;
+
 /// One case's headline figures (medians across rounds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
@@ -23,6 +25,22 @@ pub struct Row {
     pub errors: u64,
     /// The verdict.
     pub ok: bool,
+}
+
+impl Row {
+    /// The row of a result record: medians across rounds, errors summed.
+    pub fn from_record(r: &ResultRecord) -> Self {
+        let median = |key: &str| r.summary.get(key).map(|s| s.median);
+        Self {
+            case: r.case.clone(),
+            round_trips_per_sec: median("round_trips_per_sec").unwrap_or(0.0),
+            p50_us: median("rtt_p50_us"),
+            p99_us: median("rtt_p99_us"),
+            cpu_percent: median("cpu_percent"),
+            errors: r.errors.values().sum(),
+            ok: r.ok,
+        }
+    }
 }
 
 const HEADERS: [&str; 7] = ["case", "rt/s", "p50 µs", "p99 µs", "CPU %", "errors", "ok"];

@@ -16,11 +16,15 @@ use std::time::{Duration, SystemTime};
 use anyhow::Context as _;
 use clap::{Args, Subcommand, ValueEnum};
 use petrel::EndpointConfig;
+use petrel_bench::echo::kcp::KcpTransport;
+use petrel_bench::echo::quic::QuicTransport;
 use petrel_bench::echo::rudp::RudpTransport;
 use petrel_bench::echo::tcp::TcpTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
+use petrel_bench::echo::websocket::WebSocketTransport;
 use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
 use petrel_bench::record::rfc3339_utc;
+use petrel_bench::report::write_report;
 use petrel_bench::table;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
@@ -41,11 +45,11 @@ struct SuiteArgs {
     /// Directory under which a `<timestamp>/` folder of JSON results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
-    /// Measured seconds per case.
-    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    /// Measured seconds per case (12 cases: the suite stays under ~1 minute).
+    #[arg(long, default_value = "2", value_parser = parse_seconds)]
     seconds: Duration,
     /// Warm-up seconds per case.
-    #[arg(long, default_value = "1", value_parser = parse_seconds)]
+    #[arg(long, default_value = "0.5", value_parser = parse_seconds)]
     warmup: Duration,
 }
 
@@ -59,6 +63,19 @@ enum BenchCommand {
     Rudp(Box<crate::bench_rudp::RudpBenchArgs>),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
+    /// Echo cases from a TOML file, each round in its own process (3 rounds,
+    /// seeds 42/43/44 unless the file says otherwise); writes JSON + report.
+    Matrix(MatrixArgs),
+}
+
+#[derive(Debug, Args)]
+struct MatrixArgs {
+    /// The matrix file (see `petrel_bench::matrix` for its layout).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Directory under which a `<timestamp>/` folder of results is written.
+    #[arg(long, default_value = "petrel-results")]
+    out_dir: PathBuf,
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -69,8 +86,14 @@ enum Protocol {
     Udp,
     /// TCP with length-prefixed messages and TCP_NODELAY.
     Tcp,
+    /// WebSocket binary messages over TCP (tokio-tungstenite).
+    Websocket,
     /// Petrel reliable UDP (KCP ARQ, native handshake, default tuning).
     Rudp,
+    /// KCP through tokio_kcp, tuned like Petrel's defaults.
+    Kcp,
+    /// QUIC through quinn (rustls/ring), one bidirectional stream per client.
+    Quic,
 }
 
 #[derive(Debug, Args)]
@@ -100,12 +123,15 @@ struct EchoArgs {
     /// multi-thread runtime shared by server and clients.
     #[arg(long, default_value_t = 1)]
     io_threads: usize,
-    /// UDP and RUDP: requested SO_SNDBUF (bytes).
-    #[arg(long, default_value_t = DEFAULT_SEND_BUFFER)]
-    send_buffer: usize,
-    /// UDP and RUDP: requested SO_RCVBUF (bytes).
-    #[arg(long, default_value_t = DEFAULT_RECV_BUFFER)]
-    recv_buffer: usize,
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF
+    /// (bytes; default 65536). Refused for tcp and websocket, which keep the
+    /// OS defaults.
+    #[arg(long)]
+    send_buffer: Option<usize>,
+    /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF
+    /// (bytes; default 4194304). Refused for tcp and websocket.
+    #[arg(long)]
+    recv_buffer: Option<usize>,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
@@ -123,6 +149,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
         Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(*rudp),
+        Some(BenchCommand::Matrix(m)) => matrix_command(&m),
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {
@@ -158,8 +185,7 @@ impl From<anyhow::Error> for Failure {
     }
 }
 
-/// Most tokio worker threads `--io-threads` accepts.
-const MAX_IO_THREADS: usize = 64;
+use petrel_bench::matrix::MAX_IO_THREADS;
 
 fn runtime(io_threads: usize) -> Result<tokio::runtime::Runtime, Failure> {
     let mut builder = if io_threads <= 1 {
@@ -193,8 +219,17 @@ async fn run_case(
     match protocol {
         Protocol::Udp => run_echo(&UdpTransport::new(buffers), cfg, &case).await,
         Protocol::Tcp => run_echo(&TcpTransport, cfg, &case).await,
+        Protocol::Websocket => run_echo(&WebSocketTransport, cfg, &case).await,
         Protocol::Rudp => {
             let transport = RudpTransport::new(EndpointConfig::default(), buffers);
+            run_echo(&transport, cfg, &case).await
+        }
+        Protocol::Kcp => run_echo(&KcpTransport::new(buffers), cfg, &case).await,
+        Protocol::Quic => {
+            let transport = QuicTransport::new(buffers).map_err(|e| EchoError::Setup {
+                what: "create the QUIC transport".to_owned(),
+                source: std::io::Error::other(e),
+            })?;
             run_echo(&transport, cfg, &case).await
         }
     }
@@ -223,9 +258,23 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             args.io_threads
         )));
     }
+    if let Some(path) = args.json.as_deref().filter(|p| *p != Path::new("-")) {
+        // Find an unwritable result path now, not after the user waited for the run.
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| Failure::Usage(format!("cannot write --json {}: {e}", path.display())))?;
+    }
+    let stream_based = matches!(args.protocol, Protocol::Tcp | Protocol::Websocket);
+    if stream_based && (args.send_buffer.is_some() || args.recv_buffer.is_some()) {
+        return Err(Failure::Usage(
+            "--send-buffer/--recv-buffer apply to udp, rudp, kcp and quic only; tcp and websocket keep the OS defaults".to_owned(),
+        ));
+    }
     let buffers = RequestedBuffers {
-        send: Some(args.send_buffer),
-        recv: Some(args.recv_buffer),
+        send: Some(args.send_buffer.unwrap_or(DEFAULT_SEND_BUFFER)),
+        recv: Some(args.recv_buffer.unwrap_or(DEFAULT_RECV_BUFFER)),
     };
     let report = runtime(args.io_threads)?
         .block_on(run_case(args.protocol, buffers, &cfg))
@@ -248,16 +297,36 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
     Ok(report.record.ok)
 }
 
-/// The default suite: (protocol, clients, window) at 1024 B; RUDP next to its
-/// baselines at the two shapes the foundation issue reports.
-const SUITE: [(Protocol, usize, usize); 6] = [
-    (Protocol::Udp, 4, 16),
-    (Protocol::Rudp, 4, 16),
-    (Protocol::Tcp, 4, 16),
-    (Protocol::Udp, 1, 1),
-    (Protocol::Rudp, 1, 1),
-    (Protocol::Tcp, 1, 1),
+/// Protocols of the default suite, in table order: RUDP, its baselines and
+/// the peers a user would pick instead.
+const SUITE_PROTOCOLS: [Protocol; 6] = [
+    Protocol::Udp,
+    Protocol::Rudp,
+    Protocol::Kcp,
+    Protocol::Quic,
+    Protocol::Tcp,
+    Protocol::Websocket,
 ];
+
+/// Shapes (clients, window) of the default suite, at 1024 B each.
+const SUITE_SHAPES: [(usize, usize); 2] = [(4, 16), (1, 1)];
+
+/// Creates `out_dir/<UTC timestamp>/`, e.g. `petrel-results/20261130T115548Z`.
+fn results_dir(out_dir: &Path) -> Result<PathBuf, Failure> {
+    let stamp: String = rfc3339_utc(SystemTime::now())
+        .chars()
+        .filter(|c| !matches!(c, '-' | ':'))
+        .collect();
+    let dir = out_dir.join(stamp);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
+}
+
+fn matrix_command(args: &MatrixArgs) -> Result<bool, Failure> {
+    let matrix = crate::matrix::load(&args.config).map_err(Failure::Usage)?;
+    let dir = results_dir(&args.out_dir)?;
+    Ok(crate::matrix::run(&matrix, &dir)?)
+}
 
 fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     let base = EchoConfig {
@@ -266,12 +335,7 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         ..EchoConfig::default()
     };
     base.validate().map_err(|e| Failure::Usage(e.to_string()))?;
-    let stamp: String = rfc3339_utc(SystemTime::now())
-        .chars()
-        .filter(|c| !matches!(c, '-' | ':'))
-        .collect();
-    let dir = args.out_dir.join(stamp);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = results_dir(&args.out_dir)?;
     let rt = runtime(1)?;
     let buffers = RequestedBuffers {
         send: Some(DEFAULT_SEND_BUFFER),
@@ -279,7 +343,10 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     };
     let mut rows = Vec::new();
     let mut all_ok = true;
-    for (protocol, clients, window) in SUITE {
+    let cases = SUITE_SHAPES
+        .iter()
+        .flat_map(|&shape| SUITE_PROTOCOLS.iter().map(move |&p| (p, shape)));
+    for (protocol, (clients, window)) in cases {
         let cfg = EchoConfig {
             clients,
             window,
@@ -299,5 +366,7 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     }
     print!("{}", table::render(&rows));
     println!("results: {}", dir.display());
+    let report = write_report(&dir).map_err(anyhow::Error::from)?;
+    println!("report: {}", report.display());
     Ok(all_ok)
 }

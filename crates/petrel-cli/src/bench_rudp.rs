@@ -187,6 +187,9 @@ pub fn main(args: RudpBenchArgs) -> ExitCode {
     if let Err(e) = cfg.validate() {
         return usage(e);
     }
+    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
+        return usage(format!("{e:#}"));
+    }
     let report = match run_rudp_bench(&cfg) {
         Ok(r) => r,
         Err(RudpBenchError::Config(e)) => return usage(e),

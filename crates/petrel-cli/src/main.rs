@@ -3,7 +3,9 @@
 mod bench;
 mod bench_idle;
 mod bench_rudp;
+mod matrix;
 mod netem;
+mod report;
 
 use std::process::ExitCode;
 
@@ -23,6 +25,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Relay UDP through a seeded impairment emulator (loss, delay, bandwidth, ...).
     Netem(Box<netem::NetemArgs>),
+    /// Render DIR/report.html from the JSON result files in DIR.
+    Report(report::ReportArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,5 +39,6 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Report(args) => report::main(&args),
     }
 }

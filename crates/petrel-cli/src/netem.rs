@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -250,6 +250,23 @@ fn print_stats(s: &RelayStats) {
     }
 }
 
+/// Fails before a run, not after it, when `--json` names a file that cannot be written
+/// (the report is only written at the end). Creates the file if missing and leaves an
+/// existing one as it is until the report replaces it.
+pub(crate) fn check_writable(path: Option<&Path>) -> anyhow::Result<()> {
+    match path {
+        Some(p) if p.as_os_str() != "-" => {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(p)
+                .with_context(|| format!("invalid --json: cannot write {}", p.display()))?;
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
 fn write_json(path: &PathBuf, value: &impl Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     if path.as_os_str() == "-" {
@@ -277,6 +294,10 @@ pub fn run(args: NetemArgs) -> anyhow::Result<ExitCode> {
     let cfg = relay_config(&args);
     if let Err(e) = cfg.validate() {
         eprintln!("error: {e}");
+        return Ok(ExitCode::from(2));
+    }
+    if let Err(e) = check_writable(args.json.as_deref()) {
+        eprintln!("error: {e:#}");
         return Ok(ExitCode::from(2));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -403,6 +424,10 @@ struct BenchRound {
 /// `petrel bench netem`: runs the measurements, prints a summary, writes JSON.
 /// Exit code 0 when every measurement ran and moved traffic, 1 otherwise.
 pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
+    if let Err(e) = check_writable(args.json.as_deref()) {
+        eprintln!("error: {e:#}");
+        return Ok(ExitCode::from(2));
+    }
     let loadavg_at_start = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .map(|l| l.trim().to_owned());

@@ -129,17 +129,17 @@ fn default_suite_writes_one_json_per_case() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(
-        names,
-        [
-            "rudp-1024B-1x1.json",
-            "rudp-1024B-4x16.json",
-            "tcp-1024B-1x1.json",
-            "tcp-1024B-4x16.json",
-            "udp-1024B-1x1.json",
-            "udp-1024B-4x16.json"
-        ]
-    );
+    let mut expected = vec!["report.html".to_owned()];
+    for protocol in ["udp", "rudp", "kcp", "quic", "tcp", "websocket"] {
+        for shape in ["4x16", "1x1"] {
+            expected.push(format!("{protocol}-1024B-{shape}.json"));
+        }
+    }
+    expected.sort();
+    assert_eq!(names, expected);
+    let report = run.join("report.html");
+    assert!(stdout.contains(&format!("report: {}", report.display())));
+    names.retain(|n| n.ends_with(".json"));
     for name in &names {
         let text = std::fs::read_to_string(run.join(name)).unwrap();
         let json: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -13,7 +13,8 @@ fn petrel(args: &[&str]) -> Output {
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 11] = [
+        (&["--json", "/nonexistent-dir/out.json"], "--json"),
         (&["--fec", "xor"], "fec"),
         (&["--profile", "p2p"], "profile"),
         (&["--io-model", "threads"], "io-model"),

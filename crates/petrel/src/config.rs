@@ -13,6 +13,12 @@ pub enum Mode {
     /// Petrel's native handshake: stateless cookie, random `conv`, keepalive, graceful close.
     Native,
     /// The legacy SYN/SYN-ACK/FIN handshake spoken by arknet/ARK servers.
+    ///
+    /// Not safe on the open Internet, by the protocol's design: a SYN creates a connection
+    /// without proof of the sender's address and is answered with 9 bytes for 5, so
+    /// spoofed SYNs reflect traffic; `sync_id` is the client's wall-clock ms, so a forged
+    /// SYN-ACK is guessable. The per-address and per-IP limits bound what one peer can
+    /// take, not what a spoofer can reflect. Prefer [`Mode::Native`].
     Legacy,
     /// Raw KCP: no handshake, both sides use this fixed `conv`. A server accepts any peer
     /// whose datagrams carry it, so use this only to talk to plain KCP peers.
@@ -55,6 +61,12 @@ pub struct EndpointConfig {
     /// Most connections the endpoint holds at once; handshakes beyond it are refused and
     /// counted. Default 65 536.
     pub max_connections: usize,
+    /// Most incoming connections from one peer address (IP and port); more are refused
+    /// and counted, so one socket cannot take every slot. Default 16.
+    pub max_connections_per_address: usize,
+    /// Most incoming connections from one IP address (clients behind one NAT share it).
+    /// Default 256.
+    pub max_connections_per_ip: usize,
     /// Accepted connections waiting for `accept()`; beyond it new ones are refused and
     /// counted. Default 1024.
     pub accept_queue: usize,
@@ -79,6 +91,8 @@ impl Default for EndpointConfig {
             connect_timeout: Duration::from_secs(5),
             accept_incoming: false,
             max_connections: 65_536,
+            max_connections_per_address: 16,
+            max_connections_per_ip: 256,
             accept_queue: 1024,
             send_buffer: None,
             recv_buffer: None,
@@ -119,6 +133,11 @@ impl EndpointConfig {
         }
         if self.max_connections == 0 {
             return Err(ConfigError("max_connections must be ≥ 1".into()));
+        }
+        if self.max_connections_per_address == 0 || self.max_connections_per_ip == 0 {
+            return Err(ConfigError(
+                "max_connections_per_address and max_connections_per_ip must be ≥ 1".into(),
+            ));
         }
         if self.accept_queue == 0 {
             return Err(ConfigError("accept_queue must be ≥ 1".into()));

@@ -7,7 +7,7 @@
 //! connection's lock, straight on the shared socket.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -62,6 +62,46 @@ impl Drop for EndpointGuard {
 struct Registry {
     conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
     by_opening: HashMap<(SocketAddr, u64), u32>,
+    /// Connections per peer address and per peer IP, for the per-peer limits.
+    per_address: HashMap<SocketAddr, usize>,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+impl Registry {
+    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>) {
+        if let Some(id) = opening_id(conn.established.binding) {
+            self.by_opening.insert((peer, id), conn.conv);
+        }
+        *self.per_address.entry(peer).or_default() += 1;
+        *self.per_ip.entry(peer.ip()).or_default() += 1;
+        self.conns.insert((peer, conn.conv), conn);
+    }
+
+    fn remove(&mut self, peer: SocketAddr, conv: u32) {
+        let Some(conn) = self.conns.remove(&(peer, conv)) else {
+            return;
+        };
+        if let Some(id) = opening_id(conn.established.binding) {
+            self.by_opening.remove(&(peer, id));
+        }
+        decrement(&mut self.per_address, peer);
+        decrement(&mut self.per_ip, peer.ip());
+    }
+
+    /// Whether `peer` may open one more incoming connection.
+    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> bool {
+        self.per_address.get(&peer).copied().unwrap_or(0) < config.max_connections_per_address
+            && self.per_ip.get(&peer.ip()).copied().unwrap_or(0) < config.max_connections_per_ip
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
+    if let std::collections::hash_map::Entry::Occupied(mut e) = map.entry(key) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+    }
 }
 
 /// The id an opening datagram (INITIAL / SYN) and the connection it opened share.
@@ -300,22 +340,14 @@ impl EndpointIo {
                     established.conv
                 )));
             }
-            reg.conns.insert((peer, established.conv), shared.clone());
-            if let Some(id) = opening_id(established.binding) {
-                reg.by_opening.insert((peer, id), established.conv);
-            }
+            reg.insert(peer, shared.clone());
         }
         tokio::spawn(crate::conn::run_timer(shared.clone()));
         Ok(shared)
     }
 
     pub(crate) fn unregister(&self, peer: SocketAddr, conv: u32) {
-        let mut reg = lock(&self.registry);
-        if let Some(conn) = reg.conns.remove(&(peer, conv)) {
-            if let Some(id) = opening_id(conn.established.binding) {
-                reg.by_opening.remove(&(peer, id));
-            }
-        }
+        lock(&self.registry).remove(peer, conv);
     }
 
     fn lookup(&self, peer: SocketAddr, conv: u32) -> Option<Arc<ConnShared>> {
@@ -492,6 +524,10 @@ impl EndpointIo {
             ServerEvent::Accept(established) => {
                 if self.accept_tx.capacity() == 0 {
                     EndpointCounters::add(&self.counters.refused_accept_queue_full, 1);
+                    return None;
+                }
+                if !lock(&self.registry).peer_has_room(peer, &self.config) {
+                    EndpointCounters::add(&self.counters.refused_per_peer, 1);
                     return None;
                 }
                 let conn = self.create_connection(now, peer, &established).ok()?;

@@ -73,6 +73,8 @@ endpoint_counters! {
     refused_accept_queue_full,
     /// Handshakes refused because `max_connections` was reached.
     refused_max_connections,
+    /// Handshakes refused by `max_connections_per_address` / `max_connections_per_ip`.
+    refused_per_peer,
     /// Socket read errors (other than would-block).
     recv_errors,
     /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).

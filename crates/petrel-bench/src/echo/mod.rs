@@ -7,8 +7,11 @@
 //! nothing new is sent. Throughput counts the drain time.
 //!
 //! A transport plugs in through [`EchoTransport`] (server start + client
-//! connect) and [`EchoClient`] (send/receive one whole message); see
-//! [`udp`] and [`tcp`] for the two adapters shipped here.
+//! connect) and [`EchoClient`] (send/receive one whole message). Adapters:
+//! [`udp`] and [`tcp`] (baselines), [`rudp`] (Petrel), and the peers a user
+//! would pick instead: [`websocket`] (`tokio-tungstenite`), [`kcp`]
+//! (`tokio_kcp`) and [`quic`] (`quinn`); each peer result names the library
+//! and its version ([`peers`]).
 //!
 //! Verdict: `ok` only with zero errors of every kind and > 0 measured round
 //! trips. For raw UDP a message still outstanding when the drain ends counts
@@ -17,12 +20,16 @@
 //! must not hide.
 
 mod config;
+pub mod kcp;
 pub mod message;
+pub mod peers;
+pub mod quic;
 mod report;
 pub mod rudp;
 mod run;
 pub mod tcp;
 pub mod udp;
+pub mod websocket;
 
 use std::future::Future;
 use std::io;
@@ -70,6 +77,12 @@ pub trait EchoTransport: Send + Sync {
     /// `true` if every sent message is delivered unless the connection fails:
     /// leftovers after the drain are then `unfinished`, otherwise `lost`.
     fn reliable(&self) -> bool;
+    /// The third-party library under test and its version (e.g.
+    /// `"quinn 0.11.12"`), recorded as `parameters.peer`; `None` for raw
+    /// sockets and Petrel itself.
+    fn peer(&self) -> Option<&'static str> {
+        None
+    }
     /// Requested socket buffers (bytes); `None` keeps the OS default.
     fn requested_buffers(&self) -> RequestedBuffers {
         RequestedBuffers::default()

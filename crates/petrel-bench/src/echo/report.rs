@@ -152,6 +152,9 @@ pub struct EchoParameters {
     pub runtime_workers: usize,
     /// Whether leftovers count as unfinished (reliable) or lost.
     pub reliable: bool,
+    /// Third-party library under test and its version, e.g. `"quinn 0.11.12"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// The outcome of [`run_echo`](super::run_echo): the record to write and the typed rounds.
@@ -166,16 +169,7 @@ pub struct EchoReport {
 impl EchoReport {
     /// The summary-table row: medians across rounds, errors summed.
     pub fn summary_row(&self) -> Row {
-        let median = |key: &str| self.record.summary.get(key).map(|s| s.median);
-        Row {
-            case: self.record.case.clone(),
-            round_trips_per_sec: median("round_trips_per_sec").unwrap_or(0.0),
-            p50_us: median("rtt_p50_us"),
-            p99_us: median("rtt_p99_us"),
-            cpu_percent: median("cpu_percent"),
-            errors: self.record.errors.values().sum(),
-            ok: self.record.ok,
-        }
+        Row::from_record(&self.record)
     }
 }
 

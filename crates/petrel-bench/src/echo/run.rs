@@ -43,6 +43,7 @@ pub async fn run_echo<T: EchoTransport>(
         runtime: runtime.to_owned(),
         runtime_workers: metrics.num_workers(),
         reliable: transport.reliable(),
+        peer: transport.peer().map(str::to_owned),
     };
     let mut record = ResultRecord::begin("echo", case, &params)?;
     let mut rounds = Vec::new();

@@ -99,7 +99,7 @@ async fn echo_connection(stream: TcpStream, stats: Arc<ServerStats>) {
 
 /// Length prefix plus message in one buffer, so one write (and, with
 /// `TCP_NODELAY`, usually one segment) carries it.
-fn encode_frame(msg: &[u8]) -> Bytes {
+pub(super) fn encode_frame(msg: &[u8]) -> Bytes {
     let mut buf = BytesMut::with_capacity(4 + msg.len());
     // MAX_PAYLOAD bounds every message the harness sends and read_frame
     // accepts, so the length fits in u32.
@@ -113,7 +113,7 @@ fn encode_frame(msg: &[u8]) -> Bytes {
 /// # Errors
 /// `InvalidData` for a length above [`MAX_PAYLOAD`], `UnexpectedEof` for a
 /// stream that ends mid-frame, or the read error.
-async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Option<Bytes>> {
+pub(super) async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Result<Option<Bytes>> {
     let mut len = [0u8; 4];
     let first = reader.read(&mut len[..1]).await?;
     if first == 0 {

@@ -51,18 +51,28 @@ impl UdpTransport {
     }
 
     fn bind(&self) -> io::Result<(UdpSocket, BufferSizes)> {
-        let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-        if let Some(send) = self.buffers.send {
-            socket.set_send_buffer_size(send)?;
-        }
-        if let Some(recv) = self.buffers.recv {
-            socket.set_recv_buffer_size(recv)?;
-        }
-        socket.set_nonblocking(true)?;
-        socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
-        let actual = BufferSizes::of(SockRef::from(&socket))?;
-        Ok((UdpSocket::from_std(socket.into())?, actual))
+        let (socket, actual) = bind_loopback(self.buffers)?;
+        Ok((UdpSocket::from_std(socket)?, actual))
     }
+}
+
+/// A non-blocking UDP socket on 127.0.0.1 with `buffers` requested before
+/// binding, and the sizes the kernel actually granted. Shared by the
+/// UDP-based peer adapters so every UDP transport asks for the same buffers.
+pub(super) fn bind_loopback(
+    buffers: RequestedBuffers,
+) -> io::Result<(std::net::UdpSocket, BufferSizes)> {
+    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
+    if let Some(send) = buffers.send {
+        socket.set_send_buffer_size(send)?;
+    }
+    if let Some(recv) = buffers.recv {
+        socket.set_recv_buffer_size(recv)?;
+    }
+    socket.set_nonblocking(true)?;
+    socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
+    let actual = BufferSizes::of(SockRef::from(&socket))?;
+    Ok((socket.into(), actual))
 }
 
 impl EchoTransport for UdpTransport {

@@ -78,6 +78,14 @@ impl RelayConfig {
         }
     }
 
+    /// Whether `upstream` is the relay's own listen socket. Every datagram would come
+    /// back as a new client, each hop opening a route and a socket, until `max_routes`.
+    fn relays_to_itself(&self) -> bool {
+        let (l, u) = (self.listen, self.upstream);
+        l.port() == u.port()
+            && (l.ip() == u.ip() || (l.ip().is_unspecified() && u.ip().is_loopback()))
+    }
+
     /// Checks every field's range and the route conditions.
     ///
     /// # Errors
@@ -93,6 +101,13 @@ impl RelayConfig {
                 "upstream",
                 self.upstream.to_string(),
                 "a server address with a non-zero port",
+            ));
+        }
+        if self.relays_to_itself() {
+            return Err(err(
+                "upstream",
+                self.upstream.to_string(),
+                "an address other than the relay's own listen address",
             ));
         }
         if !(1..=65_536).contains(&self.max_routes) {

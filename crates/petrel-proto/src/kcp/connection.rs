@@ -20,6 +20,10 @@ use super::stats::KcpStats;
 const INITIAL_RMT_WND: u16 = 128;
 /// Most fragments per message: `frg` is one byte, and 255 keeps the count in a byte.
 const MAX_FRAGMENTS: usize = 255;
+/// The mss of a 1500-byte Ethernet path over IPv4 (1500 − 20 − 8 − 24 bytes). Segments
+/// up to this size are accepted whatever our own mtu, so peers configured with another
+/// mtu (the legacy servers use 1400, kcptun 1350) interoperate.
+const ETHERNET_MSS: usize = 1448;
 /// Fast retransmit stops after this many transmissions of a segment
 /// (`IKCP_FASTACK_LIMIT`); the timer takes over, so a lossy path does not flood.
 pub(super) const FAST_RESEND_LIMIT: u32 = 5;
@@ -96,6 +100,19 @@ impl Kcp {
     /// Payload bytes per segment, `mtu − 24`.
     pub fn mss(&self) -> usize {
         self.mss
+    }
+
+    /// Largest data-segment payload `input` accepts, bytes: `max(mss, 1448)` (1448 is the
+    /// mss of a 1500-byte Ethernet path). Larger segments are dropped without an ack and
+    /// counted in [`KcpStats::segments_dropped_oversize`]; their sender retransmits them
+    /// until its dead-link limit.
+    ///
+    /// Why: the receive buffer and queue hold `rcv_wnd` segments each, so this bounds
+    /// the receive side at `2 × rcv_wnd × max_segment_payload` bytes (1.5 MB with the
+    /// defaults). The reference accepts any `len`, which lets a peer park 64 KiB in every
+    /// window slot (64 MB per connection with `rcv_wnd` 512).
+    pub fn max_segment_payload(&self) -> usize {
+        self.mss.max(ETHERNET_MSS)
     }
 
     /// Largest message `send` accepts, bytes: `mss × min(rcv_wnd, 255, send_queue_limit)`
@@ -312,6 +329,10 @@ impl Kcp {
     }
 
     fn on_push(&mut self, sn: u32, ts: u32, frg: u8, payload: &[u8], now: Instant) {
+        if payload.len() > self.max_segment_payload() {
+            self.stats.segments_dropped_oversize += 1;
+            return;
+        }
         if !self.rcv.acceptable(sn) {
             self.stats.segments_dropped_window += 1;
             return;

@@ -41,6 +41,9 @@ pub struct KcpStats {
     /// Data segments dropped: beyond the receive window, or part of a message with more
     /// fragments than `rcv_wnd` (which could never be delivered).
     pub segments_dropped_window: u64,
+    /// Data segments dropped, unacknowledged, because their payload exceeded
+    /// [`Kcp::max_segment_payload`](super::Kcp::max_segment_payload) bytes.
+    pub segments_dropped_oversize: u64,
     /// Datagrams rejected by `input` (malformed, wrong conv).
     pub input_errors: u64,
     /// `send` calls refused with `QueueFull`.

@@ -1,0 +1,264 @@
+//! The report page: charts, tables, environment and commands.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use super::svg::{bar_chart, escape, number, Bar, Group};
+use crate::record::{ResultRecord, Spread};
+
+/// The protocol of a record: `parameters.protocol`, else the benchmark name.
+fn protocol(r: &ResultRecord) -> String {
+    r.parameters
+        .get("protocol")
+        .and_then(|p| p.as_str())
+        .map_or_else(|| r.benchmark.clone(), str::to_owned)
+}
+
+/// The case shape shared across protocols, e.g. `1024B-4x16`: the case name
+/// without its protocol prefix.
+fn shape(r: &ResultRecord) -> String {
+    let proto = protocol(r);
+    r.case
+        .strip_prefix(&format!("{proto}-"))
+        .unwrap_or(&r.case)
+        .to_owned()
+}
+
+fn peer(r: &ResultRecord) -> String {
+    r.parameters
+        .get("peer")
+        .and_then(|p| p.as_str())
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Values in first-seen order without repeats.
+fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+fn chart(records: &[ResultRecord], key: &str, title: &str, unit: &str) -> String {
+    let series = ordered(records.iter().map(protocol));
+    let groups: Vec<Group> = ordered(records.iter().map(shape))
+        .into_iter()
+        .map(|label| {
+            let mut bars: Vec<Bar> = records
+                .iter()
+                .filter(|r| shape(r) == label)
+                .filter_map(|r| {
+                    let s = r.summary.get(key)?;
+                    Some(Bar {
+                        series: protocol(r),
+                        value: s.median,
+                        min: s.min,
+                        max: s.max,
+                        case: r.case.clone(),
+                    })
+                })
+                .collect();
+            bars.sort_by_key(|b| series.iter().position(|s| *s == b.series));
+            Group { label, bars }
+        })
+        .collect();
+    bar_chart(title, unit, &series, &groups)
+}
+
+fn spread_cell(s: Option<&Spread>) -> String {
+    match s {
+        Some(s) => format!(
+            "{} <small>({}–{})</small>",
+            number(s.median),
+            number(s.min),
+            number(s.max)
+        ),
+        None => "–".to_owned(),
+    }
+}
+
+fn opt_bytes(v: Option<usize>) -> String {
+    v.map_or_else(|| "OS default".to_owned(), |b| b.to_string())
+}
+
+fn summary_table(out: &mut String, records: &[ResultRecord]) {
+    out.push_str("<h2>Summary</h2><table><tr><th>case</th><th>peer</th><th>rounds</th><th>round trips/s</th><th>p50 RTT µs</th><th>p99 RTT µs</th><th>CPU %</th><th>errors</th><th>ok</th></tr>");
+    for r in records {
+        let errors: u64 = r.errors.values().sum();
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{errors}</td><td class=\"{}\">{}</td></tr>",
+            escape(&r.case),
+            escape(&peer(r)),
+            r.rounds.len(),
+            spread_cell(r.summary.get("round_trips_per_sec")),
+            spread_cell(r.summary.get("rtt_p50_us")),
+            spread_cell(r.summary.get("rtt_p99_us")),
+            spread_cell(r.summary.get("cpu_percent")),
+            if r.ok { "ok" } else { "bad" },
+            if r.ok { "yes" } else { "NO" },
+        );
+    }
+    out.push_str("</table><p>Cells: median (min–max) across rounds.</p>");
+}
+
+fn resource_table(out: &mut String, records: &[ResultRecord]) {
+    out.push_str("<h2>Resources</h2><table><tr><th>case</th><th>peak RSS MiB</th><th>SO_SNDBUF requested</th><th>SO_SNDBUF server / client</th><th>SO_RCVBUF requested</th><th>SO_RCVBUF server / client</th></tr>");
+    for r in records {
+        let rss = r.peak_rss_bytes.map_or_else(
+            || "–".to_owned(),
+            |b| format!("{:.1}", b as f64 / (1024.0 * 1024.0)),
+        );
+        let _ = write!(out, "<tr><td>{}</td><td>{rss}</td>", escape(&r.case));
+        match &r.socket_buffers {
+            Some(b) => {
+                let _ = write!(
+                    out,
+                    "<td>{}</td><td>{} / {}</td><td>{}</td><td>{} / {}</td></tr>",
+                    opt_bytes(b.requested_send),
+                    b.server_send,
+                    b.client_send,
+                    opt_bytes(b.requested_recv),
+                    b.server_recv,
+                    b.client_recv
+                );
+            }
+            None => out.push_str("<td colspan=\"4\">no sockets recorded</td></tr>"),
+        }
+    }
+    out.push_str("</table><p>Buffer sizes in bytes, as read back with getsockopt (Linux reports twice the granted value and caps requests at net.core.wmem_max / rmem_max). Peak RSS is of the whole process at the end of the case.</p>");
+}
+
+/// Each distinct value of one environment field, joined.
+fn distinct(records: &[ResultRecord], f: impl Fn(&ResultRecord) -> String) -> String {
+    let set: BTreeSet<String> = records.iter().map(f).collect();
+    set.into_iter().collect::<Vec<_>>().join("; ")
+}
+
+fn environment(out: &mut String, records: &[ResultRecord]) {
+    let rows: [(&str, String); 8] = [
+        (
+            "git revision",
+            distinct(records, |r| r.build.git_revision.clone()),
+        ),
+        (
+            "tree modified",
+            distinct(records, |r| match r.build.git_dirty {
+                Some(d) => d.to_string(),
+                None => "unknown".to_owned(),
+            }),
+        ),
+        (
+            "rustc",
+            distinct(records, |r| r.build.rustc_version.clone()),
+        ),
+        ("profile", distinct(records, |r| r.build.profile.clone())),
+        ("CPU", distinct(records, |r| r.host.cpu_model.clone())),
+        (
+            "logical cores",
+            distinct(records, |r| r.host.logical_cores.to_string()),
+        ),
+        ("kernel", distinct(records, |r| r.host.kernel.clone())),
+        ("started", distinct(records, |r| r.started_at.clone())),
+    ];
+    out.push_str("<h2>Environment</h2><table>");
+    for (k, v) in rows {
+        let _ = write!(out, "<tr><th>{k}</th><td>{}</td></tr>", escape(&v));
+    }
+    out.push_str("</table>");
+}
+
+/// A command line as a shell would accept it: arguments with characters
+/// outside a safe set are single-quoted.
+fn shell_line(argv: &[String]) -> String {
+    argv.iter()
+        .map(|a| {
+            let safe = !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c));
+            if safe {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', r"'\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn commands(out: &mut String, records: &[ResultRecord]) {
+    out.push_str("<h2>Commands</h2><pre>");
+    for r in records {
+        let _ = writeln!(
+            out,
+            "# {}\n{}",
+            escape(&r.case),
+            escape(&shell_line(&r.command_line))
+        );
+        for round in &r.rounds {
+            if let Some(argv) = round.get("command_line").and_then(|c| c.as_array()) {
+                let argv: Vec<String> = argv
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect();
+                let _ = writeln!(out, "{}", escape(&shell_line(&argv)));
+            }
+        }
+    }
+    out.push_str("</pre>");
+}
+
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1140px}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}td.bad{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;font-size:12px}svg{display:block;margin:12px 0}";
+
+/// The whole page for `records` (one per case, in the given order).
+pub fn render_html(records: &[ResultRecord]) -> String {
+    let all_ok = records.iter().all(|r| r.ok);
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Petrel benchmark report</title><style>{STYLE}</style></head><body><h1>Petrel benchmark report</h1><p>{} result(s); verdict: <b>{}</b>. Compare ratios measured side by side in this run, not absolute figures from other machines (specs/benchmarks.md).</p>",
+        records.len(),
+        if all_ok { "all ok" } else { "NOT all ok" }
+    );
+    out.push_str("<h2>Charts</h2>");
+    out.push_str(&chart(
+        records,
+        "round_trips_per_sec",
+        "Throughput (round trips/s, higher is better)",
+        "round trips/s",
+    ));
+    out.push_str(&chart(
+        records,
+        "rtt_p99_us",
+        "p99 RTT (µs, lower is better)",
+        "µs",
+    ));
+    out.push_str(&chart(
+        records,
+        "cpu_percent",
+        "Process CPU (% of one core, lower is better)",
+        "% of one core",
+    ));
+    out.push_str("<p>Bars: median across rounds; whiskers: min and max.</p>");
+    summary_table(&mut out, records);
+    resource_table(&mut out, records);
+    environment(&mut out, records);
+    commands(&mut out, records);
+    out.push_str("</body></html>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_quoting() {
+        let argv = ["petrel", "bench", "--x", "a b", "it's", ""].map(str::to_owned);
+        assert_eq!(shell_line(&argv), r"petrel bench --x 'a b' 'it'\''s' ''");
+    }
+}

@@ -1,0 +1,125 @@
+//! The static HTML report: `report.html` rendered from the JSON result files
+//! of one directory alone (`specs/benchmarks.md`, "A report is rendered from
+//! these JSON files alone").
+//!
+//! The page is self-contained: inline SVG charts (throughput, p99 RTT and
+//! CPU per case, grouped by case shape with one bar per protocol and min/max
+//! whiskers across rounds), a summary table, a resource table (peak RSS,
+//! requested and actual socket buffers), the environment (git revision,
+//! rustc, CPU, kernel) and the exact command of every result. It loads no
+//! script, font, style sheet or image from anywhere.
+
+mod html;
+pub mod svg;
+
+use std::path::{Path, PathBuf};
+
+pub use html::render_html;
+
+use crate::record::ResultRecord;
+
+/// File name the report is written to inside the results directory.
+pub const REPORT_FILE: &str = "report.html";
+
+/// Most result files one report reads; a directory with more is refused
+/// rather than rendered into an unreadable page.
+pub const MAX_RECORDS: usize = 1000;
+
+/// Why a report could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum ReportError {
+    /// The directory could not be listed or a file not read or written.
+    #[error("cannot {what} {path}: {source}")]
+    Io {
+        /// `"read"`, `"list"` or `"write"`.
+        what: &'static str,
+        /// The path concerned.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A `.json` file is not a Petrel result record.
+    #[error("{path} is not a Petrel result record: {source}")]
+    Parse {
+        /// The offending file.
+        path: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+    /// No `.json` result files in the directory.
+    #[error("no JSON result files in {0}")]
+    Empty(String),
+    /// More than [`MAX_RECORDS`] result files.
+    #[error("{path} holds {count} JSON files; at most {MAX_RECORDS} are rendered")]
+    TooMany {
+        /// The directory.
+        path: String,
+        /// How many `.json` files it holds.
+        count: usize,
+    },
+}
+
+fn io_error(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ReportError {
+    let path = path.display().to_string();
+    move |source| ReportError::Io { what, path, source }
+}
+
+/// Protocols in report order: the baseline, Petrel, the peers over UDP,
+/// then the TCP-based ones; others follow in name order.
+const PROTOCOL_ORDER: [&str; 6] = ["udp", "rudp", "kcp", "quic", "tcp", "websocket"];
+
+fn protocol_rank(r: &ResultRecord) -> usize {
+    let proto = r.parameters.get("protocol").and_then(|p| p.as_str());
+    PROTOCOL_ORDER
+        .iter()
+        .position(|p| Some(*p) == proto)
+        .unwrap_or(PROTOCOL_ORDER.len())
+}
+
+/// Reads every `*.json` file directly in `dir` as a [`ResultRecord`],
+/// ordered by protocol (see `PROTOCOL_ORDER`), then case name.
+///
+/// # Errors
+/// [`ReportError`]: unreadable directory or file, a file that is not a
+/// record, no records, or more than [`MAX_RECORDS`].
+pub fn load_records(dir: &Path) -> Result<Vec<ResultRecord>, ReportError> {
+    let mut paths = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io_error("list", dir))? {
+        let path = entry.map_err(io_error("list", dir))?.path();
+        if path.extension().is_some_and(|e| e == "json") && path.is_file() {
+            paths.push(path);
+        }
+    }
+    if paths.is_empty() {
+        return Err(ReportError::Empty(dir.display().to_string()));
+    }
+    if paths.len() > MAX_RECORDS {
+        return Err(ReportError::TooMany {
+            path: dir.display().to_string(),
+            count: paths.len(),
+        });
+    }
+    let mut records = paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).map_err(io_error("read", path))?;
+            serde_json::from_str(&text).map_err(|source| ReportError::Parse {
+                path: path.display().to_string(),
+                source,
+            })
+        })
+        .collect::<Result<Vec<ResultRecord>, _>>()?;
+    records.sort_by(|a, b| (protocol_rank(a), &a.case).cmp(&(protocol_rank(b), &b.case)));
+    Ok(records)
+}
+
+/// Renders `dir/report.html` from the result files in `dir`; returns its path.
+///
+/// # Errors
+/// As [`load_records`], or [`ReportError::Io`] when writing fails.
+pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
+    let records = load_records(dir)?;
+    let path = dir.join(REPORT_FILE);
+    std::fs::write(&path, render_html(&records)).map_err(io_error("write", &path))?;
+    Ok(path)
+}

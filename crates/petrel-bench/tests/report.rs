@@ -1,0 +1,124 @@
+//! The HTML report rendered from committed fixture results.
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+use petrel_bench::report::svg::number;
+use petrel_bench::report::{load_records, render_html, write_report, ReportError, REPORT_FILE};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+/// A fresh scratch directory under the target dir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+const CASES: [&str; 4] = [
+    "udp-1024B-4x16",
+    "kcp-1024B-1x1",
+    "quic-1024B-4x16",
+    "websocket-1024B-1x1",
+];
+
+#[test]
+fn report_has_titles_a_bar_per_case_and_the_numbers() {
+    let records = load_records(&fixtures()).unwrap();
+    assert_eq!(records.len(), 4);
+    let order: Vec<&str> = records.iter().map(|r| r.case.as_str()).collect();
+    assert_eq!(
+        order, CASES,
+        "protocol order udp, rudp, kcp, quic, tcp, websocket"
+    );
+    let html = render_html(&records);
+    for title in [
+        "<title>Petrel benchmark report</title>",
+        "Throughput (round trips/s",
+        "p99 RTT (µs",
+        "Process CPU (%",
+        "<h2>Resources</h2>",
+        "<h2>Environment</h2>",
+        "<h2>Commands</h2>",
+    ] {
+        assert!(html.contains(title), "missing {title}");
+    }
+    // Three charts, one bar per case in each.
+    assert_eq!(
+        html.matches(r#"<rect class="bar""#).count(),
+        3 * CASES.len()
+    );
+    assert_eq!(
+        html.matches(r#"<g class="whisker""#).count(),
+        3 * CASES.len()
+    );
+    for case in CASES {
+        assert_eq!(html.matches(&format!(r#"data-case="{case}""#)).count(), 3);
+    }
+    for r in &records {
+        for key in ["round_trips_per_sec", "rtt_p99_us", "cpu_percent"] {
+            let s = r.summary[key];
+            for v in [s.median, s.min, s.max] {
+                assert!(html.contains(&number(v)), "{} {key} {v}", r.case);
+            }
+        }
+        assert!(html.contains(&r.build.git_revision));
+        assert!(html.contains(&r.host.kernel));
+        let rss_mib = format!("{:.1}", r.peak_rss_bytes.unwrap() as f64 / 1048576.0);
+        assert!(html.contains(&rss_mib));
+        let buffers = r.socket_buffers.unwrap();
+        assert!(html.contains(&buffers.server_recv.to_string()));
+        assert!(html.contains(&r.command_line[1..].join(" ")));
+    }
+    for peer in ["tokio_kcp 0.", "quinn 0.11.", "tokio-tungstenite 0."] {
+        assert!(html.contains(peer), "missing peer {peer}");
+    }
+    assert!(html.contains("all ok"));
+}
+
+#[test]
+fn report_is_self_contained() {
+    let html = render_html(&load_records(&fixtures()).unwrap());
+    for external in [
+        "http://", "https://", "<script", "<link", "src=", "url(", "@import",
+    ] {
+        assert!(!html.contains(external), "external reference {external}");
+    }
+}
+
+#[test]
+fn write_report_writes_next_to_the_results() {
+    let dir = scratch("report-write");
+    for case in CASES {
+        let name = format!("{case}.json");
+        std::fs::copy(fixtures().join(&name), dir.join(&name)).unwrap();
+    }
+    let path = write_report(&dir).unwrap();
+    assert_eq!(path, dir.join(REPORT_FILE));
+    let html = std::fs::read_to_string(&path).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    // The report itself is not read back as a result on a second run.
+    write_report(&dir).unwrap();
+}
+
+#[test]
+fn bad_directories_are_clear_errors() {
+    let empty = scratch("report-empty");
+    assert!(matches!(load_records(&empty), Err(ReportError::Empty(_))));
+
+    let bad = scratch("report-bad");
+    std::fs::write(bad.join("broken.json"), "{\"schema_version\": 1").unwrap();
+    let err = load_records(&bad).unwrap_err();
+    assert!(matches!(err, ReportError::Parse { .. }));
+    assert!(err.to_string().contains("broken.json"), "{err}");
+
+    let missing = empty.join("no-such-dir");
+    assert!(matches!(
+        load_records(&missing),
+        Err(ReportError::Io { .. })
+    ));
+}
