@@ -9,6 +9,9 @@
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
 //!   small transport trait, with raw UDP, TCP, Petrel RUDP and peer-library
 //!   (WebSocket, KCP, QUIC) adapters;
+//! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
+//!   the `petrel-netem` relay; it builds its own runtimes because the runtime
+//!   layout is one of its parameters;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`table`]: the side-by-side summary table;
 //! - [`matrix`]: the TOML case matrix of `petrel bench matrix` and the merge
@@ -18,8 +21,9 @@
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
-//! runtime and the command line (`petrel-cli` builds both). The RUDP (§B),
-//! goodput (§C) and fan-out (§D) benchmarks are not implemented yet.
+//! runtime of the loopback suite and the command line (`petrel-cli` builds
+//! both). The goodput (§C) and fan-out (§D) benchmarks are not implemented
+//! yet.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -29,4 +33,5 @@ pub mod matrix;
 pub mod measure;
 pub mod record;
 pub mod report;
+pub mod rudp_bench;
 pub mod table;

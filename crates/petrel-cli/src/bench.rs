@@ -59,6 +59,8 @@ enum BenchCommand {
     Echo(EchoArgs),
     /// The impairment relay's forwarding ceiling and delay accuracy.
     Netem(crate::netem::NetemBenchArgs),
+    /// RUDP echo through the impairment relay (specs/benchmarks.md §B).
+    Rudp(Box<crate::bench_rudp::RudpBenchArgs>),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
     /// DraARLv1 voice fan-out load test against an in-process reflector (§D).
@@ -148,6 +150,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
     let outcome = match args.command {
         None => suite(&args.suite),
         Some(BenchCommand::Echo(echo)) => echo_command(&echo),
+        Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(*rudp),
         Some(BenchCommand::Matrix(m)) => matrix_command(&m),
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Reflector(r)) => {

@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_idle;
+mod bench_rudp;
 mod matrix;
 mod netem;
 mod reflector;

@@ -9,6 +9,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
+use petrel_bench::measure::peak_rss_bytes;
+use petrel_bench::record::{ResultRecord, Spread};
 use petrel_netem::bench::{AccuracyConfig, CeilingConfig};
 use petrel_netem::{BurstLoss, GilbertElliott, LinkStats, Profile, Relay, RelayConfig, RelayStats};
 use serde::Serialize;
@@ -251,7 +253,7 @@ fn print_stats(s: &RelayStats) {
 /// Fails before a run, not after it, when `--json` names a file that cannot be written
 /// (the report is only written at the end). Creates the file if missing and leaves an
 /// existing one as it is until the report replaces it.
-fn check_writable(path: Option<&Path>) -> anyhow::Result<()> {
+pub(crate) fn check_writable(path: Option<&Path>) -> anyhow::Result<()> {
     match path {
         Some(p) if p.as_os_str() != "-" => {
             std::fs::OpenOptions::new()
@@ -386,6 +388,14 @@ pub struct NetemBenchArgs {
     json: Option<PathBuf>,
 }
 
+fn mode_name(mode: BenchMode) -> &'static str {
+    match mode {
+        BenchMode::Ceiling => "ceiling",
+        BenchMode::Accuracy => "accuracy",
+        BenchMode::Both => "both",
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
 enum BenchMode {
@@ -394,51 +404,21 @@ enum BenchMode {
     Both,
 }
 
-#[derive(Serialize)]
-struct BenchReport {
-    schema_version: u32,
-    benchmark: &'static str,
-    command: Vec<String>,
-    start_time: String,
-    host: Host,
-    parameters: BenchParameters,
-    ceiling: Option<petrel_netem::bench::CeilingResult>,
-    delay_accuracy: Option<petrel_netem::bench::AccuracyResult>,
-    ok: bool,
-}
-
+/// Every parameter of `petrel bench netem`, as recorded in the result's `parameters`.
 #[derive(Serialize)]
 struct BenchParameters {
     mode: BenchMode,
     ceiling: CeilingConfig,
     accuracy: AccuracyConfig,
-}
-
-#[derive(Serialize)]
-struct Host {
-    cpu_model: Option<String>,
-    cores: usize,
-    kernel: Option<String>,
     /// /proc/loadavg at the start: the machine is shared, and load moves the numbers.
-    loadavg: Option<String>,
+    loadavg_at_start: Option<String>,
 }
 
-fn host() -> Host {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    Host {
-        cpu_model: cpuinfo
-            .lines()
-            .find(|l| l.starts_with("model name"))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, m)| m.trim().to_owned()),
-        cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|k| k.trim().to_owned()),
-        loadavg: std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .map(|l| l.trim().to_owned()),
-    }
+/// The one round of `petrel bench netem`: whichever measurements ran.
+#[derive(Serialize)]
+struct BenchRound {
+    ceiling: Option<petrel_netem::bench::CeilingResult>,
+    delay_accuracy: Option<petrel_netem::bench::AccuracyResult>,
 }
 
 /// `petrel bench netem`: runs the measurements, prints a summary, writes JSON.
@@ -448,8 +428,9 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e:#}");
         return Ok(ExitCode::from(2));
     }
-    let host = host();
-    let start_time = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    let loadavg_at_start = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.trim().to_owned());
     let batch = usize::from(args.batch);
     let ceiling_cfg = CeilingConfig {
         payload: usize::from(args.payload),
@@ -494,23 +475,51 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let report = BenchReport {
-        schema_version: 1,
-        benchmark: "netem",
-        command: std::env::args().collect(),
-        start_time,
-        host,
-        parameters: BenchParameters {
-            mode: args.mode,
-            ceiling: ceiling_cfg,
-            accuracy: accuracy_cfg,
-        },
+    let parameters = BenchParameters {
+        mode: args.mode,
+        ceiling: ceiling_cfg,
+        accuracy: accuracy_cfg,
+        loadavg_at_start,
+    };
+    let mut record = ResultRecord::begin(
+        "netem",
+        &format!("netem-{}", mode_name(args.mode)),
+        &parameters,
+    )?;
+    let headline = [
+        ("ceiling_pps", ceiling.as_ref().map(|c| c.pps)),
+        ("ceiling_gbit_per_s", ceiling.as_ref().map(|c| c.gbit_per_s)),
+        (
+            "relay_lateness_p99_us",
+            delay_accuracy.as_ref().map(|a| a.relay_lateness.p99_us),
+        ),
+        (
+            "end_to_end_excess_p99_us",
+            delay_accuracy.as_ref().map(|a| a.end_to_end_excess.p99_us),
+        ),
+    ];
+    for (key, value) in headline {
+        if let Some(spread) = value.and_then(|v| Spread::of(&[v])) {
+            record.summary.insert(key.to_owned(), spread);
+        }
+    }
+    let silent = |received: Option<u64>| u64::from(received == Some(0));
+    record.errors.insert(
+        "ceiling_no_traffic".to_owned(),
+        silent(ceiling.as_ref().map(|c| c.received)),
+    );
+    record.errors.insert(
+        "accuracy_no_traffic".to_owned(),
+        silent(delay_accuracy.as_ref().map(|a| a.received)),
+    );
+    record.push_round(&BenchRound {
         ceiling,
         delay_accuracy,
-        ok,
-    };
+    })?;
+    record.peak_rss_bytes = peak_rss_bytes();
+    record.ok = ok;
     if let Some(path) = &args.json {
-        write_json(path, &report)?;
+        write_json(path, &record)?;
     }
     Ok(if ok {
         ExitCode::SUCCESS

@@ -46,6 +46,8 @@ pub struct Route<P> {
     upstream: Link<P>,
     downstream: Link<P>,
     capacity: RouteCapacity,
+    peak_held_bytes: usize,
+    peak_held_packets: usize,
 }
 
 impl<P: Packet> Route<P> {
@@ -62,6 +64,8 @@ impl<P: Packet> Route<P> {
                 stream_rng(seed, route_index, Direction::Downstream),
             ),
             capacity: config.capacity,
+            peak_held_bytes: 0,
+            peak_held_packets: 0,
         }
     }
 
@@ -90,13 +94,28 @@ impl<P: Packet> Route<P> {
         self.upstream.held_bytes() + self.downstream.held_bytes()
     }
 
+    /// Most bytes both directions held at once since the route was created: what
+    /// the emulated path stored for this client (compare with the capacity).
+    pub fn peak_held_bytes(&self) -> usize {
+        self.peak_held_bytes
+    }
+
+    /// Most packets both directions held at once since the route was created.
+    pub fn peak_held_packets(&self) -> usize {
+        self.peak_held_packets
+    }
+
     /// Offers a packet that arrived at `now` travelling in `direction`.
     pub fn offer(&mut self, direction: Direction, now: Instant, packet: P) -> Verdict {
         let mut room = Room {
             bytes: self.capacity.bytes.saturating_sub(self.held_bytes()),
             packets: self.capacity.packets.saturating_sub(self.held_packets()),
         };
-        self.link_mut(direction).offer(now, packet, &mut room)
+        let verdict = self.link_mut(direction).offer(now, packet, &mut room);
+        // Holdings only grow on offer, so the peak is exact when tracked here.
+        self.peak_held_bytes = self.peak_held_bytes.max(self.held_bytes());
+        self.peak_held_packets = self.peak_held_packets.max(self.held_packets());
+        verdict
     }
 
     /// Releases the earliest packet of `direction` due at or before `now`.

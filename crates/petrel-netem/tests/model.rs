@@ -332,6 +332,25 @@ fn route_capacity_bounds_both_directions_together() {
 }
 
 #[test]
+fn peak_held_is_the_most_held_at_once_over_both_directions() {
+    let mut r = route(LinkConfig {
+        delay: Duration::from_millis(10),
+        ..Default::default()
+    });
+    let t0 = Instant::now();
+    r.offer(Upstream, t0, Pkt { id: 0, len: 100 });
+    r.offer(Downstream, t0, Pkt { id: 1, len: 300 });
+    assert_eq!((r.peak_held_bytes(), r.peak_held_packets()), (400, 2));
+    // After both are released, a single smaller packet does not lower the peak.
+    let later = t0 + Duration::from_millis(10);
+    while r.poll_transmit(Upstream, later).is_some() {}
+    while r.poll_transmit(Downstream, later).is_some() {}
+    assert_eq!(r.held_bytes(), 0);
+    r.offer(Upstream, later, Pkt { id: 2, len: 50 });
+    assert_eq!((r.peak_held_bytes(), r.peak_held_packets()), (400, 2));
+}
+
+#[test]
 fn invalid_configuration_names_the_field() {
     let bad = [
         (

@@ -52,6 +52,11 @@ pub struct RouteReport {
     pub upstream_local: Option<SocketAddr>,
     /// Time since the route's first packet, in ms.
     pub age_ms: f64,
+    /// Most payload bytes the route (both directions) held at once, queued or
+    /// delayed ([`crate::Route::peak_held_bytes`]).
+    pub peak_held_bytes: u64,
+    /// Most packets the route held at once.
+    pub peak_held_packets: u64,
     /// Client → server.
     pub upstream: DirectionReport,
     /// Server → client.

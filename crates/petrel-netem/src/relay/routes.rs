@@ -118,6 +118,8 @@ impl RouteTable {
                     client: s.client,
                     upstream_local: s.socket.local_addr().ok(),
                     age_ms: age.as_secs_f64() * 1e3,
+                    peak_held_bytes: s.route.peak_held_bytes() as u64,
+                    peak_held_packets: s.route.peak_held_packets() as u64,
                     upstream: DirectionReport::new(*up.stats(), up.config(), age),
                     downstream: DirectionReport::new(*down.stats(), down.config(), age),
                 }

@@ -1,0 +1,285 @@
+//! `petrel bench rudp`: RUDP echo through the impairment relay
+//! (`specs/benchmarks.md` §B).
+//!
+//! Exit codes: 0 when the result is `ok`, 1 when it is not or the run failed, 2 for
+//! invalid arguments.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::{Args, ValueEnum};
+use petrel_bench::echo::EchoConfig;
+use petrel_bench::rudp_bench::{
+    run_rudp_bench, FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpBenchError,
+    RudpBenchReport,
+};
+use petrel_bench::table;
+use petrel_netem::Profile;
+
+/// Exit code for invalid arguments (the same as clap's parse errors).
+const EXIT_USAGE: u8 = 2;
+
+/// Impairment profiles of §B.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ProfileArg {
+    /// No impairment.
+    None,
+    /// 5 % loss, 10 ms one-way, 1 % duplication, 5 % reordered by +15 ms.
+    Random,
+    /// 3 of every 100 dropped, plus random's delay, duplication and reordering.
+    Burst,
+    /// burst + 2 % random loss; defaults to 120 s, 4096 B, window 16.
+    Soak,
+}
+
+impl From<ProfileArg> for Profile {
+    fn from(p: ProfileArg) -> Self {
+        match p {
+            ProfileArg::None => Profile::None,
+            ProfileArg::Random => Profile::Random,
+            ProfileArg::Burst => Profile::Burst,
+            ProfileArg::Soak => Profile::Soak,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IoModelArg {
+    /// One runtime with --io-threads workers.
+    Shared,
+    /// --io-threads single-thread runtimes; clients dealt out round-robin.
+    Sharded,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FecArg {
+    /// ARQ only.
+    None,
+    /// Fixed 8 data + 2 parity shards per group.
+    Fixed,
+    /// Up to 8 data + 4 parity shards, parity from the peer's loss reports.
+    Adaptive,
+}
+
+/// Arguments of `petrel bench rudp`.
+#[derive(Debug, Args)]
+pub struct RudpBenchArgs {
+    /// Message size including the 16-byte header (bytes, 16..=65507). Default 1024
+    /// (4096 with --profile soak).
+    #[arg(long)]
+    payload: Option<usize>,
+    /// Concurrent clients (1..=1024).
+    #[arg(long, default_value_t = 4)]
+    clients: usize,
+    /// Messages in flight per client (1..=4096).
+    #[arg(long, default_value_t = 16)]
+    window: usize,
+    /// Runtime layout.
+    #[arg(long, value_enum, default_value_t = IoModelArg::Shared)]
+    io_model: IoModelArg,
+    /// Workers of the shared runtime (1 = current-thread), or number of shards (1..=64).
+    #[arg(long, default_value_t = 1)]
+    io_threads: usize,
+    /// Forward error correction.
+    #[arg(long, value_enum, default_value_t = FecArg::None)]
+    fec: FecArg,
+    /// Impairment of both directions.
+    #[arg(long, value_enum, default_value_t = ProfileArg::None)]
+    profile: ProfileArg,
+    /// Override: random loss per direction (%).
+    #[arg(long, value_name = "PERCENT")]
+    loss: Option<f64>,
+    /// Override: one-way delay (ms).
+    #[arg(long, value_name = "MS")]
+    delay_ms: Option<f64>,
+    /// Override: duplication per direction (%).
+    #[arg(long, value_name = "PERCENT")]
+    duplicate: Option<f64>,
+    /// Override: share of packets reordered by the profile's extra delay (%).
+    #[arg(long, value_name = "PERCENT")]
+    reorder: Option<f64>,
+    /// Measured seconds (> 0). Default 3 (120 with --profile soak).
+    #[arg(long, value_parser = parse_seconds)]
+    seconds: Option<Duration>,
+    /// Warm-up seconds (>= 0).
+    #[arg(long, default_value = "2", value_parser = parse_seconds)]
+    warmup: Duration,
+    /// Rounds (1..=100); round i seeds the relay with seed + i.
+    #[arg(long, default_value_t = 3)]
+    rounds: u32,
+    /// Seed of round 0.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+}
+
+fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
+}
+
+fn percent(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
+    match v {
+        Some(p) if !(p.is_finite() && (0.0..=100.0).contains(&p)) => Err(format!(
+            "invalid {flag} = {p}: must be a percentage in 0..=100"
+        )),
+        other => Ok(other.map(|p| p / 100.0)),
+    }
+}
+
+fn config(args: &RudpBenchArgs) -> Result<RudpBenchConfig, String> {
+    let soak = args.profile == ProfileArg::Soak;
+    let delay = match args.delay_ms {
+        Some(ms) => Some(
+            Duration::try_from_secs_f64(ms / 1e3)
+                .map_err(|_| format!("invalid delay-ms = {ms}: must be in 0..=60000 ms"))?,
+        ),
+        None => None,
+    };
+    Ok(RudpBenchConfig {
+        echo: EchoConfig {
+            payload: args.payload.unwrap_or(if soak { 4096 } else { 1024 }),
+            clients: args.clients,
+            window: args.window,
+            warmup: args.warmup,
+            measured: args
+                .seconds
+                .unwrap_or(Duration::from_secs(if soak { 120 } else { 3 })),
+            rounds: args.rounds,
+        },
+        io_model: match args.io_model {
+            IoModelArg::Shared => IoModel::Shared,
+            IoModelArg::Sharded => IoModel::Sharded,
+        },
+        io_threads: args.io_threads,
+        fec: match args.fec {
+            FecArg::None => FecMode::None,
+            FecArg::Fixed => FecMode::Fixed,
+            FecArg::Adaptive => FecMode::Adaptive,
+        },
+        profile: args.profile.into(),
+        overrides: LinkOverrides {
+            loss: percent("loss", args.loss)?,
+            delay,
+            duplicate: percent("duplicate", args.duplicate)?,
+            reorder: percent("reorder", args.reorder)?,
+        },
+        seed: args.seed,
+    })
+}
+
+fn usage(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("error: {msg}");
+    ExitCode::from(EXIT_USAGE)
+}
+
+/// Runs `petrel bench rudp`; returns the process exit code.
+pub fn main(args: RudpBenchArgs) -> ExitCode {
+    let cfg = match config(&args) {
+        Ok(cfg) => cfg,
+        Err(msg) => return usage(msg),
+    };
+    if let Err(e) = cfg.validate() {
+        return usage(e);
+    }
+    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
+        return usage(format!("{e:#}"));
+    }
+    let report = match run_rudp_bench(&cfg) {
+        Ok(r) => r,
+        Err(RudpBenchError::Config(e)) => return usage(e),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match output(&report, args.json.as_deref()) {
+        Ok(()) if report.record.ok => ExitCode::SUCCESS,
+        Ok(()) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The summary table plus the §B figures the echo table has no columns for.
+fn render(report: &RudpBenchReport) -> String {
+    let mut text = table::render(&[report.summary_row()]);
+    let s = &report.record.summary;
+    let fig = |key: &str, decimals: usize| {
+        s.get(key).map_or_else(
+            || "-".to_owned(),
+            |v| {
+                format!(
+                    "{:.d$} [{:.d$}..{:.d$}]",
+                    v.median,
+                    v.min,
+                    v.max,
+                    d = decimals
+                )
+            },
+        )
+    };
+    text.push_str(&format!(
+        "median [min..max] over {} rounds:\n",
+        report.rounds.len()
+    ));
+    for (label, key, decimals) in [
+        ("RTT p95 µs", "rtt_p95_us", 0),
+        ("RTT max µs", "rtt_max_us", 0),
+        ("overhead %", "overhead_percent", 1),
+        (
+            "retransmissions / 1000 rt",
+            "retransmissions_per_1000_rt",
+            1,
+        ),
+        ("measured loss %", "measured_loss_percent", 2),
+        ("relay route peak bytes", "relay_route_peak_bytes", 0),
+        ("peak RSS bytes", "peak_rss_bytes", 0),
+        ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
+        (
+            "FEC retained bytes (100 ms samples, peak)",
+            "fec_sampled_peak_retained_bytes",
+            0,
+        ),
+        ("FEC max parity", "fec_max_parity", 0),
+        ("FEC policy changes", "fec_policy_changes", 0),
+    ] {
+        if key.starts_with("fec_") && !s.contains_key(key) {
+            continue;
+        }
+        text.push_str(&format!("  {label}: {}\n", fig(key, decimals)));
+    }
+    if let Some(r) = report.rounds.first() {
+        text.push_str(&format!(
+            "configured loss: {:.2} % per direction\n",
+            r.relay.configured_loss * 100.0
+        ));
+    }
+    text
+}
+
+fn output(report: &RudpBenchReport, json: Option<&Path>) -> anyhow::Result<()> {
+    let text = render(report);
+    match json {
+        Some(path) if path == Path::new("-") => {
+            eprint!("{text}");
+            println!("{}", report.record.to_json()?);
+        }
+        Some(path) => {
+            print!("{text}");
+            report
+                .record
+                .write_json(path)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        None => print!("{text}"),
+    }
+    Ok(())
+}
