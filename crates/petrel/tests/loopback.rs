@@ -458,7 +458,7 @@ async fn a_fresh_endpoint_sends_its_first_datagram() {
     let client = Endpoint::bind(localhost(), EndpointConfig::default())
         .await
         .unwrap();
-    client.connect(addr).await.unwrap();
+    let _conn = client.connect(addr).await.unwrap();
     let stats = client.stats();
     // INITIAL, then INITIAL with the cookie: nothing dropped, nothing resent.
     assert_eq!(stats.unattached_send_dropped, 0, "{stats:?}");
