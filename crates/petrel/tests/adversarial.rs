@@ -3,8 +3,6 @@
 //!
 //! The attacker speaks the protocol through the sans-IO cores of `petrel-proto` over a
 //! plain tokio socket, so it can do what no `Endpoint` would: forge, replay, skip, lie.
-//! Tests marked `#[ignore = "finding: ..."]` reproduce a bug reported to the runtime's
-//! owner; they pass once it is fixed.
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
