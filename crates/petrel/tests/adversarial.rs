@@ -613,7 +613,20 @@ async fn peer_that_never_reads_gets_backpressure() {
 /// endpoint under a live connection. Nothing hangs and the peer sees a clean end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn close_races_end_cleanly() {
-    let (_server, addr) = echo_server(EndpointConfig::server()).await;
+    // The peer reads and discards: an echoing peer would stop reading once this client's
+    // receive window filled with unread echoes, and no flush could ever finish.
+    let server = std::sync::Arc::new(
+        Endpoint::bind(localhost(), EndpointConfig::server())
+            .await
+            .unwrap(),
+    );
+    let addr = server.local_addr();
+    let acceptor = server.clone();
+    tokio::spawn(async move {
+        while let Some(conn) = acceptor.accept().await {
+            tokio::spawn(async move { while let Ok(Some(_)) = conn.recv().await {} });
+        }
+    });
     let client = Endpoint::bind(localhost(), EndpointConfig::default())
         .await
         .unwrap();
