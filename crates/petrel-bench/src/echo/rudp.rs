@@ -97,17 +97,20 @@ async fn serve(endpoint: Endpoint, stats: Arc<ServerStats>) {
     let mut tasks = tokio::task::JoinSet::new();
     while let Some(conn) = endpoint.accept().await {
         let stats = Arc::clone(&stats);
-        tasks.spawn(async move {
-            while let Ok(Some(msg)) = conn.recv().await {
-                match conn.send(msg).await {
-                    Ok(()) => stats.count_echo(),
-                    Err(_) => {
-                        stats.count_error();
-                        break;
-                    }
-                }
+        tasks.spawn(echo_connection(conn, stats));
+    }
+}
+
+/// Echoes every message of one server-side connection until it ends.
+pub(crate) async fn echo_connection(conn: Connection, stats: Arc<ServerStats>) {
+    while let Ok(Some(msg)) = conn.recv().await {
+        match conn.send(msg).await {
+            Ok(()) => stats.count_echo(),
+            Err(_) => {
+                stats.count_error();
+                break;
             }
-        });
+        }
     }
 }
 

@@ -272,17 +272,7 @@ async fn serve(endpoint: Arc<Endpoint>, stats: Arc<ServerStats>, handles: Arc<Mu
         // bounded too.
         lock(&handles).server_conns.push(conn.clone());
         let stats = Arc::clone(&stats);
-        tasks.spawn(async move {
-            while let Ok(Some(msg)) = conn.recv().await {
-                match conn.send(msg).await {
-                    Ok(()) => stats.count_echo(),
-                    Err(_) => {
-                        stats.count_error();
-                        break;
-                    }
-                }
-            }
-        });
+        tasks.spawn(crate::echo::rudp::echo_connection(conn, stats));
     }
 }
 
