@@ -79,6 +79,9 @@ class HqServer(QuicConnectionProtocol):
         pending = self._requests.get(stream_id, b"")
         if pending is None:
             return
+        if stream_id & 0x2:
+            self._refuse(stream_id, "request on a unidirectional stream")
+            return
         request = pending + event.data
         if len(request) > MAX_REQUEST_BYTES:
             self._refuse(stream_id, "request longer than %d bytes" % MAX_REQUEST_BYTES)
@@ -97,7 +100,9 @@ class HqServer(QuicConnectionProtocol):
     def _refuse(self, stream_id, reason):
         print("aioquic_peer: stream %d refused: %s" % (stream_id, reason), file=sys.stderr)
         self._requests[stream_id] = None
-        self._quic.reset_stream(stream_id, REFUSED)
+        if not stream_id & 0x2:
+            # Only a bidirectional stream has a direction for the response to reset.
+            self._quic.reset_stream(stream_id, REFUSED)
         self._quic.stop_stream(stream_id, REFUSED)
         self.transmit()
 
