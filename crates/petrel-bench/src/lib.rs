@@ -14,6 +14,8 @@
 //!   layout is one of its parameters;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`table`]: the side-by-side summary table;
+//! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
+//!   the cases of one run;
 //! - [`matrix`]: the TOML case matrix of `petrel bench matrix` and the merge
 //!   of per-round results into one record per case;
 //! - [`report`]: the self-contained HTML report rendered from a directory of
@@ -31,6 +33,7 @@ pub mod echo;
 pub mod idle;
 pub mod matrix;
 pub mod measure;
+pub mod ratios;
 pub mod record;
 pub mod report;
 pub mod rudp_bench;

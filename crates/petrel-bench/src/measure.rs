@@ -20,11 +20,36 @@ pub fn process_cpu_time() -> Option<Duration> {
     Some(timeval(usage.ru_utime) + timeval(usage.ru_stime))
 }
 
-/// Peak resident set size of this process (bytes), or `None` if `getrusage`
-/// fails. Linux reports `ru_maxrss` in KiB.
+/// Peak resident set size of this process (bytes) since it started or since the
+/// last successful [`reset_peak_rss`]: `VmHWM` of `/proc/self/status`, else
+/// `getrusage`'s `ru_maxrss` (which no reset affects); `None` if both fail.
 pub fn peak_rss_bytes() -> Option<u64> {
-    let usage = rusage_self()?;
-    u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+    vm_hwm_bytes().or_else(|| {
+        let usage = rusage_self()?;
+        // Linux reports `ru_maxrss` in KiB.
+        u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
+    })
+}
+
+/// Resets the kernel's peak-RSS mark (`VmHWM`) to the current RSS, so that
+/// [`peak_rss_bytes`] covers only what runs next; used between the cases of
+/// one process. Writes `5` to `/proc/self/clear_refs` (Linux ≥ 4.0,
+/// `proc(5)`); returns whether the kernel accepted it.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+fn vm_hwm_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 fn rusage_self() -> Option<libc::rusage> {
@@ -150,6 +175,22 @@ pub struct Percentiles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_rss_reset_forgets_a_freed_allocation() {
+        const BIG: usize = 64 << 20;
+        let before = peak_rss_bytes().unwrap();
+        // Touch every page so it is resident; large allocations are mmap'd and
+        // go back to the kernel when dropped.
+        let big = vec![1u8; BIG];
+        assert!(big.iter().step_by(4096).all(|&b| b == 1));
+        let peak = peak_rss_bytes().unwrap();
+        assert!(peak >= before + BIG as u64 / 2, "{peak} vs {before}");
+        drop(big);
+        assert!(reset_peak_rss(), "/proc/self/clear_refs not writable");
+        let after = peak_rss_bytes().unwrap();
+        assert!(after + BIG as u64 / 2 <= peak, "{after} vs {peak}");
+    }
 
     #[test]
     fn percentiles_of_a_known_distribution() {

@@ -19,21 +19,27 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-const CASES: [&str; 4] = [
+const CASES: [&str; 7] = [
     "udp-1024B-4x16",
+    "rudp-1024B-4x16",
     "kcp-1024B-1x1",
     "quic-1024B-4x16",
     "websocket-1024B-1x1",
+    "rudp-random-arq-1024B-4x16",
+    "rudp-random-fec-adaptive-1024B-4x16",
 ];
+
+/// The two results through the emulator also get a network-overhead chart.
+const IMPAIRED: usize = 2;
 
 #[test]
 fn report_has_titles_a_bar_per_case_and_the_numbers() {
     let records = load_records(&fixtures()).unwrap();
-    assert_eq!(records.len(), 4);
+    assert_eq!(records.len(), CASES.len());
     let order: Vec<&str> = records.iter().map(|r| r.case.as_str()).collect();
     assert_eq!(
         order, CASES,
-        "protocol order udp, rudp, kcp, quic, tcp, websocket"
+        "protocol order udp, rudp, kcp, quic, tcp, websocket, then the emulator cases"
     );
     let html = render_html(&records);
     for title in [
@@ -47,18 +53,48 @@ fn report_has_titles_a_bar_per_case_and_the_numbers() {
     ] {
         assert!(html.contains(title), "missing {title}");
     }
-    // Three charts, one bar per case in each.
-    assert_eq!(
-        html.matches(r#"<rect class="bar""#).count(),
-        3 * CASES.len()
-    );
-    assert_eq!(
-        html.matches(r#"<g class="whisker""#).count(),
-        3 * CASES.len()
-    );
+    // Three charts per panel, one bar per case in each, plus overhead for the
+    // emulator panel.
+    let bars = 3 * CASES.len() + IMPAIRED;
+    assert_eq!(html.matches(r#"<rect class="bar""#).count(), bars);
+    assert_eq!(html.matches(r#"<g class="whisker""#).count(), bars);
     for case in CASES {
-        assert_eq!(html.matches(&format!(r#"data-case="{case}""#)).count(), 3);
+        let charts = if case.contains("random") { 4 } else { 3 };
+        let bars = html.matches(&format!(r#"data-case="{case}""#)).count();
+        assert_eq!(bars, charts, "{case}");
     }
+    // One panel per echo shape and one for the emulator, each with its own axes.
+    for panel in [
+        "<h3>Loopback echo, 1024B-4x16</h3>",
+        "<h3>Loopback echo, 1024B-1x1</h3>",
+        "<h3>RUDP through the emulator, 1024B-4x16</h3>",
+    ] {
+        assert!(html.contains(panel), "missing {panel}");
+    }
+    assert_eq!(html.matches("<h3>").count(), 3);
+    // Ratios of cases of one shape: RUDP against UDP and quinn at 4x16, adaptive
+    // FEC against ARQ-only under the random profile.
+    assert!(html.contains("<h2>Ratios</h2>"));
+    let rt = |case: &str| {
+        let r = records.iter().find(|r| r.case == case).unwrap();
+        r.summary["round_trips_per_sec"].median
+    };
+    for (num, den) in [
+        ("rudp-1024B-4x16", "udp-1024B-4x16"),
+        ("rudp-1024B-4x16", "quic-1024B-4x16"),
+        (
+            "rudp-random-fec-adaptive-1024B-4x16",
+            "rudp-random-arq-1024B-4x16",
+        ),
+    ] {
+        let ratio = format!("<td>{:.2}</td>", rt(num) / rt(den));
+        assert!(html.contains(&ratio), "{num} / {den}: {ratio}");
+    }
+    assert_eq!(
+        html.matches("<td>rudp</td><td>").count(),
+        2,
+        "no 1x1 rudp case"
+    );
     for r in &records {
         for key in ["round_trips_per_sec", "rtt_p99_us", "cpu_percent"] {
             let s = r.summary[key];

@@ -4,7 +4,14 @@
 //! Exit codes: 0 when every case is `ok`, 1 when one is not or the run
 //! failed, 2 for invalid arguments.
 //!
-//! The default suite runs on one current-thread tokio runtime, like the
+//! The default suite: loopback echo (§A) of raw UDP, RUDP and the peers at
+//! 1024 B, 4 clients × 16 and 1 × 1; then RUDP through the emulator (§B)
+//! ARQ-only / fixed FEC / adaptive FEC under the `none`, `random` and
+//! `burst` profiles; one round each. It prints the summary table and the
+//! ratios (RUDP / each baseline, FEC / ARQ-only) and writes the JSON results
+//! and `report.html` into `petrel-results/<timestamp>/`.
+//!
+//! Echo cases run on one current-thread tokio runtime, like the
 //! published UDP figures ("1 runtime / 1 thread"); `bench echo --io-threads N`
 //! uses one multi-thread runtime with N workers (the spec's "shared" I/O
 //! model). Each result records the runtime flavour and worker count.
@@ -23,9 +30,15 @@ use petrel_bench::echo::tcp::TcpTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use petrel_bench::echo::websocket::WebSocketTransport;
 use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
-use petrel_bench::record::rfc3339_utc;
+use petrel_bench::measure::reset_peak_rss;
+use petrel_bench::ratios;
+use petrel_bench::record::{rfc3339_utc, ResultRecord};
 use petrel_bench::report::write_report;
-use petrel_bench::table;
+use petrel_bench::rudp_bench::{
+    case_name as rudp_case_name, run_rudp_bench, FecMode, RudpBenchConfig, RudpBenchError,
+};
+use petrel_bench::table::{self, Row};
+use petrel_netem::Profile;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
@@ -45,7 +58,8 @@ struct SuiteArgs {
     /// Directory under which a `<timestamp>/` folder of JSON results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
-    /// Measured seconds per case (12 cases: the suite stays under ~1 minute).
+    /// Measured seconds per case (21 cases: 12 loopback echo, 9 RUDP through the
+    /// emulator; the suite takes about 90 s).
     #[arg(long, default_value = "2", value_parser = parse_seconds)]
     seconds: Duration,
     /// Warm-up seconds per case.
@@ -336,6 +350,19 @@ fn matrix_command(args: &MatrixArgs) -> Result<bool, Failure> {
     Ok(crate::matrix::run(&matrix, &dir)?)
 }
 
+/// Writes `record` as `dir/<case>.json` as soon as its case ends, so a later
+/// failure keeps what was measured.
+fn save(dir: &Path, record: &ResultRecord) -> Result<(), Failure> {
+    let path = dir.join(format!("{}.json", record.case));
+    record.write_json(&path).map_err(anyhow::Error::from)?;
+    Ok(())
+}
+
+/// RUDP through the emulator in the default suite: every FEC mode under
+/// each impairment profile, at the §B default shape (1024 B, 4 clients × 16).
+const SUITE_PROFILES: [Profile; 3] = [Profile::None, Profile::Random, Profile::Burst];
+const SUITE_FEC: [FecMode; 3] = [FecMode::None, FecMode::Fixed, FecMode::Adaptive];
+
 fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     let base = EchoConfig {
         warmup: args.warmup,
@@ -349,32 +376,67 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         send: Some(DEFAULT_SEND_BUFFER),
         recv: Some(DEFAULT_RECV_BUFFER),
     };
-    let mut rows = Vec::new();
-    let mut all_ok = true;
-    let cases = SUITE_SHAPES
+    let echo_cases: Vec<(Protocol, EchoConfig)> = SUITE_SHAPES
         .iter()
-        .flat_map(|&shape| SUITE_PROTOCOLS.iter().map(move |&p| (p, shape)));
-    for (protocol, (clients, window)) in cases {
-        let cfg = EchoConfig {
-            clients,
-            window,
-            ..base.clone()
-        };
-        eprintln!("running {} ...", case_name(protocol, &cfg));
+        .flat_map(|&(clients, window)| {
+            let base = &base;
+            SUITE_PROTOCOLS.iter().map(move |&p| {
+                let cfg = EchoConfig {
+                    clients,
+                    window,
+                    ..base.clone()
+                };
+                (p, cfg)
+            })
+        })
+        .collect();
+    let impaired_cases: Vec<RudpBenchConfig> = SUITE_PROFILES
+        .iter()
+        .flat_map(|&profile| {
+            let base = &base;
+            SUITE_FEC.iter().map(move |&fec| RudpBenchConfig {
+                echo: EchoConfig {
+                    clients: 4,
+                    window: 16,
+                    ..base.clone()
+                },
+                fec,
+                profile,
+                ..RudpBenchConfig::default()
+            })
+        })
+        .collect();
+    let total = echo_cases.len() + impaired_cases.len();
+    let mut records = Vec::with_capacity(total);
+    for (i, (protocol, cfg)) in echo_cases.iter().enumerate() {
+        eprintln!(
+            "[{}/{total}] running {} ...",
+            i + 1,
+            case_name(*protocol, cfg)
+        );
+        reset_peak_rss();
         let report = rt
-            .block_on(run_case(protocol, buffers, &cfg))
+            .block_on(run_case(*protocol, buffers, cfg))
             .map_err(to_failure)?;
-        let path = dir.join(format!("{}.json", report.record.case));
-        report
-            .record
-            .write_json(&path)
-            .map_err(anyhow::Error::from)?;
-        all_ok &= report.record.ok;
-        rows.push(report.summary_row());
+        save(&dir, &report.record)?;
+        records.push(report.record);
     }
+    for (i, cfg) in impaired_cases.iter().enumerate() {
+        let n = echo_cases.len() + i + 1;
+        eprintln!("[{n}/{total}] running {} ...", rudp_case_name(cfg));
+        reset_peak_rss();
+        let report = run_rudp_bench(cfg).map_err(|e| match e {
+            RudpBenchError::Config(c) => Failure::Usage(c.to_string()),
+            other => Failure::Run(other.into()),
+        })?;
+        save(&dir, &report.record)?;
+        records.push(report.record);
+    }
+    let rows: Vec<Row> = records.iter().map(Row::from_record).collect();
     print!("{}", table::render(&rows));
+    print!("\n{}", ratios::render(&ratios::ratios(&records)));
     println!("results: {}", dir.display());
     let report = write_report(&dir).map_err(anyhow::Error::from)?;
     println!("report: {}", report.display());
-    Ok(all_ok)
+    Ok(records.iter().all(|r| r.ok))
 }

@@ -135,6 +135,11 @@ fn default_suite_writes_one_json_per_case() {
             expected.push(format!("{protocol}-1024B-{shape}.json"));
         }
     }
+    for profile in ["none", "random", "burst"] {
+        for fec in ["arq", "fec-fixed", "fec-adaptive"] {
+            expected.push(format!("rudp-{profile}-{fec}-1024B-4x16.json"));
+        }
+    }
     expected.sort();
     assert_eq!(names, expected);
     let report = run.join("report.html");
@@ -146,5 +151,17 @@ fn default_suite_writes_one_json_per_case() {
         assert_eq!(json["ok"], true, "{name}");
         assert!(stdout.contains(name.trim_end_matches(".json")));
     }
+    for ratio in [
+        "1024B-4x16: rudp / udp",
+        "1024B-1x1: rudp / quic",
+        "random 1024B-4x16: fec-adaptive / arq",
+    ] {
+        assert!(stdout.contains(ratio), "missing {ratio}: {stdout}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("[21/21] running rudp-burst-fec-adaptive-1024B-4x16"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&out_dir).unwrap();
 }

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use super::svg::{bar_chart, escape, number, Bar, Group};
+use crate::ratios::{case_shape, ratios};
 use crate::record::{ResultRecord, Spread};
 
 /// The protocol of a record: `parameters.protocol`, else the benchmark name.
@@ -43,18 +44,42 @@ fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-fn chart(records: &[ResultRecord], key: &str, title: &str, unit: &str) -> String {
-    let series = ordered(records.iter().map(protocol));
-    let groups: Vec<Group> = ordered(records.iter().map(shape))
+/// Where a record is charted: (panel, group within the panel, series).
+/// Each panel gets its own charts and value axis, so a 1×1 case's p99 is not
+/// dwarfed by a 4×16 one's: loopback echo has one panel per case shape with
+/// a bar per protocol; RUDP through the emulator has one panel per shape,
+/// grouped by impairment profile, with a bar per FEC mode.
+fn placement(r: &ResultRecord) -> (String, String, String) {
+    let param = |k: &str| r.parameters.get(k).and_then(|v| v.as_str());
+    match (r.benchmark.as_str(), param("profile"), param("fec")) {
+        ("rudp", Some(profile), Some(fec)) => {
+            let fec = if fec == "none" { "arq" } else { fec };
+            let shape = case_shape(r).unwrap_or_else(|| shape(r));
+            let panel = format!("RUDP through the emulator, {shape}");
+            (panel, profile.to_owned(), fec.to_owned())
+        }
+        ("echo", _, _) => (
+            format!("Loopback echo, {}", shape(r)),
+            shape(r),
+            protocol(r),
+        ),
+        _ => (r.benchmark.clone(), shape(r), protocol(r)),
+    }
+}
+
+fn chart(records: &[&ResultRecord], key: &str, title: &str, unit: &str) -> String {
+    let placed: Vec<_> = records.iter().map(|r| (placement(r), *r)).collect();
+    let series = ordered(placed.iter().map(|((_, _, s), _)| s.clone()));
+    let groups: Vec<Group> = ordered(placed.iter().map(|((_, g, _), _)| g.clone()))
         .into_iter()
         .map(|label| {
-            let mut bars: Vec<Bar> = records
+            let mut bars: Vec<Bar> = placed
                 .iter()
-                .filter(|r| shape(r) == label)
-                .filter_map(|r| {
+                .filter(|((_, g, _), _)| *g == label)
+                .filter_map(|((_, _, series), r)| {
                     let s = r.summary.get(key)?;
                     Some(Bar {
-                        series: protocol(r),
+                        series: series.clone(),
                         value: s.median,
                         min: s.min,
                         max: s.max,
@@ -67,6 +92,57 @@ fn chart(records: &[ResultRecord], key: &str, title: &str, unit: &str) -> String
         })
         .collect();
     bar_chart(title, unit, &series, &groups)
+}
+
+fn charts(out: &mut String, records: &[ResultRecord]) {
+    out.push_str("<h2>Charts</h2><p>Bars: median across rounds; whiskers: min and max. Each panel has its own axes.</p>");
+    for panel in ordered(records.iter().map(|r| placement(r).0)) {
+        let members: Vec<&ResultRecord> =
+            records.iter().filter(|r| placement(r).0 == panel).collect();
+        let _ = write!(out, "<h3>{}</h3>", escape(&panel));
+        for (key, title, unit) in [
+            (
+                "round_trips_per_sec",
+                "Throughput (round trips/s, higher is better)",
+                "round trips/s",
+            ),
+            ("rtt_p99_us", "p99 RTT (µs, lower is better)", "µs"),
+            (
+                "cpu_percent",
+                "Process CPU (% of one core, lower is better)",
+                "% of one core",
+            ),
+            (
+                "overhead_percent",
+                "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
+                "%",
+            ),
+        ] {
+            if members.iter().any(|r| r.summary.contains_key(key)) {
+                out.push_str(&chart(&members, key, title, unit));
+            }
+        }
+    }
+}
+
+fn ratio_table(out: &mut String, records: &[ResultRecord]) {
+    let rows = ratios(records);
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2>Ratios</h2><table><tr><th>cases</th><th>numerator</th><th>denominator</th><th>round trips/s ratio</th><th>p99 RTT ratio</th></tr>");
+    for r in rows {
+        let p99 = r.p99.map_or_else(|| "–".to_owned(), |p| format!("{p:.2}"));
+        let _ = write!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.2}</td><td>{p99}</td></tr>",
+            escape(&r.group),
+            escape(&r.numerator),
+            escape(&r.denominator),
+            r.throughput
+        );
+    }
+    out.push_str("</table><p>Medians of cases measured side by side in this run. Throughput above 1 and p99 below 1 favour the numerator.</p>");
 }
 
 fn spread_cell(s: Option<&Spread>) -> String {
@@ -130,7 +206,7 @@ fn resource_table(out: &mut String, records: &[ResultRecord]) {
             None => out.push_str("<td colspan=\"4\">no sockets recorded</td></tr>"),
         }
     }
-    out.push_str("</table><p>Buffer sizes in bytes, as read back with getsockopt (Linux reports twice the granted value and caps requests at net.core.wmem_max / rmem_max). Peak RSS is of the whole process at the end of the case.</p>");
+    out.push_str("</table><p>Buffer sizes in bytes, as read back with getsockopt (Linux reports twice the granted value and caps requests at net.core.wmem_max / rmem_max). Peak RSS: the process's high-water mark during the case (<code>VmHWM</code>, reset before each case of a multi-case run; memory the allocator kept from earlier cases still counts).</p>");
 }
 
 /// Each distinct value of one environment field, joined.
@@ -224,27 +300,9 @@ pub fn render_html(records: &[ResultRecord]) -> String {
         records.len(),
         if all_ok { "all ok" } else { "NOT all ok" }
     );
-    out.push_str("<h2>Charts</h2>");
-    out.push_str(&chart(
-        records,
-        "round_trips_per_sec",
-        "Throughput (round trips/s, higher is better)",
-        "round trips/s",
-    ));
-    out.push_str(&chart(
-        records,
-        "rtt_p99_us",
-        "p99 RTT (µs, lower is better)",
-        "µs",
-    ));
-    out.push_str(&chart(
-        records,
-        "cpu_percent",
-        "Process CPU (% of one core, lower is better)",
-        "% of one core",
-    ));
-    out.push_str("<p>Bars: median across rounds; whiskers: min and max.</p>");
+    charts(&mut out, records);
     summary_table(&mut out, records);
+    ratio_table(&mut out, records);
     resource_table(&mut out, records);
     environment(&mut out, records);
     commands(&mut out, records);

@@ -76,8 +76,25 @@ fn protocol_rank(r: &ResultRecord) -> usize {
         .unwrap_or(PROTOCOL_ORDER.len())
 }
 
+/// Profiles and FEC modes of RUDP through the emulator in report order:
+/// least to most impaired, ARQ-only before FEC.
+const PROFILE_ORDER: [&str; 4] = ["none", "random", "burst", "soak"];
+const FEC_ORDER: [&str; 3] = ["none", "fixed", "adaptive"];
+
+fn impairment_rank(r: &ResultRecord) -> (usize, usize) {
+    let rank = |key: &str, order: &[&str]| {
+        let v = r.parameters.get(key).and_then(|p| p.as_str());
+        order
+            .iter()
+            .position(|p| Some(*p) == v)
+            .unwrap_or(order.len())
+    };
+    (rank("profile", &PROFILE_ORDER), rank("fec", &FEC_ORDER))
+}
+
 /// Reads every `*.json` file directly in `dir` as a [`ResultRecord`],
-/// ordered by protocol (see `PROTOCOL_ORDER`), then case name.
+/// ordered by protocol (see `PROTOCOL_ORDER`), then impairment profile and
+/// FEC mode, then case name.
 ///
 /// # Errors
 /// [`ReportError`]: unreadable directory or file, a file that is not a
@@ -109,7 +126,7 @@ pub fn load_records(dir: &Path) -> Result<Vec<ResultRecord>, ReportError> {
             })
         })
         .collect::<Result<Vec<ResultRecord>, _>>()?;
-    records.sort_by(|a, b| (protocol_rank(a), &a.case).cmp(&(protocol_rank(b), &b.case)));
+    records.sort_by_cached_key(|r| (protocol_rank(r), impairment_rank(r), r.case.clone()));
     Ok(records)
 }
 
