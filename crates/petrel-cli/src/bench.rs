@@ -40,6 +40,8 @@ use petrel_bench::rudp_bench::{
 use petrel_bench::table::{self, Row};
 use petrel_netem::Profile;
 
+use crate::progress::Progress;
+
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
 
@@ -408,22 +410,19 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         .collect();
     let total = echo_cases.len() + impaired_cases.len();
     let mut records = Vec::with_capacity(total);
-    for (i, (protocol, cfg)) in echo_cases.iter().enumerate() {
-        eprintln!(
-            "[{}/{total}] running {} ...",
-            i + 1,
-            case_name(*protocol, cfg)
-        );
+    let mut progress = Progress::new(total as u64, "cases");
+    for (protocol, cfg) in &echo_cases {
+        progress.start(case_name(*protocol, cfg));
         reset_peak_rss();
         let report = rt
             .block_on(run_case(*protocol, buffers, cfg))
             .map_err(to_failure)?;
         save(&dir, &report.record)?;
         records.push(report.record);
+        progress.finish_step();
     }
-    for (i, cfg) in impaired_cases.iter().enumerate() {
-        let n = echo_cases.len() + i + 1;
-        eprintln!("[{n}/{total}] running {} ...", rudp_case_name(cfg));
+    for cfg in &impaired_cases {
+        progress.start(rudp_case_name(cfg));
         reset_peak_rss();
         let report = run_rudp_bench(cfg).map_err(|e| match e {
             RudpBenchError::Config(c) => Failure::Usage(c.to_string()),
@@ -431,7 +430,9 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         })?;
         save(&dir, &report.record)?;
         records.push(report.record);
+        progress.finish_step();
     }
+    progress.finish();
     let rows: Vec<Row> = records.iter().map(Row::from_record).collect();
     print!("{}", table::render(&rows));
     print!("\n{}", ratios::render(&ratios::ratios(&records)));

@@ -5,6 +5,7 @@ mod bench_idle;
 mod bench_rudp;
 mod matrix;
 mod netem;
+mod progress;
 mod reflector;
 mod report;
 

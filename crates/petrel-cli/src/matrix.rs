@@ -5,16 +5,13 @@
 //! results go to `<dir>/rounds/`, the merged record of each case to
 //! `<dir>/<case>.json`, and the report to `<dir>/report.html`.
 //!
-//! A progress bar on stderr counts rounds; when stderr is not a terminal it
-//! is hidden and one line per round is printed instead.
+//! Progress on stderr counts rounds ([`crate::progress`]).
 
-use std::io::IsTerminal as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use petrel_bench::echo::DRAIN_LIMIT;
 use petrel_bench::matrix::{merge_rounds, Matrix, MatrixCase};
 use petrel_bench::record::ResultRecord;
@@ -33,21 +30,6 @@ pub fn load(path: &Path) -> Result<Matrix, String> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| format!("cannot read matrix file {}: {e}", path.display()))?;
     Matrix::from_toml(&text).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-fn progress(total: u64) -> ProgressBar {
-    let target = if std::io::stderr().is_terminal() {
-        ProgressDrawTarget::stderr()
-    } else {
-        ProgressDrawTarget::hidden()
-    };
-    let bar = ProgressBar::with_draw_target(Some(total), target);
-    if let Ok(style) =
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} rounds  {msg}")
-    {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar
 }
 
 fn echo_args(case: &MatrixCase, json: &Path) -> Vec<String> {
@@ -123,8 +105,7 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<bool> {
     std::fs::create_dir_all(&rounds_dir)
         .with_context(|| format!("cannot create {}", rounds_dir.display()))?;
     let total = (matrix.cases.len() * matrix.seeds.len()) as u64;
-    let bar = progress(total);
-    let hidden = bar.is_hidden();
+    let mut progress = crate::progress::Progress::new(total, "rounds");
     let argv: Vec<String> = std::env::args().collect();
     let mut rows = Vec::new();
     let mut all_ok = true;
@@ -137,13 +118,10 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<bool> {
                 i + 1,
                 matrix.seeds.len()
             );
-            if hidden {
-                eprintln!("running {label} ...");
-            }
-            bar.set_message(label);
+            progress.start(label);
             let json: PathBuf = rounds_dir.join(format!("{name}-r{i}.json"));
             parts.push(run_round(&exe, case, &json)?);
-            bar.inc(1);
+            progress.finish_step();
         }
         let mut merged = merge_rounds(&parts, &matrix.seeds)?;
         merged.command_line.clone_from(&argv);
@@ -151,7 +129,7 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<bool> {
         all_ok &= merged.ok;
         rows.push(Row::from_record(&merged));
     }
-    bar.finish_and_clear();
+    progress.finish();
     print!("{}", table::render(&rows));
     println!("results: {}", dir.display());
     let report = write_report(dir)?;
