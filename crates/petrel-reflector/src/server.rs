@@ -41,7 +41,10 @@ const STATS_EVERY: Duration = Duration::from_millis(10);
 pub struct ServerConfig {
     /// UDP listen address. Default `0.0.0.0:60050` (the reference's port).
     pub listen: SocketAddr,
-    /// SQLite file, created on first start. Default `petrel-reflector.db`.
+    /// Store location: a SQLite file path (created on first start), a
+    /// `sqlite:` URL or a `postgres://user:password@host/db` URL (see
+    /// [`Store::open`]). Default `petrel-reflector.db`. The password is
+    /// redacted wherever the location is printed.
     pub db: String,
     /// Public talkgroup created on a fresh store. Default 999.
     pub default_group_id: i64,
