@@ -117,6 +117,7 @@ impl Sim {
     /// that follow a login are consumed.
     fn send(&mut self, src: &str, bytes: &[u8]) -> Option<Vec<u8>> {
         self.r.handle_datagram(self.now, addr(src), bytes);
+        run_password_checks(&mut self.r, self.now);
         let all: Vec<Transmit> = std::iter::from_fn(|| self.r.poll_transmit()).collect();
         assert!(all.iter().all(|t| t.dst == addr(src)));
         all.into_iter().next().map(|t| t.payload)
@@ -144,6 +145,14 @@ impl Sim {
             .collect();
         t.sort();
         t
+    }
+}
+
+/// What the runtime does with password checks, inline.
+fn run_password_checks(r: &mut Reflector, now: Instant) {
+    while let Some(c) = r.poll_password_check() {
+        let ok = c.run();
+        r.handle_password_check(now, c.id(), ok);
     }
 }
 
@@ -461,6 +470,7 @@ fn link_boxes_get_query_and_time_sync_on_login_and_ack_on_report() {
     s.advance(250);
     let src = addr("127.0.0.1:1");
     s.r.handle_datagram(s.now, src, &hb("alice", "Secret12", 7, None));
+    run_password_checks(&mut s.r, s.now);
     let replies: Vec<Vec<u8>> = std::iter::from_fn(|| s.r.poll_transmit())
         .map(|t| t.payload)
         .collect();
@@ -525,6 +535,7 @@ fn password_check_budget_bounds_argon2_work() {
             SocketAddr::from(([127, 0, 9, i], 1)),
             &hb("alice", "Wrong123", 7, None),
         );
+        run_password_checks(&mut r, now);
         reasons.push(reject_of(&r.poll_transmit().unwrap().payload).1);
     }
     assert_eq!(
@@ -545,6 +556,7 @@ fn password_check_budget_bounds_argon2_work() {
         addr("127.0.0.1:1"),
         &hb("alice", "Secret12", 7, None),
     );
+    run_password_checks(&mut r, later);
     assert!(!decode(&r.poll_transmit().unwrap().payload)
         .unwrap()
         .header
@@ -574,4 +586,78 @@ fn disabled_account_is_refused_mid_session() {
     ));
     let r = s.send("127.0.0.1:1", &hb("alice", "", 1, None)).unwrap();
     assert_eq!(reject_of(&r), (3, "user_disabled".into()));
+}
+
+#[test]
+fn password_checks_leave_the_core_bounded_and_one_per_device() {
+    let now = Instant::now();
+    let cfg = SessionConfig {
+        password_checks_in_flight: 2,
+        ..SessionConfig::default()
+    };
+    let mut r = Reflector::new(cfg, dir(), now);
+    let alice = addr("127.0.0.1:1");
+    r.handle_datagram(now, alice, &hb("alice", "Secret12", 7, None));
+    // Nothing is answered until the runtime reports the check.
+    assert!(r.poll_transmit().is_none());
+    let first = r.poll_password_check().expect("a check for alice");
+    // More heartbeats from the same device wait for that check: dropped, counted.
+    for _ in 0..3 {
+        r.handle_datagram(now, alice, &hb("alice", "Secret12", 7, None));
+    }
+    assert_eq!(r.stats().password_check_pending_drops, 3);
+    assert!(r.poll_password_check().is_none() && r.poll_transmit().is_none());
+    // Another device gets the second slot; a third device finds none.
+    r.handle_datagram(now, addr("127.0.0.2:1"), &hb("bob", "Secret12", 1, None));
+    let second = r.poll_password_check().expect("a check for bob");
+    r.handle_datagram(now, addr("127.0.0.3:1"), &hb("carol", "Secret12", 1, None));
+    assert_eq!(
+        reject_of(&r.poll_transmit().unwrap().payload).1,
+        "server_busy"
+    );
+    assert_eq!(r.stats().password_checks_in_flight_drops, 1);
+    assert_eq!(r.password_checks_in_flight(), 2);
+
+    // Results may come back in any order; each completes its own login.
+    r.handle_password_check(now, second.id(), false);
+    let t = r.poll_transmit().unwrap();
+    assert_eq!(t.dst, addr("127.0.0.2:1"));
+    assert_eq!(reject_of(&t.payload).1, "invalid_password");
+    assert!(first.run());
+    r.handle_password_check(now, first.id(), true);
+    let t = r.poll_transmit().unwrap();
+    assert_eq!(t.dst, alice);
+    assert!(!decode(&t.payload)
+        .unwrap()
+        .header
+        .callsign_str()
+        .unwrap()
+        .is_empty());
+    assert_eq!(r.session_addr((1, 7)), Some(alice));
+    assert_eq!((r.stats().logins, r.password_checks_in_flight()), (1, 0));
+    // The password is now cached: the next login of alice needs no check.
+    r.handle_datagram(now, addr("127.0.0.1:2"), &hb("alice", "Secret12", 8, None));
+    assert!(r.poll_password_check().is_none());
+    assert!(!reject_of_or_ok(&r.poll_transmit().unwrap().payload));
+    // (Link-box config pushes follow the reply.)
+    while r.poll_transmit().is_some() {}
+
+    // A result nobody waits for is counted; a lost one is abandoned after 10 s.
+    r.handle_password_check(now, 9_999, true);
+    assert_eq!(r.stats().password_check_results_unknown, 1);
+    r.handle_datagram(now, addr("127.0.0.2:1"), &hb("bob", "Secret12", 1, None));
+    let lost = r.poll_password_check().expect("a check for bob");
+    let later = now + Duration::from_secs(16);
+    r.handle_timeout(later);
+    assert_eq!(r.stats().password_checks_abandoned, 1);
+    r.handle_password_check(later, lost.id(), true);
+    assert_eq!(r.stats().password_check_results_unknown, 2);
+    assert!(r.poll_transmit().is_none());
+    r.handle_datagram(later, addr("127.0.0.2:1"), &hb("bob", "Secret12", 1, None));
+    assert!(r.poll_password_check().is_some(), "bob may retry");
+}
+
+/// Whether a heartbeat reply is a reject (empty callsign).
+fn reject_of_or_ok(reply: &[u8]) -> bool {
+    decode(reply).unwrap().header.callsign_str() == Some("")
 }

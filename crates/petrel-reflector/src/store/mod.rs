@@ -42,12 +42,13 @@ use crate::session::{HashCost, PasswordError};
 pub enum StoreError {
     /// The database could not be opened or migrated. `location` has its
     /// password redacted.
-    #[error("opening {location}: {source}")]
+    #[error("opening {location}: {cause}")]
     Open {
         /// The store location, password replaced by `***`.
         location: String,
-        /// What the database reported.
-        source: sqlx::Error,
+        /// What the database reported (in the message, not repeated as a
+        /// source, so error chains print it once).
+        cause: sqlx::Error,
     },
     /// The database reported an error.
     #[error("database: {0}")]
@@ -117,9 +118,9 @@ impl Store {
     /// (created if missing), a `sqlite:` URL, or a `postgres://` URL (the
     /// database must exist; tables are created in the connection's schema).
     pub async fn open(location: &str, opts: StoreOptions) -> Result<Self, StoreError> {
-        let open_error = |source| StoreError::Open {
+        let open_error = |cause| StoreError::Open {
             location: redact(location),
-            source,
+            cause,
         };
         sqlx::any::install_default_drivers();
         let backend = Backend::of(location);
@@ -152,7 +153,7 @@ impl Store {
                 .map_err(open_error)?;
         }
         store.migrate().await.map_err(|e| match e {
-            StoreError::Db(source) => open_error(source),
+            StoreError::Db(cause) => open_error(cause),
             other => other,
         })?;
         Ok(store)
