@@ -661,3 +661,25 @@ fn password_checks_leave_the_core_bounded_and_one_per_device() {
 fn reject_of_or_ok(reply: &[u8]) -> bool {
     decode(reply).unwrap().header.callsign_str() == Some("")
 }
+
+#[test]
+fn a_check_against_a_replaced_password_is_discarded() {
+    let now = Instant::now();
+    let mut r = Reflector::new(SessionConfig::default(), dir(), now);
+    r.handle_datagram(now, addr("127.0.0.1:1"), &hb("alice", "Secret12", 7, None));
+    let check = r.poll_password_check().unwrap();
+    // The store reload brings a new hash for alice before the result is back.
+    let d = r.directory().clone();
+    let mut users: Vec<UserRecord> = (1..=7).map(|i| d.user(i).unwrap().clone()).collect();
+    users[0].device_password_hash = Some(hash_device_password("Other123", CHEAP).unwrap());
+    r.replace_directory(Directory::new(
+        users,
+        vec![group(999, false)],
+        vec![],
+        vec![],
+    ));
+    r.handle_password_check(now, check.id(), check.run());
+    assert_eq!(r.stats().password_checks_stale, 1);
+    assert_eq!((r.stats().logins, r.online()), (0, 0));
+    assert!(r.poll_transmit().is_none());
+}
