@@ -10,11 +10,13 @@
 //! only the DDL in `migrations` differs. The alternative, an enum over two
 //! typed pools, would need every query dispatched twice.
 //!
-//! The hot path never touches it: the server loads a [`Directory`] at start
-//! and every reload interval, and persists [`StoreEvent`]s in the background.
+//! The hot path never touches it: the server loads a
+//! [`Directory`](crate::directory::Directory) at start
+//! and every reload interval, and persists
+//! [`StoreEvent`](crate::session::StoreEvent)s in the background.
 //!
-//! Not done: migrations from two processes starting at once on one
-//! PostgreSQL database are not serialised (start one first).
+//! Concurrent first starts on one PostgreSQL database are serialised by an
+//! advisory lock; SQLite is embedded and expects one server per file.
 
 mod accounts;
 mod events;
@@ -32,7 +34,7 @@ pub use location::{redact, Backend};
 use std::time::Duration;
 
 use sqlx::any::AnyPoolOptions;
-use sqlx::{AnyPool, ConnectOptions, Connection, Row};
+use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Row};
 use thiserror::Error;
 
 use crate::session::{HashCost, PasswordError};
@@ -110,6 +112,8 @@ pub struct Store {
 
 /// Connections per pool: the writer, the reload task and admin requests.
 const POOL_CONNECTIONS: u32 = 4;
+/// PostgreSQL advisory lock key held while migrating (ASCII "petrelmg").
+const MIGRATION_LOCK: i64 = 0x7065_7472_656c_6d67;
 /// How long a query waits for a free or new connection before failing.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -165,14 +169,29 @@ impl Store {
     }
 
     async fn migrate(&self) -> Result<(), StoreError> {
+        let mut conn = self.pool.acquire().await?.detach();
+        if self.backend == Backend::Postgres {
+            // Serialises first starts of several servers on one database.
+            // Session-scoped: closing this connection releases it.
+            sqlx::query("SELECT pg_advisory_lock($1)")
+                .bind(MIGRATION_LOCK)
+                .execute(&mut conn)
+                .await?;
+        }
+        let result = self.migrate_on(&mut conn).await;
+        conn.close().await?;
+        result
+    }
+
+    async fn migrate_on(&self, conn: &mut AnyConnection) -> Result<(), StoreError> {
         let (bootstrap, list) = migrations::for_backend(self.backend);
-        sqlx::query(bootstrap).execute(&self.pool).await?;
+        sqlx::query(bootstrap).execute(&mut *conn).await?;
         let current: i64 = sqlx::query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
-            .fetch_one(&self.pool)
+            .fetch_one(&mut *conn)
             .await?
             .try_get(0)?;
         for (version, sql) in list.iter().filter(|(v, _)| *v > current) {
-            let mut tx = self.pool.begin().await?;
+            let mut tx = conn.begin().await?;
             sqlx::raw_sql(sql).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
                 .bind(version)

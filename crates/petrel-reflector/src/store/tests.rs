@@ -264,3 +264,23 @@ async fn open_errors_name_the_location_without_its_password() {
     assert!(!text.contains("hunter2"), "{text}");
     assert!(!format!("{err:?}").contains("hunter2"), "{err:?}");
 }
+
+/// PostgreSQL only: SQLite is embedded, one server per file. The four
+/// opens interleave at every await, so each waits on the others' lock.
+#[tokio::test]
+async fn concurrent_first_opens_on_postgres_migrate_once() {
+    run(
+        Backend::Postgres,
+        "concurrent_open",
+        |db: String| async move {
+            let open = || Store::open(&db, opts());
+            let all = tokio::join!(open(), open(), open(), open());
+            for s in [all.0, all.1, all.2, all.3] {
+                let s = s.unwrap();
+                assert_eq!(s.schema_version().await.unwrap(), 3);
+                s.close().await;
+            }
+        },
+    )
+    .await;
+}
