@@ -18,8 +18,14 @@ pub(super) fn for_backend(backend: Backend) -> (&'static str, &'static [(i64, &'
             "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)",
             SQLITE,
         ),
+        // Not `IF NOT EXISTS`, whose "already exists" notice would be
+        // logged at every start.
         Backend::Postgres => (
-            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY)",
+            "DO $$ BEGIN
+               IF to_regclass('schema_migrations') IS NULL THEN
+                 CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY);
+               END IF;
+             END $$",
             POSTGRES,
         ),
     }

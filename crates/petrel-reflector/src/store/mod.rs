@@ -185,7 +185,7 @@ impl Store {
 
     async fn migrate_on(&self, conn: &mut AnyConnection) -> Result<(), StoreError> {
         let (bootstrap, list) = migrations::for_backend(self.backend);
-        sqlx::query(bootstrap).execute(&mut *conn).await?;
+        sqlx::raw_sql(bootstrap).execute(&mut *conn).await?;
         let current: i64 = sqlx::query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
             .fetch_one(&mut *conn)
             .await?
