@@ -21,7 +21,7 @@ pub struct ReflectorArgs {
 
 #[derive(Debug, Subcommand)]
 enum ReflectorCommand {
-    /// Run the reflector (creates the SQLite store on first start).
+    /// Run the reflector (creates the SQLite store or the PostgreSQL tables on first start).
     Serve(ServeArgs),
     /// Manage accounts.
     #[command(subcommand)]
@@ -53,14 +53,15 @@ struct ServeArgs {
     /// UDP listen address [default: 0.0.0.0:60050].
     #[arg(long)]
     listen: Option<SocketAddr>,
-    /// SQLite file [default: petrel-reflector.db].
+    /// Store: SQLite file or postgres://user:password@host/db URL
+    /// [default: petrel-reflector.db].
     #[arg(long)]
     db: Option<String>,
 }
 
 #[derive(Debug, Args)]
 struct DbArg {
-    /// SQLite file.
+    /// Store: SQLite file or postgres://user:password@host/db URL.
     #[arg(long, default_value = DEFAULT_DB)]
     db: String,
 }
@@ -186,7 +187,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 async fn open(db: &str) -> anyhow::Result<Store> {
     Store::open(db, StoreOptions::default())
         .await
-        .with_context(|| format!("opening store {db}"))
+        .context("opening the store")
 }
 
 /// Runs `petrel reflector …`.

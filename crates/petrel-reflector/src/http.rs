@@ -146,7 +146,7 @@ fn store_error(e: &StoreError) -> Response {
     let code = match e {
         StoreError::NotFound(_) => StatusCode::NOT_FOUND,
         StoreError::Invalid(_) | StoreError::Password(_) => StatusCode::BAD_REQUEST,
-        StoreError::Db(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        StoreError::Db(_) | StoreError::Open { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (code, format!("{e}\n")).into_response()
 }

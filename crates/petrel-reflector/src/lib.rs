@@ -9,7 +9,7 @@
 //! - [`recording`]: voice recordings per talker, written as `.raw` files.
 //! - [`directory`]: the in-memory users/groups/devices view it routes by.
 //! - [`fanout`]: the whole-frame queue and parallel batched send paths.
-//! - [`store`]: SQLite persistence (sqlx) with versioned migrations.
+//! - [`store`]: SQLite or PostgreSQL persistence (sqlx) with versioned migrations.
 //! - [`server`]: the threads and tasks that run all of the above on a UDP socket.
 //! - [`http`]: `/healthz`, Prometheus `/metrics` and the token-auth admin API.
 //! - [`loadgen`]: the `petrel bench reflector` fan-out load generator.
@@ -21,7 +21,7 @@
 //! Not implemented (yet): ghost app sessions (Type 1 JWT, `source_group_id`
 //! downlink), WebSocket clients, the edge interconnect (Type 0), PROXY
 //! protocol v2, private groups with membership, pushing a stored Type 3
-//! configuration to a device (the reflector only queries it), PostgreSQL.
+//! configuration to a device (the reflector only queries it).
 //!
 //! Departures from the reference server, each from draarl-v1 §9: Types 3/4/5
 //! are bound to the authenticated endpoint; heartbeat replies never echo the

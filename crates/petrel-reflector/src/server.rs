@@ -4,8 +4,10 @@
 //!
 //! Ingress runs on one thread: decode, auth and routing cost microseconds per
 //! packet and keep per-device order trivially; the expensive part, fan-out,
-//! is parallel. Argon2 runs on this thread only for a user's first login
-//! (later logins hit the core's verified-password cache).
+//! is parallel. Argon2 never runs on this thread: the core emits password
+//! checks, which run on tokio's blocking pool (at most
+//! `session.password_checks_in_flight` at once) and come back over a bounded
+//! channel, read every loop turn (≤ 20 ms).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -41,7 +43,10 @@ const STATS_EVERY: Duration = Duration::from_millis(10);
 pub struct ServerConfig {
     /// UDP listen address. Default `0.0.0.0:60050` (the reference's port).
     pub listen: SocketAddr,
-    /// SQLite file, created on first start. Default `petrel-reflector.db`.
+    /// Store location: a SQLite file path (created on first start), a
+    /// `sqlite:` URL or a `postgres://user:password@host/db` URL (see
+    /// [`Store::open`]). Default `petrel-reflector.db`. The password is
+    /// redacted wherever the location is printed.
     pub db: String,
     /// Public talkgroup created on a fresh store. Default 999.
     pub default_group_id: i64,
@@ -315,7 +320,11 @@ impl ServerHandle {
         if cfg.recording.enabled {
             core = core.with_recorder(Recorder::new(cfg.recording.clone()));
         }
+        let (checks_tx, checks_rx) = mpsc::sync_channel(cfg.session.password_checks_in_flight);
         let io = ReaderIo {
+            runtime: tokio::runtime::Handle::current(),
+            checks_tx,
+            checks_rx,
             sock,
             events: event_tx,
             events_dropped: Arc::clone(&stats.store_events_dropped),
@@ -428,6 +437,11 @@ async fn write_recording(
 
 /// What the reader thread talks to.
 struct ReaderIo {
+    /// Where password checks run (`spawn_blocking`).
+    runtime: tokio::runtime::Handle,
+    /// Check results: (check id, password matched).
+    checks_tx: mpsc::SyncSender<(u64, bool)>,
+    checks_rx: Receiver<(u64, bool)>,
     sock: UdpSocket,
     events: tmpsc::Sender<Persist>,
     events_dropped: Arc<AtomicU64>,
@@ -438,6 +452,9 @@ struct ReaderIo {
 
 fn reader_loop(mut core: Reflector, io: &ReaderIo, mut engine: FanoutEngine) {
     let ReaderIo {
+        runtime,
+        checks_tx,
+        checks_rx,
         sock,
         events,
         events_dropped,
@@ -465,6 +482,17 @@ fn reader_loop(mut core: Reflector, io: &ReaderIo, mut engine: FanoutEngine) {
         }
         if let Ok(d) = dirs.try_recv() {
             core.replace_directory(d);
+        }
+        while let Ok((id, ok)) = checks_rx.try_recv() {
+            core.handle_password_check(now, id, ok);
+        }
+        while let Some(check) = core.poll_password_check() {
+            let tx = checks_tx.clone();
+            // The channel holds one result per check in flight, so this send
+            // waits only while the reader is between two drains.
+            runtime.spawn_blocking(move || {
+                let _ = tx.send((check.id(), check.run()));
+            });
         }
         while let Some(t) = core.poll_transmit() {
             if let Err(e) = sock.send_to(&t.payload, t.dst) {

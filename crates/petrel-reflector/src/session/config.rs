@@ -59,6 +59,10 @@ pub struct SessionConfig {
     /// so unbounded verification would let a flood of wrong passwords stall
     /// ingress). Already-verified passwords do not count.
     pub password_checks_per_s: u32,
+    /// Argon2 verifications running at once (1–256); a login needing one
+    /// beyond it gets reject code 3 `server_busy`. Each runs on the
+    /// runtime's blocking pool, never on the ingress thread.
+    pub password_checks_in_flight: usize,
     /// Send paths the receiver snapshots are partitioned for (1–32); the
     /// server sets it to the fan-out writer count, so it is not read from TOML.
     #[serde(skip)]
@@ -77,6 +81,7 @@ impl Default for SessionConfig {
             ban_table_max: 65_536,
             max_sessions: 100_000,
             password_checks_per_s: 10,
+            password_checks_in_flight: 4,
             partitions: 2,
         }
     }
@@ -141,6 +146,13 @@ impl SessionConfig {
             1,
             10_000,
             "1..=10000",
+        )?;
+        check(
+            "password_checks_in_flight",
+            self.password_checks_in_flight,
+            1,
+            256,
+            "1..=256",
         )?;
         check("partitions", self.partitions, 1, 32, "1..=32")
     }

@@ -4,14 +4,10 @@
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use subtle::ConstantTimeEq;
-
+use super::auth::AuthStep;
 use super::replies::{self, RejectReason};
 use super::DEV_MODEL_ANDROID;
-use super::{
-    is_reserved_ssid, is_valid_device_password, verify_device_password, DeviceKey, Reflector,
-    StoreEvent, Transmit,
-};
+use super::{is_reserved_ssid, DeviceKey, Reflector, StoreEvent, Transmit};
 use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
 use crate::directory::{DeviceRecord, UserRecord, UNGROUPED};
 use crate::policy::BanCheck;
@@ -48,7 +44,7 @@ impl Reflector {
             return;
         };
         let key = (user.id, h.ssid);
-        let hb = HeartbeatData::parse(data).unwrap_or_default();
+        let mac = HeartbeatData::parse(data).unwrap_or_default().mac;
         let timeout = self.cfg.offline_timeout();
         // A disabled account is re-checked (and refused) even mid-session.
         let same_endpoint = user.enabled
@@ -56,27 +52,64 @@ impl Reflector {
                 s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
             });
         if !same_endpoint {
-            if let Err(reason) = self.authenticate(now, src, h, &user) {
+            if self.check_pending(key) {
+                self.stats.password_check_pending_drops += 1;
+                return;
+            }
+            match self.authenticate(now, src, h, data, &user) {
+                Err(reason) => {
+                    self.reject(src, h, reason);
+                    return;
+                }
+                Ok(AuthStep::Pending) => return,
+                Ok(AuthStep::Verified) => {}
+            }
+            if let Err(reason) = self.admit(now, h, key, mac) {
                 self.reject(src, h, reason);
                 return;
             }
-            if let Some(s) = self.sessions.get(&key) {
-                let active = now.saturating_duration_since(s.last_seen) <= timeout;
-                let stored_mac = self.dir.device(key.0, key.1).and_then(|r| r.mac);
-                let mac_matches = hb.mac.is_some() && hb.mac == stored_mac;
-                let android_without_mac = h.dev_model == DEV_MODEL_ANDROID && hb.mac.is_none();
-                if active && !mac_matches && !android_without_mac {
-                    self.reject(src, h, RejectReason::ConflictOnline);
-                    return;
-                }
-            } else if self.sessions.len() >= self.cfg.max_sessions {
-                self.reject(src, h, RejectReason::ServerFull);
-                return;
-            }
-            self.stats.logins += 1;
         }
+        self.accept(now, src, h, data, &user, key, mac);
+    }
+
+    /// After a correct password: the online-conflict rule (spec §3.5) and
+    /// the session limit.
+    pub(super) fn admit(
+        &mut self,
+        now: Instant,
+        h: &Header,
+        key: DeviceKey,
+        mac: Option<Mac>,
+    ) -> Result<(), RejectReason> {
+        if let Some(s) = self.sessions.get(&key) {
+            let active = now.saturating_duration_since(s.last_seen) <= self.cfg.offline_timeout();
+            let stored_mac = self.dir.device(key.0, key.1).and_then(|r| r.mac);
+            let mac_matches = mac.is_some() && mac == stored_mac;
+            let android_without_mac = h.dev_model == DEV_MODEL_ANDROID && mac.is_none();
+            if active && !mac_matches && !android_without_mac {
+                return Err(RejectReason::ConflictOnline);
+            }
+        } else if self.sessions.len() >= self.cfg.max_sessions {
+            return Err(RejectReason::ServerFull);
+        }
+        self.stats.logins += 1;
+        Ok(())
+    }
+
+    /// Marks the device online at `src` and answers the heartbeat.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn accept(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        h: &Header,
+        data: &[u8],
+        user: &UserRecord,
+        key: DeviceKey,
+        mac: Option<Mac>,
+    ) {
         let came_online = !self.sessions.contains_key(&key);
-        let rec = self.update_device_record(key, &user, h, hb.mac);
+        let rec = self.update_device_record(key, user, h, mac);
         self.go_online(now, key, src, rec.group_id);
         self.transmits.push_back(Transmit {
             dst: src,
@@ -88,61 +121,6 @@ impl Reflector {
             self.send_config(now, src, key, &ConfigCommand::Query);
             self.send_config(now, src, key, &ConfigCommand::TimeSync(0));
         }
-    }
-
-    /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
-    pub(super) fn authenticate(
-        &mut self,
-        now: Instant,
-        src: SocketAddr,
-        h: &Header,
-        user: &UserRecord,
-    ) -> Result<(), RejectReason> {
-        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), &user.name, now) {
-            return Err(RejectReason::TooManyFailures);
-        }
-        if !user.enabled {
-            return Err(RejectReason::UserDisabled);
-        }
-        let Some(phc) = user.device_password_hash.as_deref() else {
-            return Err(RejectReason::PasswordNotSet);
-        };
-        let pw = h.password_bytes();
-        let ok = user.approved
-            && is_valid_device_password(pw)
-            && self.password_matches(now, user.id, phc, h)?;
-        if !ok {
-            self.bans.record_failure(src.ip(), &user.name, now);
-            return Err(RejectReason::InvalidPassword);
-        }
-        self.bans.record_success(src.ip(), &user.name);
-        Ok(())
-    }
-
-    /// Whether the password matches; `Err(ServerBusy)` when the Argon2
-    /// budget is spent.
-    pub(super) fn password_matches(
-        &mut self,
-        now: Instant,
-        user_id: i64,
-        phc: &str,
-        h: &Header,
-    ) -> Result<bool, RejectReason> {
-        if let Some((cached_phc, cached_pw)) = self.verified.get(&user_id) {
-            if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
-                return Ok(true);
-            }
-        }
-        if !self.password_checks.take(now) {
-            self.stats.password_check_budget_drops += 1;
-            return Err(RejectReason::ServerBusy);
-        }
-        let ok = verify_device_password(phc, h.password_bytes());
-        if ok {
-            self.verified
-                .insert(user_id, (phc.to_owned(), h.device_password));
-        }
-        Ok(ok)
     }
 
     pub(super) fn auth_failure(

@@ -1,9 +1,11 @@
 //! The sans-IO session core: feed it `(now, source, datagram)`, then poll it
-//! for replies, fan-out frames and store events. It owns device sessions,
+//! for replies, fan-out frames, store events and password checks (which the
+//! runtime runs elsewhere and reports back). It owns device sessions,
 //! authentication, policies and receiver snapshots (draarl-v1 §2.2, §3).
 //!
-//! It never reads a clock, touches a socket or awaits the database.
+//! It never reads a clock, touches a socket, awaits the database or runs Argon2.
 
+mod auth;
 mod config;
 mod forward;
 mod login;
@@ -20,6 +22,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+pub use auth::PasswordCheck;
 pub(crate) use config::check;
 pub use config::{ConfigRangeError, SessionConfig};
 pub use password::{
@@ -117,6 +120,14 @@ pub struct Reflector {
     /// Last verified password per user, so only the first login of a user
     /// pays for Argon2: (PHC string it was checked against, padded password).
     verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
+    /// Logins parked behind a password check, by check id (at most
+    /// `password_checks_in_flight`).
+    pending_checks: HashMap<u64, auth::PendingLogin>,
+    /// Devices with a check in flight.
+    pending_devices: HashSet<DeviceKey>,
+    /// Checks not yet taken by the runtime (a subset of `pending_checks`).
+    checks_out: VecDeque<PasswordCheck>,
+    next_check_id: u64,
     rate: RateLimiter,
     password_checks: TokenBucket,
     bans: BanLadder,
@@ -146,6 +157,10 @@ impl Reflector {
             members: HashMap::new(),
             snapshots: HashMap::new(),
             verified: HashMap::new(),
+            pending_checks: HashMap::new(),
+            pending_devices: HashSet::new(),
+            checks_out: VecDeque::new(),
+            next_check_id: 0,
             transmits: VecDeque::new(),
             frames: VecDeque::new(),
             events: VecDeque::new(),
@@ -238,6 +253,7 @@ impl Reflector {
             self.stats.sessions_expired += 1;
             self.drop_session(key);
         }
+        self.expire_password_checks(now);
         self.rate.sweep(now);
         self.bans.sweep(now);
         self.floors.sweep(now);

@@ -26,6 +26,17 @@ pub struct SessionStats {
     pub rejects_auth: u64,
     /// Logins refused with `server_busy` because the Argon2 budget was spent.
     pub password_check_budget_drops: u64,
+    /// Logins refused with `server_busy` because `password_checks_in_flight`
+    /// checks were already running.
+    pub password_checks_in_flight_drops: u64,
+    /// Heartbeats dropped because their device already had a check in flight.
+    pub password_check_pending_drops: u64,
+    /// Checks abandoned after 10 s without a result.
+    pub password_checks_abandoned: u64,
+    /// Results for a check that was abandoned or never issued.
+    pub password_check_results_unknown: u64,
+    /// Results discarded because the user or its password changed meanwhile.
+    pub password_checks_stale: u64,
     /// Reserved-SSID packets with a non-zero tag, dropped silently.
     pub reserved_tag_drops: u64,
     /// Types 3/4/5 from a device that is not online.
@@ -78,6 +89,20 @@ impl SessionStats {
                 "password_check_budget_drops",
                 self.password_check_budget_drops,
             ),
+            (
+                "password_checks_in_flight_drops",
+                self.password_checks_in_flight_drops,
+            ),
+            (
+                "password_check_pending_drops",
+                self.password_check_pending_drops,
+            ),
+            ("password_checks_abandoned", self.password_checks_abandoned),
+            (
+                "password_check_results_unknown",
+                self.password_check_results_unknown,
+            ),
+            ("password_checks_stale", self.password_checks_stale),
             ("reserved_tag_drops", self.reserved_tag_drops),
             ("unknown_device_drops", self.unknown_device_drops),
             ("endpoint_mismatch_drops", self.endpoint_mismatch_drops),

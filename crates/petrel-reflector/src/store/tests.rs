@@ -1,28 +1,45 @@
+use super::harness::run;
 use super::*;
-use crate::codec::Mac;
+use crate::codec::{Mac, Tlv};
+use crate::directory::DeviceRecord;
+use crate::session::StoreEvent;
+
+/// Each body runs once per backend: `sqlite::<name>` and `postgres::<name>`.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::run(super::Backend::Sqlite, stringify!($name), super::$name).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::run(super::Backend::Postgres, stringify!($name), super::$name).await;
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    fresh_store_migrates_once_and_has_the_public_group,
+    users_groups_links_and_devices_round_trip,
+    device_config_reports_are_stored,
+    text_history_is_kept_newest_first_and_pruned,
+    recordings_are_listed_newest_first,
+    group_ids_follow_the_highest_in_use,
+);
 
 const CHEAP: HashCost = HashCost {
     m_cost_kib: 64,
     t_cost: 1,
     p_cost: 1,
 };
-
-struct Temp(String);
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", self.0));
-        }
-    }
-}
-
-fn temp(name: &str) -> Temp {
-    let p = std::env::temp_dir().join(format!("petrel-store-{}-{name}.db", std::process::id()));
-    let t = Temp(p.to_string_lossy().into_owned());
-    drop(Temp(t.0.clone()));
-    t
-}
 
 fn opts() -> StoreOptions {
     StoreOptions {
@@ -41,13 +58,11 @@ fn alice() -> NewUser {
     }
 }
 
-#[tokio::test]
-async fn fresh_store_migrates_once_and_has_the_public_group() {
-    let t = temp("fresh");
-    let s = Store::open(&t.0, opts()).await.unwrap();
+async fn fresh_store_migrates_once_and_has_the_public_group(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
     assert_eq!(s.schema_version().await.unwrap(), 3);
     s.close().await;
-    let s = Store::open(&t.0, opts()).await.unwrap();
+    let s = Store::open(&db, opts()).await.unwrap();
     assert_eq!(s.schema_version().await.unwrap(), 3);
     let d = s.load_directory().await.unwrap();
     let g = d.group(999).unwrap();
@@ -55,10 +70,8 @@ async fn fresh_store_migrates_once_and_has_the_public_group() {
     assert_eq!(d.domain_of(999).unwrap().id, 999);
 }
 
-#[tokio::test]
-async fn users_groups_links_and_devices_round_trip() {
-    let t = temp("roundtrip");
-    let s = Store::open(&t.0, opts()).await.unwrap();
+async fn users_groups_links_and_devices_round_trip(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     assert!(
         matches!(s.add_user(&alice()).await, Err(StoreError::Db(_))),
@@ -148,10 +161,8 @@ async fn users_groups_links_and_devices_round_trip() {
     ));
 }
 
-#[tokio::test]
-async fn device_config_reports_are_stored() {
-    let t = temp("config");
-    let s = Store::open(&t.0, opts()).await.unwrap();
+async fn device_config_reports_are_stored(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     let items = vec![
         Tlv {
@@ -174,10 +185,8 @@ async fn device_config_reports_are_stored() {
     assert_eq!(s.device_config(uid, 1).await.unwrap(), want);
 }
 
-#[tokio::test]
-async fn text_history_is_kept_newest_first_and_pruned() {
-    let t = temp("messages");
-    let s = Store::open(&t.0, opts()).await.unwrap();
+async fn text_history_is_kept_newest_first_and_pruned(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     for (ms, text) in [(1_000, "first"), (2_000, "second"), (3_000, "third")] {
         s.apply(&StoreEvent::Text {
@@ -200,4 +209,78 @@ async fn text_history_is_kept_newest_first_and_pruned() {
     assert!(s.recent_messages(1, 10).await.unwrap().is_empty());
     assert_eq!(s.prune_messages(2_500).await.unwrap(), 2);
     assert_eq!(s.recent_messages(999, 10).await.unwrap().len(), 1);
+}
+
+async fn recordings_are_listed_newest_first(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    let uid = s.add_user(&alice()).await.unwrap();
+    for (ms, path) in [(5_000, "2026/01/01/b.raw"), (1_000, "2026/01/01/a.raw")] {
+        let r = crate::recording::Recording {
+            device: (uid, 7),
+            group_id: 999,
+            started_unix_ms: ms,
+            frames: vec![vec![0; 20]; 10],
+        };
+        s.add_recording(&r, path, 1234).await.unwrap();
+    }
+    let got = s.recent_recordings(999, 10).await.unwrap();
+    assert_eq!(
+        got,
+        vec![
+            ("2026/01/01/b.raw".to_owned(), 600),
+            ("2026/01/01/a.raw".to_owned(), 600),
+        ]
+    );
+    assert_eq!(s.recent_recordings(999, 1).await.unwrap().len(), 1);
+    assert!(s.recent_recordings(1, 10).await.unwrap().is_empty());
+}
+
+async fn group_ids_follow_the_highest_in_use(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    assert_eq!(s.add_group("next", false, None).await.unwrap(), 1000);
+    assert_eq!(s.add_group("fixed", false, Some(5000)).await.unwrap(), 5000);
+    assert_eq!(s.add_group("after", true, None).await.unwrap(), 5001);
+    assert!(matches!(
+        s.add_group("clash", false, Some(5000)).await,
+        Err(StoreError::Db(_))
+    ));
+    assert!(matches!(
+        s.add_group("zero", false, Some(0)).await,
+        Err(StoreError::Invalid(_))
+    ));
+}
+
+#[tokio::test]
+async fn open_errors_name_the_location_without_its_password() {
+    let err = Store::open("postgres://petrel:hunter2@127.0.0.1:1/db", opts())
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Open { .. }), "{err:?}");
+    assert!(
+        text.contains("postgres://petrel:***@127.0.0.1:1/db"),
+        "{text}"
+    );
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(!format!("{err:?}").contains("hunter2"), "{err:?}");
+}
+
+/// PostgreSQL only: SQLite is embedded, one server per file. The four
+/// opens interleave at every await, so each waits on the others' lock.
+#[tokio::test]
+async fn concurrent_first_opens_on_postgres_migrate_once() {
+    run(
+        Backend::Postgres,
+        "concurrent_open",
+        |db: String| async move {
+            let open = || Store::open(&db, opts());
+            let all = tokio::join!(open(), open(), open(), open());
+            for s in [all.0, all.1, all.2, all.3] {
+                let s = s.unwrap();
+                assert_eq!(s.schema_version().await.unwrap(), 3);
+                s.close().await;
+            }
+        },
+    )
+    .await;
 }

@@ -1,0 +1,204 @@
+//! Password verification off the ingress path (draarl-v1 §3.1 step 2, §3.2).
+//!
+//! Argon2id costs tens of milliseconds, so the core never runs it: a login
+//! that needs it parks the heartbeat and emits a [`PasswordCheck`]; the
+//! runtime runs [`PasswordCheck::run`] on a blocking pool and reports back
+//! with [`Reflector::handle_password_check`]. Rate limits, the ban ladder,
+//! the per-second budget and a bound on checks in flight all apply before a
+//! check is emitted, and a device has at most one check in flight (its
+//! further heartbeats are dropped and counted meanwhile), so neither the
+//! pool's work nor the parked state can grow without bound.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use subtle::ConstantTimeEq;
+
+use super::replies::RejectReason;
+use super::{is_valid_device_password, verify_device_password, DeviceKey, Reflector};
+use crate::codec::{Header, HeartbeatData};
+use crate::directory::UserRecord;
+use crate::policy::BanCheck;
+
+/// A check whose result has not come back after this long is abandoned
+/// (its device may log in again).
+pub(super) const PASSWORD_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One Argon2id verification for the runtime to run off the ingress thread.
+pub struct PasswordCheck {
+    id: u64,
+    phc: String,
+    password: Vec<u8>,
+}
+
+impl PasswordCheck {
+    /// Identifies the check in [`Reflector::handle_password_check`].
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Runs the verification (CPU-bound, tens of ms at the default cost).
+    pub fn run(&self) -> bool {
+        verify_device_password(&self.phc, &self.password)
+    }
+}
+
+impl std::fmt::Debug for PasswordCheck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PasswordCheck")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A heartbeat waiting for its password check.
+#[derive(Debug)]
+pub(super) struct PendingLogin {
+    key: DeviceKey,
+    src: SocketAddr,
+    header: Header,
+    data: Vec<u8>,
+    /// The hash it is checked against; a different one at completion means
+    /// the password changed meanwhile and the result is discarded.
+    phc: String,
+    started: Instant,
+}
+
+/// How far [`Reflector::authenticate`] got.
+pub(super) enum AuthStep {
+    /// The password is correct (cached from an earlier check).
+    Verified,
+    /// A check was emitted; the login completes when its result arrives.
+    Pending,
+}
+
+impl Reflector {
+    /// Next password verification for the runtime to run.
+    pub fn poll_password_check(&mut self) -> Option<PasswordCheck> {
+        self.checks_out.pop_front()
+    }
+
+    /// Password checks emitted and not yet answered.
+    pub fn password_checks_in_flight(&self) -> usize {
+        self.pending_checks.len()
+    }
+
+    /// Completes the login parked behind check `id` with its result `ok`:
+    /// the ban ladder records it, and a correct password continues the login
+    /// exactly as if it had been verified inline.
+    pub fn handle_password_check(&mut self, now: Instant, id: u64, ok: bool) {
+        let Some(p) = self.pending_checks.remove(&id) else {
+            self.stats.password_check_results_unknown += 1;
+            return;
+        };
+        self.pending_devices.remove(&p.key);
+        let Some(user) = self.dir.user(p.key.0).cloned() else {
+            self.stats.password_checks_stale += 1;
+            return;
+        };
+        if user.device_password_hash.as_deref() != Some(p.phc.as_str()) {
+            self.stats.password_checks_stale += 1;
+            return;
+        }
+        if !ok {
+            self.bans.record_failure(p.src.ip(), &user.name, now);
+            self.reject(p.src, &p.header, RejectReason::InvalidPassword);
+            return;
+        }
+        self.bans.record_success(p.src.ip(), &user.name);
+        self.verified
+            .insert(user.id, (p.phc, p.header.device_password));
+        if !user.enabled {
+            self.reject(p.src, &p.header, RejectReason::UserDisabled);
+            return;
+        }
+        let mac = HeartbeatData::parse(&p.data).unwrap_or_default().mac;
+        if let Err(reason) = self.admit(now, &p.header, p.key, mac) {
+            self.reject(p.src, &p.header, reason);
+            return;
+        }
+        self.accept(now, p.src, &p.header, &p.data, &user, p.key, mac);
+    }
+
+    /// Whether device `key` already has a check in flight.
+    pub(super) fn check_pending(&self, key: DeviceKey) -> bool {
+        self.pending_devices.contains(&key)
+    }
+
+    /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
+    /// `Err(ServerBusy)` when the Argon2 budget or the in-flight bound is spent.
+    pub(super) fn authenticate(
+        &mut self,
+        now: Instant,
+        src: SocketAddr,
+        h: &Header,
+        data: &[u8],
+        user: &UserRecord,
+    ) -> Result<AuthStep, RejectReason> {
+        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), &user.name, now) {
+            return Err(RejectReason::TooManyFailures);
+        }
+        if !user.enabled {
+            return Err(RejectReason::UserDisabled);
+        }
+        let Some(phc) = user.device_password_hash.as_deref() else {
+            return Err(RejectReason::PasswordNotSet);
+        };
+        if !user.approved || !is_valid_device_password(h.password_bytes()) {
+            self.bans.record_failure(src.ip(), &user.name, now);
+            return Err(RejectReason::InvalidPassword);
+        }
+        if let Some((cached_phc, cached_pw)) = self.verified.get(&user.id) {
+            if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
+                self.bans.record_success(src.ip(), &user.name);
+                return Ok(AuthStep::Verified);
+            }
+        }
+        if self.pending_checks.len() >= self.cfg.password_checks_in_flight {
+            self.stats.password_checks_in_flight_drops += 1;
+            return Err(RejectReason::ServerBusy);
+        }
+        if !self.password_checks.take(now) {
+            self.stats.password_check_budget_drops += 1;
+            return Err(RejectReason::ServerBusy);
+        }
+        let id = self.next_check_id;
+        self.next_check_id += 1;
+        let key = (user.id, h.ssid);
+        self.checks_out.push_back(PasswordCheck {
+            id,
+            phc: phc.to_owned(),
+            password: h.password_bytes().to_vec(),
+        });
+        self.pending_checks.insert(
+            id,
+            PendingLogin {
+                key,
+                src,
+                header: h.clone(),
+                data: data.to_vec(),
+                phc: phc.to_owned(),
+                started: now,
+            },
+        );
+        self.pending_devices.insert(key);
+        Ok(AuthStep::Pending)
+    }
+
+    /// Abandons checks older than [`PASSWORD_CHECK_TIMEOUT`] (a runtime that
+    /// lost a result must not lock a device out for good).
+    pub(super) fn expire_password_checks(&mut self, now: Instant) {
+        let before = self.pending_checks.len();
+        let devices = &mut self.pending_devices;
+        self.pending_checks.retain(|_, p| {
+            let keep = now.saturating_duration_since(p.started) <= PASSWORD_CHECK_TIMEOUT;
+            if !keep {
+                devices.remove(&p.key);
+            }
+            keep
+        });
+        self.stats.password_checks_abandoned += (before - self.pending_checks.len()) as u64;
+        let pending = &self.pending_checks;
+        self.checks_out.retain(|c| pending.contains_key(&c.id));
+    }
+}

@@ -1,0 +1,109 @@
+//! Which database a store location names, and how to print it safely.
+
+use std::path::Path;
+
+use sqlx::any::AnyConnectOptions;
+use sqlx::sqlite::SqliteConnectOptions;
+use sqlx::ConnectOptions;
+
+/// The database behind a [`Store`](super::Store).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// Embedded SQLite file (the default).
+    Sqlite,
+    /// PostgreSQL server.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend a location names: `postgres://` or `postgresql://` URLs
+    /// are PostgreSQL; `sqlite:` URLs and plain file paths are SQLite.
+    pub fn of(location: &str) -> Self {
+        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+            Self::Postgres
+        } else {
+            Self::Sqlite
+        }
+    }
+}
+
+/// Connect options for `location`. A plain path becomes an absolute
+/// `sqlite://` URL created on first open, so no file name is ever parsed as
+/// a URL; `sqlite:` URLs are taken as written (add `?mode=rwc` to create).
+pub(super) fn connect_options(location: &str) -> Result<AnyConnectOptions, sqlx::Error> {
+    if Backend::of(location) == Backend::Postgres || location.starts_with("sqlite:") {
+        return location.parse();
+    }
+    let path = std::path::absolute(Path::new(location)).map_err(sqlx::Error::Io)?;
+    let url = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .to_url_lossy();
+    AnyConnectOptions::from_url(&url)
+}
+
+/// `location` with any URL password replaced by `***`, for logs, errors and
+/// metrics. Works on malformed URLs too (an unescaped `/` or `@` in the
+/// password): everything between the first `:` after `scheme://` and the
+/// last `@` before any `?` or `#` is hidden, erring towards hiding more.
+pub fn redact(location: &str) -> String {
+    let Some(scheme_end) = location.find("://") else {
+        return location.to_owned();
+    };
+    let rest_start = scheme_end + 3;
+    let rest = &location[rest_start..];
+    let authority_end = rest.find(['?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return location.to_owned();
+    };
+    let Some(colon) = authority[..at].find(':') else {
+        return location.to_owned();
+    };
+    format!(
+        "{}{}***{}",
+        &location[..rest_start],
+        &authority[..=colon],
+        &location[rest_start + at..]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backend_follows_the_scheme() {
+        assert_eq!(Backend::of("postgres://h/db"), Backend::Postgres);
+        assert_eq!(Backend::of("postgresql://h/db"), Backend::Postgres);
+        assert_eq!(Backend::of("sqlite://x.db"), Backend::Sqlite);
+        assert_eq!(Backend::of("petrel-reflector.db"), Backend::Sqlite);
+        assert_eq!(Backend::of("postgres.db"), Backend::Sqlite);
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://petrel:s3cr%40t@127.0.0.1:5432/db?sslmode=disable"),
+            "postgres://petrel:***@127.0.0.1:5432/db?sslmode=disable"
+        );
+        assert_eq!(redact("postgres://u:p@w@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u:pa/ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(redact("postgres://h/db?x=a:b@c"), "postgres://h/db?x=a:b@c");
+        assert_eq!(redact("postgres://u:p@"), "postgres://u:***@");
+        assert_eq!(redact("/var/lib/a:b@c.db"), "/var/lib/a:b@c.db");
+    }
+
+    #[test]
+    fn plain_paths_become_absolute_sqlite_urls() {
+        let opts = connect_options("dir with space/x?.db").unwrap();
+        let url = opts.database_url.as_str();
+        assert!(url.starts_with("sqlite:///"), "{url}");
+        assert!(url.contains("mode=rwc"), "{url}");
+        let back = SqliteConnectOptions::from_url(&opts.database_url).unwrap();
+        assert!(back
+            .get_filename()
+            .ends_with(Path::new("dir with space/x?.db")));
+    }
+}
