@@ -29,19 +29,24 @@
 //! `PETREL_REQUIRE_KCPTUN` set (CI) its absence fails the test instead.
 #![allow(clippy::unwrap_used)]
 
+mod support_kcptun;
+
 use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
 use petrel_proto::kcp::{Kcp, KcpConfig, NORMAL_MIN_RTO};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
-use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::io::{ErrorKind, Write};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use support_kcptun::{
+    echo_server, find_binary, kernel_drops, smux_frame, snmp_last_row, wait_udp_listener, Proc,
+    SmuxRx, CMD_FIN, CMD_PSH, CMD_SYN, STREAM_ID,
+};
 
 const DS: u8 = 10;
 const PS: u8 = 3;
@@ -49,135 +54,12 @@ const PS: u8 = 3;
 const UDP_MTU: usize = 1350;
 /// kcp-go's per-datagram header with crypt and FEC: 20 + 8 bytes.
 const KCPGO_HEADERS: usize = 28;
-const TRANSFER: usize = 200_000;
+/// Bytes sent through the stream and echoed back.
+pub const TRANSFER: usize = 200_000;
+/// Most datagrams read before the timers and output run again.
+const RECV_BATCH: usize = 64;
 /// Whole conversation, setup to the server's FIN.
 const CONVERSATION_LIMIT: Duration = Duration::from_secs(30);
-
-const SMUX_VER: u8 = 1;
-const SMUX_HDR: usize = 8;
-const CMD_SYN: u8 = 0;
-const CMD_FIN: u8 = 1;
-const CMD_PSH: u8 = 2;
-const CMD_NOP: u8 = 3;
-/// smux clients number their streams with odd ids; the first `OpenStream` of a
-/// smux client session gets 3 (`nextStreamID` starts at 1, advanced by 2 first).
-const STREAM_ID: u32 = 3;
-
-/// Kills its process (by PID, via `Child::kill`) when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn find_binary(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
-}
-
-/// TCP echo server; every connection thread stops with `stop`.
-fn echo_server(stop: Arc<AtomicBool>) -> (SocketAddr, JoinHandle<()>) {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.set_nonblocking(true).unwrap();
-    let addr = l.local_addr().unwrap();
-    let h = thread::spawn(move || {
-        while !stop.load(Ordering::Relaxed) {
-            let Ok((mut s, _)) = l.accept() else {
-                thread::sleep(Duration::from_millis(10));
-                continue;
-            };
-            s.set_nonblocking(false).unwrap();
-            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
-            let stop = stop.clone();
-            thread::spawn(move || {
-                let mut buf = [0u8; 16384];
-                while !stop.load(Ordering::Relaxed) {
-                    match s.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) if s.write_all(&buf[..n]).is_ok() => {}
-                        Ok(_) => break,
-                        Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
-                        Err(_) => break,
-                    }
-                }
-            });
-        }
-    });
-    (addr, h)
-}
-
-/// Waits until something listens on UDP `127.0.0.1:port` (Linux `/proc/net/udp`),
-/// so the first datagrams are not refused; gives up quietly after `limit` (KCP
-/// retransmits anyway).
-fn wait_udp_listener(port: u16, limit: Duration) {
-    let needle = format!("0100007F:{port:04X} ");
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        match std::fs::read_to_string("/proc/net/udp") {
-            Ok(t) if t.contains(&needle) => return,
-            Ok(_) => thread::sleep(Duration::from_millis(20)),
-            Err(_) => return,
-        }
-    }
-}
-
-fn smux_frame(cmd: u8, sid: u32, payload: &[u8], out: &mut Vec<u8>) {
-    out.push(SMUX_VER);
-    out.push(cmd);
-    out.extend_from_slice(&u16::try_from(payload.len()).unwrap().to_le_bytes());
-    out.extend_from_slice(&sid.to_le_bytes());
-    out.extend_from_slice(payload);
-}
-
-/// What the server said on the smux session.
-#[derive(Debug, Default)]
-struct SmuxRx {
-    /// Unparsed tail of the byte stream (at most one frame, ≤ 65 543 bytes).
-    pending: Vec<u8>,
-    echoed: Vec<u8>,
-    fin: bool,
-    nops: u64,
-}
-
-impl SmuxRx {
-    /// Appends KCP-delivered bytes and consumes every complete frame.
-    fn feed(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
-        let mut at = 0;
-        while self.pending.len() - at >= SMUX_HDR {
-            let h = &self.pending[at..at + SMUX_HDR];
-            let (ver, cmd) = (h[0], h[1]);
-            let len = usize::from(u16::from_le_bytes([h[2], h[3]]));
-            let sid = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-            assert_eq!(ver, SMUX_VER, "smux version from kcptun");
-            if self.pending.len() - at < SMUX_HDR + len {
-                break;
-            }
-            let body = &self.pending[at + SMUX_HDR..at + SMUX_HDR + len];
-            match cmd {
-                CMD_PSH => {
-                    assert_eq!(sid, STREAM_ID, "PSH for a stream we did not open");
-                    assert!(!self.fin, "PSH after FIN");
-                    self.echoed.extend_from_slice(body);
-                    assert!(self.echoed.len() <= TRANSFER, "more bytes echoed than sent");
-                }
-                CMD_FIN => {
-                    assert_eq!(sid, STREAM_ID, "FIN for a stream we did not open");
-                    self.fin = true;
-                }
-                CMD_NOP => self.nops += 1,
-                other => panic!("unexpected smux cmd {other} (len {len}, sid {sid})"),
-            }
-            at += SMUX_HDR + len;
-        }
-        self.pending.drain(..at);
-    }
-}
 
 /// Petrel's side: KCP under kcp-go-framed FEC over one connected UDP socket,
 /// with seeded loss injected on each direction.
@@ -198,6 +80,8 @@ struct Client {
     smux: SmuxRx,
     datagram: Vec<u8>,
     wire: Vec<u8>,
+    /// Datagrams read in one batch (at most `RECV_BATCH`).
+    inbox: Vec<Vec<u8>>,
 }
 
 impl Client {
@@ -244,6 +128,7 @@ impl Client {
             smux: SmuxRx::default(),
             datagram: Vec::new(),
             wire: Vec::new(),
+            inbox: Vec::new(),
         }
     }
 
@@ -280,7 +165,7 @@ impl Client {
         }
     }
 
-    /// Waits for one datagram or the next deadline (≤ 50 ms), feeds it up the
+    /// Waits for datagrams or the next deadline (≤ 50 ms), feeds them up the
     /// stack, runs the timers and sends what is due.
     fn step(&mut self) {
         let now = Instant::now();
@@ -293,28 +178,26 @@ impl Client {
             .saturating_duration_since(now)
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
         self.sock.set_read_timeout(Some(wait)).unwrap();
-        let mut buf = [0u8; 2048];
-        match self.sock.recv(&mut buf) {
-            Ok(n) => {
-                let now = Instant::now();
-                if self.loss.gen_bool(self.rx_loss) {
-                    self.rx_dropped += 1;
-                } else if self.dec.input(now, &buf[..n]).is_err() {
-                    self.fec_errors += 1;
-                }
-                while self.dec.poll_datagram(&mut self.datagram) {
-                    if self.kcp.input(now, &self.datagram).is_err() {
-                        self.kcp_errors += 1;
-                    }
+        // kcp-go sends a window's worth at once; a debug build decoding one datagram
+        // per wake-up overflows the socket buffer, so read a batch before decoding.
+        let mut batch = 0;
+        while batch < RECV_BATCH && self.recv_raw(batch) {
+            batch += 1;
+        }
+        let now = Instant::now();
+        for i in 0..batch {
+            if self.loss.gen_bool(self.rx_loss) {
+                self.rx_dropped += 1;
+            } else if self.dec.input(now, &self.inbox[i]).is_err() {
+                self.fec_errors += 1;
+            }
+            while self.dec.poll_datagram(&mut self.datagram) {
+                if self.kcp.input(now, &self.datagram).is_err() {
+                    self.kcp_errors += 1;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused
-                ) => {}
-            Err(e) => panic!("recv from kcptun-server: {e}"),
         }
+        self.sock.set_nonblocking(false).unwrap();
         let now = Instant::now();
         self.kcp.handle_timeout(now);
         self.dec.handle_timeout(now);
@@ -324,8 +207,40 @@ impl Client {
         self.flush(now);
     }
 
+    /// Reads one datagram into `inbox[slot]`, waiting up to the read timeout for
+    /// the first of a batch only; `false` when none came.
+    fn recv_raw(&mut self, slot: usize) -> bool {
+        self.sock.set_nonblocking(slot > 0).unwrap();
+        if self.inbox.len() <= slot {
+            self.inbox.resize_with(slot + 1, || vec![0; 2048]);
+        }
+        let buf = &mut self.inbox[slot];
+        buf.resize(2048, 0);
+        match self.sock.recv(buf) {
+            Ok(n) => {
+                buf.truncate(n);
+                true
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused
+                ) =>
+            {
+                false
+            }
+            Err(e) => panic!("recv from kcptun-server: {e}"),
+        }
+    }
+
     /// Steps until `done` holds; panics with `what` and kcptun's log at `deadline`.
-    fn run_until(&mut self, deadline: Instant, log: &Path, what: &str, done: impl Fn(&Client) -> bool) {
+    fn run_until(
+        &mut self,
+        deadline: Instant,
+        log: &Path,
+        what: &str,
+        done: impl Fn(&Client) -> bool,
+    ) {
         while !done(self) {
             assert!(
                 self.kcp.error().is_none(),
@@ -346,34 +261,19 @@ impl Client {
     }
 }
 
-/// The last row of kcptun's SNMP CSV log (kcp-go `DefaultSnmp`), by column name.
-fn snmp_last_row(path: &Path) -> Option<HashMap<String, u64>> {
-    let text = std::fs::read_to_string(path).ok()?;
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines.next()?.split(',').collect();
-    let last = lines.last()?;
-    Some(
-        header
-            .iter()
-            .zip(last.split(','))
-            .filter_map(|(k, v)| Some(((*k).to_owned(), v.parse().ok()?)))
-            .collect(),
-    )
-}
-
 struct Outcome {
     sent: Vec<u8>,
     client: Client,
     snmp: HashMap<String, u64>,
     elapsed: Duration,
+    /// Datagrams to Petrel the kernel dropped (`None` without `/proc/net/udp`).
+    kernel_drops: Option<u64>,
 }
 
 /// One full conversation against a fresh kcptun-server.
 fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome {
-    let dir = std::env::temp_dir().join(format!(
-        "petrel-kcptun-conv-{}-{seed}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("petrel-kcptun-conv-{}-{seed}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     // kcptun formats the snmplog file name as a Go time layout: no digits in it.
     let (snmp_path, log_path) = (dir.join("snmp.csv"), dir.join("kcptun.log"));
@@ -395,7 +295,12 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
             .args(["--crypt", "none", "--nocomp", "--mode", "fast"])
             .args(["--datashard", &ds, "--parityshard", &ps, "--mtu", &mtu])
             .args(["--smuxver", "1", "--keepalive", "1"])
-            .args(["--snmplog", snmp_path.to_str().unwrap(), "--snmpperiod", "1"])
+            .args([
+                "--snmplog",
+                snmp_path.to_str().unwrap(),
+                "--snmpperiod",
+                "1",
+            ])
             .args(["--log", log_path.to_str().unwrap()])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -410,7 +315,16 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
     let mut client = Client::new(server_addr, seed, tx_loss, rx_loss);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5EED);
     let sent: Vec<u8> = (0..TRANSFER).map(|_| rng.gen()).collect();
+    // SYN alone first, data once it is acked. A fresh kcp-go session has kcp-go's
+    // default 32-segment receive window until kcptun's accept loop applies
+    // `--rcvwnd`, and kcp-go clients assume 32 for the peer (`rmt_wnd =
+    // IKCP_WND_RCV`); Petrel assumes ikcp.c's 128, so an immediate 128-segment
+    // burst can lose up to 96 segments to that race (then recovered by RTO).
     client.write_frame(CMD_SYN, &[]);
+    client.flush(Instant::now());
+    client.run_until(deadline, &log_path, "the SYN's ack", |c| {
+        c.kcp.pending_segments() == 0
+    });
     let mut at = 0;
     while at < TRANSFER {
         let n = rng.gen_range(1..=16_384).min(TRANSFER - at);
@@ -427,11 +341,15 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
     });
     let elapsed = start.elapsed();
     // A keepalive NOP (1 s interval) and an SNMP row written after the end.
-    let end_unix = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let end_unix = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let snmp_deadline = Instant::now() + Duration::from_secs(4);
     let snmp = loop {
         client.step();
-        let row = snmp_last_row(&snmp_path).filter(|r| r.get("Unix").is_some_and(|&t| t > end_unix));
+        let row =
+            snmp_last_row(&snmp_path).filter(|r| r.get("Unix").is_some_and(|&t| t > end_unix));
         match row {
             Some(r) if client.smux.nops > 0 => break r,
             _ => assert!(
@@ -441,6 +359,7 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
             ),
         }
     };
+    let kernel_drops = kernel_drops(client.sock.local_addr().unwrap().port());
     drop(server);
     stop.store(true, Ordering::Relaxed);
     echo_h.join().unwrap();
@@ -450,6 +369,7 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
         client,
         snmp,
         elapsed,
+        kernel_drops,
     }
 }
 
@@ -467,18 +387,27 @@ fn checked_conversation(name: &str, seed: u64, tx_loss: f64, rx_loss: f64) -> Op
     assert!(c.smux.echoed == o.sent, "echo through kcptun differs");
     assert!(c.smux.fin, "server FIN");
     assert!(c.smux.pending.is_empty(), "trailing partial smux frame");
-    assert_eq!((c.fec_errors, c.kcp_errors), (0, 0), "inputs Petrel rejected");
+    assert_eq!(
+        (c.fec_errors, c.kcp_errors),
+        (0, 0),
+        "inputs Petrel rejected"
+    );
     assert_eq!(c.dec.stats().malformed, 0);
     assert_eq!(c.enc.stats().tx_queue_dropped, 0);
     for counter in ["InCsumErrors", "KCPInErrors", "InErrs", "FECErrs"] {
-        assert_eq!(o.snmp.get(counter), Some(&0), "kcptun {counter}: {:?}", o.snmp);
+        assert_eq!(
+            o.snmp.get(counter),
+            Some(&0),
+            "kcptun {counter}: {:?}",
+            o.snmp
+        );
     }
     let (k, e, d) = (c.kcp.stats(), c.enc.stats(), c.dec.stats());
     eprintln!(
         "{name}: {TRANSFER} B echoed in {:?}; petrel sent {} data + {} parity shards \
          (dropped {}), retransmitted {} timeout + {} fast; received {} data + {} parity \
-         (dropped {}), recovered {}; {} NOPs; kcptun FECRecovered {:?}, RetransSegs {:?}, \
-         InPkts {:?}",
+         (dropped {}, kernel drops {:?}), recovered {}; {} NOPs; kcptun: FECRecovered {:?}, \
+         RetransSegs {:?}, RepeatSegs {:?}, InPkts {:?}",
         o.elapsed,
         e.data_shards_sent,
         e.parity_shards_sent,
@@ -488,10 +417,12 @@ fn checked_conversation(name: &str, seed: u64, tx_loss: f64, rx_loss: f64) -> Op
         d.data_shards_received,
         d.parity_shards_received,
         c.rx_dropped,
+        o.kernel_drops,
         d.shards_recovered,
         c.smux.nops,
         o.snmp.get("FECRecovered"),
         o.snmp.get("RetransSegs"),
+        o.snmp.get("RepeatSegs"),
         o.snmp.get("InPkts"),
     );
     Some(o)
