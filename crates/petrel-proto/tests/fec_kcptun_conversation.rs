@@ -40,8 +40,10 @@ use std::io::{ErrorKind, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, TrySendError};
 use std::sync::Arc;
+use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support_kcptun::{
     echo_server, find_binary, kernel_drops, smux_frame, snmp_last_row, wait_udp_listener, Proc,
@@ -58,6 +60,8 @@ const KCPGO_HEADERS: usize = 28;
 pub const TRANSFER: usize = 200_000;
 /// Most datagrams read before the timers and output run again.
 const RECV_BATCH: usize = 64;
+/// Datagrams the socket reader thread may queue for the driver.
+const INBOX_LIMIT: usize = 1024;
 /// Whole conversation, setup to the server's FIN.
 const CONVERSATION_LIMIT: Duration = Duration::from_secs(30);
 
@@ -80,8 +84,69 @@ struct Client {
     smux: SmuxRx,
     datagram: Vec<u8>,
     wire: Vec<u8>,
-    /// Datagrams read in one batch (at most `RECV_BATCH`).
-    inbox: Vec<Vec<u8>>,
+    inbox: Inbox,
+}
+
+/// Reads the socket on its own thread into a bounded channel, so the kernel
+/// buffer (208 KiB by default, where kcptun asks for 4 MiB) is drained even while
+/// a debug build decodes: kcp-go sends a whole window at once.
+struct Inbox {
+    rx: Receiver<Vec<u8>>,
+    /// Datagrams dropped because the channel was full.
+    overflow: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Inbox {
+    fn spawn(sock: UdpSocket) -> Inbox {
+        let (tx, rx) = sync_channel(INBOX_LIMIT);
+        let overflow = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        sock.set_read_timeout(Some(Duration::from_millis(20)))
+            .unwrap();
+        let reader = {
+            let (overflow, stop) = (overflow.clone(), stop.clone());
+            thread::spawn(move || {
+                let mut buf = [0u8; 2048];
+                while !stop.load(Ordering::Relaxed) {
+                    match sock.recv(&mut buf) {
+                        Ok(n) => match tx.try_send(buf[..n].to_vec()) {
+                            Ok(()) => {}
+                            Err(TrySendError::Full(_)) => {
+                                overflow.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(TrySendError::Disconnected(_)) => return,
+                        },
+                        // Timeouts, and ICMP "refused" before the server is up.
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                ErrorKind::WouldBlock
+                                    | ErrorKind::TimedOut
+                                    | ErrorKind::ConnectionRefused
+                            ) => {}
+                        Err(e) => panic!("recv from kcptun-server: {e}"),
+                    }
+                }
+            })
+        };
+        Inbox {
+            rx,
+            overflow,
+            stop,
+            reader: Some(reader),
+        }
+    }
+}
+
+impl Drop for Inbox {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+    }
 }
 
 impl Client {
@@ -113,7 +178,6 @@ impl Client {
         let mut enc = FecEncoder::new(&fec, framing).unwrap();
         enc.set_nonce_seed(rng.gen());
         Client {
-            sock,
             kcp,
             enc,
             dec: FecDecoder::new(&fec, framing).unwrap(),
@@ -128,7 +192,8 @@ impl Client {
             smux: SmuxRx::default(),
             datagram: Vec::new(),
             wire: Vec::new(),
-            inbox: Vec::new(),
+            inbox: Inbox::spawn(sock.try_clone().unwrap()),
+            sock,
         }
     }
 
@@ -177,18 +242,16 @@ impl Client {
         let wait = wake
             .saturating_duration_since(now)
             .clamp(Duration::from_millis(1), Duration::from_millis(50));
-        self.sock.set_read_timeout(Some(wait)).unwrap();
-        // kcp-go sends a window's worth at once; a debug build decoding one datagram
-        // per wake-up overflows the socket buffer, so read a batch before decoding.
-        let mut batch = 0;
-        while batch < RECV_BATCH && self.recv_raw(batch) {
-            batch += 1;
+        let mut batch = Vec::new();
+        if let Ok(d) = self.inbox.rx.recv_timeout(wait) {
+            batch.push(d);
+            batch.extend(self.inbox.rx.try_iter().take(RECV_BATCH - 1));
         }
         let now = Instant::now();
-        for i in 0..batch {
+        for d in &batch {
             if self.loss.gen_bool(self.rx_loss) {
                 self.rx_dropped += 1;
-            } else if self.dec.input(now, &self.inbox[i]).is_err() {
+            } else if self.dec.input(now, d).is_err() {
                 self.fec_errors += 1;
             }
             while self.dec.poll_datagram(&mut self.datagram) {
@@ -197,7 +260,6 @@ impl Client {
                 }
             }
         }
-        self.sock.set_nonblocking(false).unwrap();
         let now = Instant::now();
         self.kcp.handle_timeout(now);
         self.dec.handle_timeout(now);
@@ -205,32 +267,6 @@ impl Client {
             self.smux.feed(&m);
         }
         self.flush(now);
-    }
-
-    /// Reads one datagram into `inbox[slot]`, waiting up to the read timeout for
-    /// the first of a batch only; `false` when none came.
-    fn recv_raw(&mut self, slot: usize) -> bool {
-        self.sock.set_nonblocking(slot > 0).unwrap();
-        if self.inbox.len() <= slot {
-            self.inbox.resize_with(slot + 1, || vec![0; 2048]);
-        }
-        let buf = &mut self.inbox[slot];
-        buf.resize(2048, 0);
-        match self.sock.recv(buf) {
-            Ok(n) => {
-                buf.truncate(n);
-                true
-            }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::ConnectionRefused
-                ) =>
-            {
-                false
-            }
-            Err(e) => panic!("recv from kcptun-server: {e}"),
-        }
     }
 
     /// Steps until `done` holds; panics with `what` and kcptun's log at `deadline`.
@@ -406,7 +442,7 @@ fn checked_conversation(name: &str, seed: u64, tx_loss: f64, rx_loss: f64) -> Op
     eprintln!(
         "{name}: {TRANSFER} B echoed in {:?}; petrel sent {} data + {} parity shards \
          (dropped {}), retransmitted {} timeout + {} fast; received {} data + {} parity \
-         (dropped {}, kernel drops {:?}), recovered {}; {} NOPs; kcptun: FECRecovered {:?}, \
+         (dropped {}, kernel drops {:?}, inbox overflow {}), recovered {}; {} NOPs; kcptun: FECRecovered {:?}, \
          RetransSegs {:?}, RepeatSegs {:?}, InPkts {:?}",
         o.elapsed,
         e.data_shards_sent,
@@ -418,6 +454,7 @@ fn checked_conversation(name: &str, seed: u64, tx_loss: f64, rx_loss: f64) -> Op
         d.parity_shards_received,
         c.rx_dropped,
         o.kernel_drops,
+        c.inbox.overflow.load(Ordering::Relaxed),
         d.shards_recovered,
         c.smux.nops,
         o.snmp.get("FECRecovered"),
