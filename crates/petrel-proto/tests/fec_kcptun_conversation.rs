@@ -47,7 +47,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use support_kcptun::{
     echo_server, find_binary, kernel_drops, smux_frame, snmp_last_row, wait_udp_listener, Proc,
-    SmuxRx, CMD_FIN, CMD_PSH, CMD_SYN, STREAM_ID,
+    SmuxRx, StopOnDrop, CMD_FIN, CMD_PSH, CMD_SYN, STREAM_ID,
 };
 
 const DS: u8 = 10;
@@ -318,6 +318,7 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
 
     let stop = Arc::new(AtomicBool::new(false));
     let (echo, echo_h) = echo_server(stop.clone());
+    let stop_echo = StopOnDrop(stop);
     let port = UdpSocket::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -398,7 +399,7 @@ fn converse(server_bin: &Path, seed: u64, tx_loss: f64, rx_loss: f64) -> Outcome
     };
     let kernel_drops = kernel_drops(client.sock.local_addr().unwrap().port());
     drop(server);
-    stop.store(true, Ordering::Relaxed);
+    drop(stop_echo);
     echo_h.join().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
     Outcome {

@@ -20,8 +20,9 @@ pub const CMD_SYN: u8 = 0;
 pub const CMD_FIN: u8 = 1;
 pub const CMD_PSH: u8 = 2;
 const CMD_NOP: u8 = 3;
-/// smux clients number their streams with odd ids; the first `OpenStream` of a
-/// smux client session gets 3 (`nextStreamID` starts at 1, advanced by 2 first).
+/// smux clients number streams with odd ids, the first `OpenStream` getting 3
+/// (`nextStreamID` starts at 1 and is advanced before use); checked on the wire:
+/// Debian's kcptun-client opens its first stream with `SYN sid 3`.
 pub const STREAM_ID: u32 = 3;
 
 /// Kills its process (by PID, via `Child::kill`) when dropped.
@@ -34,6 +35,16 @@ impl Drop for Proc {
     }
 }
 
+/// Sets its flag when dropped, so helper threads stop even when a test panics.
+pub struct StopOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The first file called `name` in `PATH`.
 pub fn find_binary(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
