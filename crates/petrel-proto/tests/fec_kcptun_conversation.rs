@@ -153,6 +153,11 @@ impl Client {
     fn new(server: SocketAddr, seed: u64, tx_loss: f64, rx_loss: f64) -> Client {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        // kcp-go sends the whole echo in one burst; ask for the 4 MiB receive buffer
+        // kcptun itself uses (capped by net.core.rmem_max), not the 208 KiB default.
+        socket2::SockRef::from(&sock)
+            .set_recv_buffer_size(4 << 20)
+            .unwrap();
         sock.connect(server).unwrap();
         let config = KcpConfig {
             mtu: UDP_MTU - KCPGO_HEADERS,
