@@ -72,7 +72,7 @@ mod stats;
 pub mod wire;
 
 pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
-pub use decoder::{DecodeError, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
+pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
 pub use seqwin::SEQ_WINDOW;

@@ -214,7 +214,11 @@ impl Session {
         let result = match &mut self.fec {
             None => self.kcp.input(now, datagram).map_err(Into::into),
             Some(fec) => {
-                let mut result = fec.input(now, datagram).map_err(Into::into);
+                let mut result = match fec.input(now, datagram) {
+                    Ok(Some(passed)) => self.kcp.input(now, passed).map_err(Into::into),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e.into()),
+                };
                 while fec.poll_datagram(&mut self.scratch) {
                     if let Err(e) = self.kcp.input(now, &self.scratch) {
                         result = result.and(Err(e.into()));
@@ -254,7 +258,9 @@ impl Session {
             if !self.kcp.poll_transmit(now, &mut self.scratch) {
                 return false;
             }
-            fec.push(now, &self.scratch);
+            if fec.push(now, &self.scratch, out) {
+                return true;
+            }
         }
     }
 
