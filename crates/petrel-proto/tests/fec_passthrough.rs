@@ -74,7 +74,11 @@ fn echo(scheme: FecScheme, start: Instant) -> (Vec<Step>, Session, Session) {
         assert_eq!(&got[..], &msg[..]);
         server.send(&got).unwrap();
         let (sent, step) = drain(&mut server, now);
-        assert_eq!(step.lens.len(), 1, "the reply carries the ack: one datagram");
+        assert_eq!(
+            step.lens.len(),
+            1,
+            "the reply carries the ack: one datagram"
+        );
         steps.push(step);
         now += HOP;
         for d in &sent {
@@ -82,7 +86,10 @@ fn echo(scheme: FecScheme, start: Instant) -> (Vec<Step>, Session, Session) {
         }
         assert_eq!(&client.recv().unwrap()[..], &msg[..]);
         for s in [&client, &server] {
-            assert!(s.poll_timeout().unwrap() > now, "no timer is due per datagram");
+            assert!(
+                s.poll_timeout().unwrap() > now,
+                "no timer is due per datagram"
+            );
         }
     }
     (steps, client, server)
@@ -102,7 +109,10 @@ fn zero_loss_adaptive_is_a_pass_through() {
     assert!(start + 2 * HOP * (ROUND_TRIPS as u32) < server_report);
     for (i, (a, f)) in arq.iter().zip(&fec).enumerate() {
         let framed: Vec<usize> = a.lens.iter().map(|l| l + FRAMING).collect();
-        assert_eq!(f.lens, framed, "step {i}: the same datagrams, {FRAMING} bytes longer");
+        assert_eq!(
+            f.lens, framed,
+            "step {i}: the same datagrams, {FRAMING} bytes longer"
+        );
         let report = match (i % 2, i) {
             (_, 0) => None,
             (0, _) => Some(client_report),
