@@ -23,6 +23,11 @@
 //!   can route shards, which carry no conv of their own, by `(peer, conv)`.
 //!   Overhead per datagram: 4 + [`crate::fec::wire::NATIVE_OVERHEAD`] = 14 bytes
 //!   (the reference report plans 26). kcp-go framing is not offered here.
+//! - **Pass-through** (parity 0, e.g. adaptive at zero loss): a datagram with no
+//!   group to join is framed straight into the outgoing buffer (10 bytes: conv
+//!   prefix + 6-byte data header) in the same `poll_transmit` as KCP produced it,
+//!   and the peer's decoder hands it to KCP borrowed, uncopied — no queue, no
+//!   group, no `group_wait`, no timer (pinned by `tests/fec_passthrough.rs`).
 //! - **Loss reports** (adaptive schemes only): the receiver sends a
 //!   [`crate::fec::LossReport`] (`conv ‖ 0x18 …`, 13 bytes) at most every
 //!   `loss_report_interval` (default 100 ms), and only when shards arrived since
