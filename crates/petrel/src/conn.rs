@@ -135,9 +135,33 @@ impl ConnShared {
         wake_app: bool,
         f: impl FnOnce(&mut ConnState) -> R,
     ) -> R {
+        self.with_state_flushing(now, wake_app, true, f)
+    }
+
+    /// Like [`ConnShared::with_state`] for `recv`, which sends nothing of its own:
+    /// while acks of an input are pending it leaves the flush to whoever comes
+    /// next — the application's reply, which then carries the acks in the same
+    /// datagram, or else the timer task, already woken by [`ConnShared::on_data`].
+    pub(crate) fn with_state_for_recv<R>(
+        &self,
+        now: Instant,
+        f: impl FnOnce(&mut ConnState) -> R,
+    ) -> R {
+        self.with_state_flushing(now, false, false, f)
+    }
+
+    fn with_state_flushing<R>(
+        &self,
+        now: Instant,
+        wake_app: bool,
+        flush_acks: bool,
+        f: impl FnOnce(&mut ConnState) -> R,
+    ) -> R {
         let mut st = self.lock();
         let result = f(&mut st);
-        st.flush(now, &self.io, self.peer);
+        if flush_acks || !st.flush_pending {
+            st.flush(now, &self.io, self.peer);
+        }
         st.sync_end();
         let ended = st.end.is_some();
         let rearm = match (st.deadline(), st.armed) {
@@ -159,8 +183,9 @@ impl ConnShared {
     /// A KCP datagram from the peer.
     ///
     /// The acks it calls for are not flushed here: the application tasks woken first
-    /// usually answer right away, and their reply carries the acks in the same datagram.
-    /// The timer task, woken last, flushes whatever is still pending.
+    /// usually answer right away, and their reply carries the acks in the same datagram
+    /// (`recv` does not flush them either). The timer task, woken last, gives those
+    /// tasks one more turn and then flushes whatever is still pending.
     pub(crate) fn on_data(&self, now: Instant, datagram: &[u8]) {
         let mut st = self.lock();
         if st.session.input(now, datagram).is_err() {
@@ -212,7 +237,12 @@ pub(crate) async fn run_timer(shared: Arc<ConnShared>) {
         tokio::pin!(notified);
         notified.as_mut().enable();
         if shared.lock().flush_pending {
-            shared.with_state(Instant::now(), false, |_| {});
+            // A task woken by the same input (e.g. a client's sender, released by its
+            // receiver) may still be about to send: let it, so the acks ride along.
+            tokio::task::yield_now().await;
+            if shared.lock().flush_pending {
+                shared.with_state(Instant::now(), false, |_| {});
+            }
         }
         let deadline = {
             let mut st = shared.lock();

@@ -114,7 +114,7 @@ impl Connection {
             let notified = shared.readable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let outcome = shared.with_state(Instant::now(), false, |st| {
+            let outcome = shared.with_state_for_recv(Instant::now(), |st| {
                 if let Some(msg) = st.session.recv() {
                     return Some(Ok(Some(msg)));
                 }

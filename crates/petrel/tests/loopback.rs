@@ -464,3 +464,45 @@ async fn a_fresh_endpoint_sends_its_first_datagram() {
     assert_eq!(stats.unattached_send_dropped, 0, "{stats:?}");
     assert_eq!(stats.datagrams_sent, 2, "{stats:?}");
 }
+
+/// A window-1 echo sends one datagram per message each way: the acks of a
+/// message ride on the datagram that answers it (the echo on the server, the
+/// next request on the client) instead of going out alone first, with or
+/// without FEC.
+#[tokio::test]
+async fn window_one_echo_acks_ride_on_the_reply() {
+    for scheme in [FecScheme::None, FecScheme::ADAPTIVE_DEFAULT] {
+        let (server, addr) = echo_server(EndpointConfig {
+            fec: fec(scheme),
+            ..EndpointConfig::server()
+        })
+        .await;
+        let client = Endpoint::bind(
+            localhost(),
+            EndpointConfig {
+                fec: fec(scheme),
+                ..EndpointConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        let conn = client.connect(addr).await.unwrap();
+        spawn_echo(server.accept().await.unwrap());
+        let (c0, s0) = (client.stats().datagrams_sent, server.stats().datagrams_sent);
+        let n = 200u64;
+        for i in 0..n {
+            conn.send(message(i as u32, 60)).await.unwrap();
+            assert_eq!(conn.recv().await.unwrap(), Some(message(i as u32, 60)));
+        }
+        let sent = (
+            client.stats().datagrams_sent - c0,
+            server.stats().datagrams_sent - s0,
+        );
+        // Slack for a scheduler hiccup or a loss report; two per message fails.
+        let most = n + n / 10;
+        assert!(
+            sent.0 <= most && sent.1 <= most,
+            "{scheme:?}: {sent:?} for {n}"
+        );
+    }
+}

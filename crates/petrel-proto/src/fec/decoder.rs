@@ -30,6 +30,20 @@ pub enum DecodeError {
     Inconsistent,
 }
 
+/// What [`FecDecoder::input_direct`] made of one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decoded<'a> {
+    /// A data shard outside any group (sent while parity was 0) arriving while
+    /// no group is tracked: its ARQ datagram, borrowed from the input, to hand up
+    /// at once. Nothing was copied or queued.
+    PassThrough(&'a [u8]),
+    /// A native-framing loss report, for the caller's encoder.
+    Report(LossReport),
+    /// Everything else; the datagrams it yielded, if any, wait in
+    /// [`FecDecoder::poll_datagram`].
+    Queued,
+}
+
 #[derive(Debug)]
 struct Group {
     shape: Option<(u8, u8)>,
@@ -151,6 +165,29 @@ impl FecDecoder {
         now: Instant,
         datagram: &[u8],
     ) -> Result<Option<LossReport>, DecodeError> {
+        match self.input_direct(now, datagram)? {
+            Decoded::PassThrough(d) => {
+                self.deliver(d);
+                self.update_retained();
+                Ok(None)
+            }
+            Decoded::Report(r) => Ok(Some(r)),
+            Decoded::Queued => Ok(None),
+        }
+    }
+
+    /// Like [`FecDecoder::input`], but a group-less data shard arriving while no
+    /// group is tracked (the steady state at parity 0) is returned as
+    /// [`Decoded::PassThrough`] instead of being copied into the delivery queue.
+    /// Hand it up before draining [`FecDecoder::poll_datagram`].
+    ///
+    /// # Errors
+    /// [`DecodeError`] for a malformed or inconsistent datagram (also counted).
+    pub fn input_direct<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a [u8],
+    ) -> Result<Decoded<'a>, DecodeError> {
         self.handle_timeout(now);
         let result = self.input_inner(now, datagram);
         if result.is_err() {
@@ -184,21 +221,21 @@ impl FecDecoder {
         self.update_retained();
     }
 
-    fn input_inner(
+    fn input_inner<'a>(
         &mut self,
         now: Instant,
-        datagram: &[u8],
-    ) -> Result<Option<LossReport>, DecodeError> {
+        datagram: &'a [u8],
+    ) -> Result<Decoded<'a>, DecodeError> {
         if self.framing == Framing::Native && datagram.first() == Some(&NATIVE_REPORT) {
             let r = LossReport::decode(datagram)?;
             self.stats.reports_received += 1;
-            return Ok(Some(r));
+            return Ok(Decoded::Report(r));
         }
         let shard = wire::parse(self.framing, self.kcp_shape, datagram)?;
         let stale = match self.window.insert(shard.seq) {
             Seen::Duplicate => {
                 self.stats.duplicates += 1;
-                return Ok(None);
+                return Ok(Decoded::Queued);
             }
             Seen::Stale => true,
             Seen::New { advance } => {
@@ -207,6 +244,14 @@ impl FecDecoder {
                 false
             }
         };
+        if shard.kind == (ShardKind::Data { retained: false }) && self.groups.is_empty() {
+            // No group it could belong to, nothing to recover: pass it through.
+            if stale {
+                self.stats.stale += 1;
+            }
+            self.stats.data_shards_received += 1;
+            return Ok(Decoded::PassThrough(shard.body));
+        }
         let id = shard.group();
         let known = self.groups.get(&id);
         if stale && known.is_none() {
@@ -215,7 +260,7 @@ impl FecDecoder {
                 self.stats.data_shards_received += 1;
                 self.deliver(shard.body);
             }
-            return Ok(None);
+            return Ok(Decoded::Queued);
         }
         if let Some(g) = known.filter(|g| g.done) {
             let recovered = g.recovered & (1u128 << shard.index) != 0;
@@ -227,7 +272,7 @@ impl FecDecoder {
                 ShardKind::Data { .. } => self.stats.duplicates += 1,
                 ShardKind::Parity { .. } => self.stats.parity_shards_received += 1,
             }
-            return Ok(None);
+            return Ok(Decoded::Queued);
         }
         match shard.kind {
             ShardKind::Data { retained } => {
@@ -244,7 +289,7 @@ impl FecDecoder {
         }
         self.try_recover(id);
         self.enforce_budget();
-        Ok(None)
+        Ok(Decoded::Queued)
     }
 
     fn store(&mut self, now: Instant, id: u32, shard: &Shard<'_>) -> Result<(), DecodeError> {

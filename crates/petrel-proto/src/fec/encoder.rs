@@ -195,6 +195,38 @@ impl FecEncoder {
         Ok(())
     }
 
+    /// Frames `datagram` like [`FecEncoder::push`], except when it needs no group
+    /// — native framing, parity 0, no open group and nothing queued ahead of it:
+    /// then its data shard is appended to `out` (after whatever `out` holds, e.g.
+    /// a conv prefix) and `Ok(true)` is returned. That zero-loss pass-through
+    /// costs no queue, no second copy, no retention and no timer. `Ok(false)`:
+    /// the datagram was queued as by `push`; drain [`FecEncoder::poll_transmit`].
+    ///
+    /// # Errors
+    /// [`EncodeError::TooLarge`] above [`wire::MAX_PAYLOAD`] bytes.
+    pub fn push_or_append(
+        &mut self,
+        now: Instant,
+        datagram: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<bool, EncodeError> {
+        if datagram.len() > MAX_PAYLOAD {
+            return Err(EncodeError::TooLarge(datagram.len()));
+        }
+        self.handle_timeout(now);
+        let direct = self.framing == Framing::Native
+            && self.open.is_none()
+            && self.queue.is_empty()
+            && self.current_parity() == 0;
+        if !direct {
+            return self.push(now, datagram).map(|()| false);
+        }
+        let seq = self.take_seq(1);
+        wire::append_native_ungrouped(seq, datagram, out);
+        self.stats.data_shards_sent += 1;
+        Ok(true)
+    }
+
     /// Moves the next datagram to send into `out`; `false` when none is queued.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         self.handle_timeout(now);

@@ -8,7 +8,9 @@
 //!   collects up to `data_shards` of them in a group; the group closes when full or
 //!   `group_wait` (default 2 ms) after its first datagram, and its Reed–Solomon
 //!   *parity shards* follow. Data is never delayed by FEC; only parity waits. With
-//!   parity 0 there is no group and no wait (pass-through).
+//!   parity 0 there is no group and no wait (pass-through), and
+//!   [`FecEncoder::push_or_append`] / [`FecDecoder::input_direct`] skip the
+//!   queues and their copies too.
 //! - **Recovery.** The decoder hands data shards up on arrival and rebuilds lost
 //!   ones as soon as any `data_count` shards of a group are in, drops duplicates
 //!   (1024-shard `seq` window), expires groups after `group_expiry` and releases
@@ -72,7 +74,7 @@ mod stats;
 pub mod wire;
 
 pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
-pub use decoder::{DecodeError, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
+pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
 pub use seqwin::SEQ_WINDOW;

@@ -70,6 +70,11 @@ impl DatagramQueue {
         }
     }
 
+    /// Whether no datagram is queued.
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Bytes queued.
     pub fn bytes(&self) -> usize {
         self.bytes

@@ -302,6 +302,17 @@ pub(crate) fn write_data(
     }
 }
 
+/// Appends a native data shard that no parity will follow (`0x12`) to `out`,
+/// after whatever `out` already holds (the session's conv prefix): the
+/// pass-through framing of a group-less datagram, written without a queue.
+pub(crate) fn append_native_ungrouped(seq: u32, payload: &[u8], out: &mut Vec<u8>) {
+    out.reserve(NATIVE_DATA_HEADER + payload.len());
+    out.push(NATIVE_DATA_NO_PARITY);
+    out.push(0);
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(payload);
+}
+
 /// Writes a parity shard into `out` (cleared first).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn write_parity(

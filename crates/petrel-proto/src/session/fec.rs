@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::fec::{
-    DecodeError, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme, Framing,
-    LossReport,
+    DecodeError, Decoded, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme,
+    Framing, LossReport,
 };
 
 /// Bytes of the `conv u32 LE` prefix in front of every FEC datagram (shards and
@@ -87,11 +87,24 @@ impl FecLink {
         CONV_PREFIX + Framing::Native.overhead()
     }
 
-    /// Frames one ARQ datagram (sent by the next [`FecLink::poll_transmit`]).
-    pub(super) fn push(&mut self, now: Instant, datagram: &[u8]) {
-        if self.encoder.push(now, datagram).is_err() {
-            self.stats.encode_errors += 1;
+    /// Frames one ARQ datagram. At parity 0 with nothing queued it is written
+    /// straight into `out`, conv-prefixed, and `true` is returned (pass-through:
+    /// no queue, no group, no timer); otherwise it is queued for the next
+    /// [`FecLink::poll_transmit`] and `out` is left empty.
+    pub(super) fn push(&mut self, now: Instant, datagram: &[u8], out: &mut Vec<u8>) -> bool {
+        out.clear();
+        out.extend_from_slice(&self.prefix);
+        let direct = match self.encoder.push_or_append(now, datagram, out) {
+            Ok(direct) => direct,
+            Err(_) => {
+                self.stats.encode_errors += 1;
+                false
+            }
+        };
+        if !direct {
+            out.clear();
         }
+        direct
     }
 
     /// Writes the next loss report or shard, conv-prefixed, into `out`.
@@ -112,10 +125,15 @@ impl FecLink {
         true
     }
 
-    /// Decodes one datagram from the peer; the ARQ datagrams it yields (received
-    /// or rebuilt) are drained with [`FecLink::poll_datagram`]. A loss report goes
-    /// straight to our encoder.
-    pub(super) fn input(&mut self, now: Instant, datagram: &[u8]) -> Result<(), FecInputError> {
+    /// Decodes one datagram from the peer. A group-less data shard comes back as
+    /// its ARQ datagram, borrowed from `datagram`, for KCP at once; what else it
+    /// yields (received or rebuilt) is drained with [`FecLink::poll_datagram`]
+    /// afterwards. A loss report goes straight to our encoder.
+    pub(super) fn input<'a>(
+        &mut self,
+        now: Instant,
+        datagram: &'a [u8],
+    ) -> Result<Option<&'a [u8]>, FecInputError> {
         let body = match datagram.split_at_checked(CONV_PREFIX) {
             Some((prefix, body)) if prefix == self.prefix => body,
             _ => {
@@ -123,15 +141,18 @@ impl FecLink {
                 return Err(FecInputError::WrongConv);
             }
         };
-        match self.decoder.input(now, body)? {
-            Some(report) => self.encoder.handle_loss_report(&report),
-            None => {
-                if self.reports && self.report_due.is_none() {
-                    self.report_due = Some(now + self.report_interval);
-                }
+        let passed = match self.decoder.input_direct(now, body)? {
+            Decoded::Report(report) => {
+                self.encoder.handle_loss_report(&report);
+                return Ok(None);
             }
+            Decoded::PassThrough(d) => Some(d),
+            Decoded::Queued => None,
+        };
+        if self.reports && self.report_due.is_none() {
+            self.report_due = Some(now + self.report_interval);
         }
-        Ok(())
+        Ok(passed)
     }
 
     /// Moves the next ARQ datagram for KCP into `out`.

@@ -23,6 +23,11 @@
 //!   can route shards, which carry no conv of their own, by `(peer, conv)`.
 //!   Overhead per datagram: 4 + [`crate::fec::wire::NATIVE_OVERHEAD`] = 14 bytes
 //!   (the reference report plans 26). kcp-go framing is not offered here.
+//! - **Pass-through** (parity 0, e.g. adaptive at zero loss): a datagram with no
+//!   group to join is framed straight into the outgoing buffer (10 bytes: conv
+//!   prefix + 6-byte data header) in the same `poll_transmit` as KCP produced it,
+//!   and the peer's decoder hands it to KCP borrowed, uncopied — no queue, no
+//!   group, no `group_wait`, no timer (pinned by `tests/fec_passthrough.rs`).
 //! - **Loss reports** (adaptive schemes only): the receiver sends a
 //!   [`crate::fec::LossReport`] (`conv ‖ 0x18 …`, 13 bytes) at most every
 //!   `loss_report_interval` (default 100 ms), and only when shards arrived since
@@ -214,7 +219,11 @@ impl Session {
         let result = match &mut self.fec {
             None => self.kcp.input(now, datagram).map_err(Into::into),
             Some(fec) => {
-                let mut result = fec.input(now, datagram).map_err(Into::into);
+                let mut result = match fec.input(now, datagram) {
+                    Ok(Some(passed)) => self.kcp.input(now, passed).map_err(Into::into),
+                    Ok(None) => Ok(()),
+                    Err(e) => Err(e.into()),
+                };
                 while fec.poll_datagram(&mut self.scratch) {
                     if let Err(e) = self.kcp.input(now, &self.scratch) {
                         result = result.and(Err(e.into()));
@@ -254,7 +263,9 @@ impl Session {
             if !self.kcp.poll_transmit(now, &mut self.scratch) {
                 return false;
             }
-            fec.push(now, &self.scratch);
+            if fec.push(now, &self.scratch, out) {
+                return true;
+            }
         }
     }
 
