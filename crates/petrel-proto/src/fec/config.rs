@@ -81,7 +81,10 @@ pub struct FecConfig {
     /// never delayed by it: they leave at once, only parity waits.
     pub group_wait: Duration,
     /// Retained-memory budget of this endpoint, in bytes (default 1 MiB; range
-    /// 16 KiB..=64 MiB). The decoder releases its oldest groups beyond it.
+    /// 16 KiB..=64 MiB), shared by all its connections through one
+    /// [`super::FecBudget`]; also each transmit and delivery queue's byte bound.
+    /// The decoder releases its oldest incomplete groups when it is full, the
+    /// encoder closes its group early or sends without parity.
     pub budget: usize,
     /// How long the decoder keeps a group waiting for shards, measured from the
     /// group's first shard. Default 500 ms (recovery later than that only races ARQ

@@ -1,6 +1,7 @@
 //! Receiver side: hands data shards up at once, rebuilds lost ones from parity
 //! as soon as a group has enough shards, and keeps its memory bounded.
 
+use super::budget::FecBudget;
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::LossReport;
 use super::queue::DatagramQueue;
@@ -71,7 +72,8 @@ impl Group {
 pub struct FecDecoder {
     framing: Framing,
     kcp_shape: (u8, u8),
-    budget: usize,
+    /// Accounts the shards of incomplete groups (`group_bytes`).
+    budget: FecBudget,
     expiry: Duration,
     groups: HashMap<u32, Group>,
     order: VecDeque<(u32, Instant)>,
@@ -97,6 +99,23 @@ impl FecDecoder {
     /// # Errors
     /// The [`FecConfig::validate`] error, or `scheme` out of range for kcp-go.
     pub fn new(config: &FecConfig, framing: Framing) -> Result<Self, ConfigError> {
+        Self::with_budget(config, framing, FecBudget::new(config.budget))
+    }
+
+    /// Like [`FecDecoder::new`], but the shards of incomplete groups are reserved
+    /// in `budget`, shared with other encoders and decoders (one per endpoint).
+    /// When a reservation fails the decoder releases its own oldest incomplete
+    /// groups (counted in `groups_released_for_budget`) and retries; a shard that
+    /// still does not fit is not kept (`shards_refused_for_budget`), a data shard
+    /// is handed up all the same.
+    ///
+    /// # Errors
+    /// As [`FecDecoder::new`].
+    pub fn with_budget(
+        config: &FecConfig,
+        framing: Framing,
+        budget: FecBudget,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let kcp_shape = match (framing, config.scheme) {
             (
@@ -118,7 +137,7 @@ impl FecDecoder {
         Ok(FecDecoder {
             framing,
             kcp_shape,
-            budget: config.budget,
+            budget,
             expiry: config.group_expiry,
             // Sized for the bound up front: the table never grows on the hot path.
             groups: HashMap::with_capacity(MAX_GROUPS),
@@ -288,11 +307,18 @@ impl FecDecoder {
             }
         }
         self.try_recover(id);
-        self.enforce_budget();
         Ok(Decoded::Queued)
     }
 
     fn store(&mut self, now: Instant, id: u32, shard: &Shard<'_>) -> Result<(), DecodeError> {
+        let len = match shard.kind {
+            ShardKind::Data { .. } => shard.body.len() + 2,
+            ShardKind::Parity { .. } => shard.body.len(),
+        };
+        if !self.reserve(id, len) {
+            self.stats.shards_refused_for_budget += 1;
+            return Ok(());
+        }
         if !self.groups.contains_key(&id) {
             if self.groups.len() >= MAX_GROUPS {
                 if let Some((old, _)) = self.order.pop_front() {
@@ -325,6 +351,7 @@ impl FecDecoder {
             ShardKind::Data { .. } => {
                 if g.shape.is_some_and(|(k, _)| shard.index >= k) {
                     self.out.recycle(buf);
+                    self.budget.release(len);
                     return Err(DecodeError::Inconsistent);
                 }
                 // wire::parse bounds the payload to a u16 size field.
@@ -338,6 +365,7 @@ impl FecDecoder {
                         && g.shards.iter().skip(usize::from(data)).any(Option::is_some));
                 if conflict {
                     self.out.recycle(buf);
+                    self.budget.release(len);
                     return Err(DecodeError::Inconsistent);
                 }
                 g.shape = Some((data, parity));
@@ -350,7 +378,13 @@ impl FecDecoder {
         }
         g.bytes += buf.len();
         self.group_bytes += buf.len();
-        g.shards[index] = Some(buf);
+        if let Some(old) = g.shards[index].replace(buf) {
+            // A shard older than the seq window can repeat one already held.
+            g.bytes -= old.len();
+            self.group_bytes -= old.len();
+            self.budget.release(old.len());
+            self.out.recycle(old);
+        }
         Ok(())
     }
 
@@ -428,6 +462,7 @@ impl FecDecoder {
     fn finish(&mut self, g: &mut Group) {
         g.done = true;
         self.group_bytes -= g.bytes;
+        self.budget.release(g.bytes);
         g.bytes = 0;
         let mut slots = std::mem::take(&mut g.shards);
         for b in slots.drain(..).flatten() {
@@ -455,13 +490,22 @@ impl FecDecoder {
         }
     }
 
-    fn enforce_budget(&mut self) {
-        while self.group_bytes > self.budget {
-            let Some((old, _)) = self.order.pop_front() else {
-                break;
+    /// Reserves `len` bytes for a shard of group `id`, releasing this decoder's
+    /// oldest incomplete groups other than `id` until it fits; `false` if none
+    /// is left to release.
+    fn reserve(&mut self, id: u32, len: usize) -> bool {
+        while !self.budget.try_reserve(len) {
+            let victim = self.order.iter().position(|&(g, _)| {
+                g != id && self.groups.get(&g).is_some_and(|g| !g.done && g.bytes > 0)
+            });
+            let Some((old, _)) = victim.and_then(|i| self.order.remove(i)) else {
+                return false;
             };
             self.retire(old, true);
+            self.stats.groups_released_for_budget += 1;
+            self.budget.count_released(1);
         }
+        true
     }
 
     fn deliver(&mut self, payload: &[u8]) {
@@ -475,5 +519,12 @@ impl FecDecoder {
         let r = self.group_bytes + self.out.bytes();
         self.stats.retained_bytes = r;
         self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
+    }
+}
+
+impl Drop for FecDecoder {
+    /// Returns the bytes of the incomplete groups to the shared budget.
+    fn drop(&mut self) {
+        self.budget.release(self.group_bytes);
     }
 }

@@ -1,6 +1,7 @@
 //! Sender side: frames ARQ datagrams as data shards at once and adds parity
 //! shards when a group closes (full, or `group_wait` after its first datagram).
 
+use super::budget::FecBudget;
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::{LossReport, ParityPolicy};
 use super::queue::DatagramQueue;
@@ -42,7 +43,10 @@ pub struct FecEncoder {
     fixed_parity: u8,
     policy: Option<ParityPolicy>,
     group_wait: Duration,
+    /// Per-group cap on parity: the whole group within `budget` bytes.
     budget: usize,
+    /// Accounts the open group's shards (`OpenGroup::data_bytes`).
+    shared_budget: FecBudget,
     /// kcp-go wraps `seqid` at the largest multiple of the group size (`paws`).
     seq_modulus: Option<u32>,
     next_seq: u32,
@@ -62,6 +66,25 @@ impl FecEncoder {
     /// # Errors
     /// The [`FecConfig::validate`] error, or `scheme` out of range for kcp-go.
     pub fn new(config: &FecConfig, framing: Framing) -> Result<Self, ConfigError> {
+        Self::with_budget(config, framing, FecBudget::new(config.budget))
+    }
+
+    /// Like [`FecEncoder::new`], but the open group's shards are reserved in
+    /// `budget`, shared with other encoders and decoders (one per endpoint).
+    /// When the next shard does not fit, the open group is closed early (its
+    /// parity sent, counted in `groups_closed_for_budget`); if it still does not
+    /// fit, the datagram is sent outside any group, without parity
+    /// (`ungrouped_for_budget`). In kcp-go framing a partial group cannot be
+    /// closed, so it is abandoned without parity instead. Data is never delayed
+    /// or dropped for the budget.
+    ///
+    /// # Errors
+    /// As [`FecEncoder::new`].
+    pub fn with_budget(
+        config: &FecConfig,
+        framing: Framing,
+        budget: FecBudget,
+    ) -> Result<Self, ConfigError> {
         config.validate()?;
         let (fixed_parity, policy) = match config.scheme {
             FecScheme::None => (0, None),
@@ -99,6 +122,7 @@ impl FecEncoder {
             policy,
             group_wait: config.group_wait,
             budget: config.budget,
+            shared_budget: budget,
             seq_modulus,
             next_seq: 0,
             open: None,
@@ -149,13 +173,21 @@ impl FecEncoder {
         }
         self.handle_timeout(now);
         let parity = self.current_parity();
+        let len = datagram.len() + 2;
+        if self.open.is_some() && !self.shared_budget.try_reserve(len) {
+            self.close_for_budget();
+        }
+        // From here an open group means `len` bytes are reserved for this shard.
         let mut group = match self.open.take() {
             Some(g) => g,
             None if parity == 0 => {
                 // Pass-through: no group, no retention, no wait.
-                let seq = self.take_seq(1);
-                self.emit_data(seq, 0, false, datagram);
-                self.update_retained();
+                self.emit_ungrouped(datagram);
+                return Ok(());
+            }
+            None if !self.shared_budget.try_reserve(len) => {
+                self.stats.ungrouped_for_budget += 1;
+                self.emit_ungrouped(datagram);
                 return Ok(());
             }
             None => OpenGroup {
@@ -276,6 +308,34 @@ impl FecEncoder {
         out
     }
 
+    /// Frees the open group's reservation: native framing closes it early with
+    /// parity over what it holds; kcp-go groups have a fixed shape, so a partial
+    /// one is abandoned without parity and its whole `seq` range skipped.
+    fn close_for_budget(&mut self) {
+        self.stats.groups_closed_for_budget += 1;
+        match self.framing {
+            Framing::Native => self.close_group(),
+            Framing::KcpGo { .. } => {
+                if let Some(g) = self.open.take() {
+                    self.shared_budget.release(g.data_bytes);
+                    self.take_seq(u32::from(self.data_shards) + u32::from(self.fixed_parity));
+                }
+            }
+        }
+    }
+
+    /// Sends `datagram` outside any group. In kcp-go framing it takes a whole
+    /// group's `seq` range, as the peer derives groups from `seqid / (ds+ps)`.
+    fn emit_ungrouped(&mut self, datagram: &[u8]) {
+        let n = match self.framing {
+            Framing::Native => 1,
+            Framing::KcpGo { .. } => u32::from(self.data_shards) + u32::from(self.fixed_parity),
+        };
+        let seq = self.take_seq(n);
+        self.emit_data(seq, 0, false, datagram);
+        self.update_retained();
+    }
+
     fn emit_data(&mut self, seq: u32, index: u8, retained: bool, payload: &[u8]) {
         let nonce = self.next_nonce();
         let mut buf = self.queue.buffer();
@@ -303,6 +363,7 @@ impl FecEncoder {
 
     fn close_group(&mut self) {
         let Some(g) = self.open.take() else { return };
+        self.shared_budget.release(g.data_bytes);
         let k = g.count;
         let p = self.capped_parity(&g);
         if p < g.parity {
@@ -359,5 +420,14 @@ impl FecEncoder {
         let r = open + self.queue.bytes();
         self.stats.retained_bytes = r;
         self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
+    }
+}
+
+impl Drop for FecEncoder {
+    /// Returns the open group's bytes to the shared budget.
+    fn drop(&mut self) {
+        if let Some(g) = &self.open {
+            self.shared_budget.release(g.data_bytes);
+        }
     }
 }

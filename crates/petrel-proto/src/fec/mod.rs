@@ -14,7 +14,13 @@
 //! - **Recovery.** The decoder hands data shards up on arrival and rebuilds lost
 //!   ones as soon as any `data_count` shards of a group are in, drops duplicates
 //!   (1024-shard `seq` window), expires groups after `group_expiry` and releases
-//!   the oldest groups past the memory `budget` (all counted in [`DecoderStats`]).
+//!   its oldest incomplete groups when the memory budget is full (all counted in
+//!   [`DecoderStats`]).
+//! - **Budget** ([`FecBudget`]): the shards kept for parity (encoder's open group)
+//!   and for recovery (decoder's incomplete groups) are reserved in one byte budget
+//!   per endpoint (`FecConfig::budget`, default 1 MiB), shared by all its
+//!   connections. Nothing blocks on it: a full budget closes the encoder's group
+//!   early or sends without parity, and releases the decoder's oldest groups.
 //! - **Framing** ([`Framing`]). Native: a 6-byte data header `kind | index | seq
 //!   u32`, an 8-byte parity header adding `data_count | parity_count`; parity
 //!   covers `size u16 + payload`, so a parity shard is 10 bytes longer than the
@@ -63,6 +69,7 @@
 //! What lives elsewhere: the ARQ (`kcp`), congestion control (`cc`), the handshake
 //! that carries the descriptor, and the sockets and timers (`petrel`).
 
+mod budget;
 mod config;
 mod decoder;
 mod encoder;
@@ -73,6 +80,7 @@ mod seqwin;
 mod stats;
 pub mod wire;
 
+pub use budget::FecBudget;
 pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};

@@ -13,6 +13,13 @@ pub struct EncoderStats {
     pub groups_encoded: u64,
     /// Groups whose parity was lowered by the 50 % byte cap or the memory budget.
     pub parity_capped: u64,
+    /// Groups closed before full or before `group_wait` because the shared
+    /// retained-memory budget ([`super::FecBudget`]) had no room for the next shard
+    /// (kcp-go framing: abandoned without parity, as its groups have a fixed shape).
+    pub groups_closed_for_budget: u64,
+    /// Datagrams sent without parity protection (outside any group) because the
+    /// shared budget had no room even with no group open, in packets.
+    pub ungrouped_for_budget: u64,
     /// Largest parity count any group carried, in packets.
     pub max_parity_observed: u8,
     /// Adaptive policy parity changes.
@@ -41,6 +48,13 @@ pub struct DecoderStats {
     pub groups_expired: u64,
     /// Groups released early to respect the memory budget or the group table size.
     pub groups_evicted: u64,
+    /// Of `groups_evicted`: incomplete groups released because the shared
+    /// retained-memory budget ([`super::FecBudget`]) was full.
+    pub groups_released_for_budget: u64,
+    /// Shards not kept for recovery because the shared budget stayed full after
+    /// releasing every other incomplete group of this decoder, in packets. Data
+    /// shards among them were still handed up.
+    pub shards_refused_for_budget: u64,
     /// Shards already seen (same `seq`), dropped.
     pub duplicates: u64,
     /// Shards too old for the duplicate window or for a retired group, dropped

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::fec::{
-    DecodeError, Decoded, DecoderStats, EncoderStats, FecConfig, FecDecoder, FecEncoder, FecScheme,
-    Framing, LossReport,
+    DecodeError, Decoded, DecoderStats, EncoderStats, FecBudget, FecConfig, FecDecoder, FecEncoder,
+    FecScheme, Framing, LossReport,
 };
 
 /// Bytes of the `conv u32 LE` prefix in front of every FEC datagram (shards and
@@ -61,18 +61,20 @@ pub(super) struct FecLink {
 
 impl FecLink {
     /// `None` for [`FecScheme::None`]: no FEC layer, bare KCP on the wire.
+    /// Encoder and decoder reserve what they retain in `budget`.
     pub(super) fn new(
         conv: u32,
         config: &FecConfig,
         report_interval: Duration,
+        budget: FecBudget,
     ) -> Result<Option<Self>, crate::fec::ConfigError> {
         if config.scheme == FecScheme::None {
             return Ok(None);
         }
         Ok(Some(Self {
             prefix: conv.to_le_bytes(),
-            encoder: FecEncoder::new(config, Framing::Native)?,
-            decoder: FecDecoder::new(config, Framing::Native)?,
+            encoder: FecEncoder::with_budget(config, Framing::Native, budget.clone())?,
+            decoder: FecDecoder::with_budget(config, Framing::Native, budget)?,
             reports: matches!(config.scheme, FecScheme::Adaptive { .. }),
             report_interval,
             report_due: None,

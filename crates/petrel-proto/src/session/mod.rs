@@ -63,6 +63,7 @@ use crate::handshake::{
     Control, ControlError, ControlEvent, ControlState, ControlStats, Established,
 };
 use crate::kcp::{InputError, Kcp, KcpError, KcpStats, SendError};
+use crate::fec::FecBudget;
 
 pub use config::{fec_descriptor, fec_for_connection, SessionConfig, SessionConfigError};
 pub use fec::{FecInputError, FecStats, CONV_PREFIX};
@@ -138,9 +139,29 @@ impl Session {
         config: &SessionConfig,
         now: Instant,
     ) -> Result<Self, SessionConfigError> {
+        Self::with_fec_budget(established, config, now, FecBudget::new(config.fec.budget))
+    }
+
+    /// Like [`Session::new`], but the FEC encoder and decoder reserve the shards
+    /// they retain in `budget`, shared with the endpoint's other sessions (see
+    /// [`FecBudget`]); dropping the session returns what it holds.
+    ///
+    /// # Errors
+    /// [`SessionConfigError`] naming the bad field.
+    pub fn with_fec_budget(
+        established: &Established,
+        config: &SessionConfig,
+        now: Instant,
+        budget: FecBudget,
+    ) -> Result<Self, SessionConfigError> {
         config.validate()?;
         let fec_config = fec_for_connection(established, &config.fec);
-        let fec = FecLink::new(established.conv, &fec_config, config.loss_report_interval)?;
+        let fec = FecLink::new(
+            established.conv,
+            &fec_config,
+            config.loss_report_interval,
+            budget,
+        )?;
         let overhead = if fec.is_some() {
             FecLink::overhead()
         } else {
