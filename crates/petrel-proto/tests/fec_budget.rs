@@ -74,7 +74,10 @@ fn decoders_sharing_a_budget_evict_their_own_oldest_groups() {
 
     // The oldest went: the oldest group a still holds arrived at t0 + 9 ms.
     let expiry = config().group_expiry;
-    assert_eq!(a.poll_timeout(), Some(t0 + Duration::from_millis(9) + expiry));
+    assert_eq!(
+        a.poll_timeout(),
+        Some(t0 + Duration::from_millis(9) + expiry)
+    );
 
     drop(a);
     assert_eq!(budget.current(), 5 * SHARD);

@@ -45,6 +45,8 @@ pub struct EndpointConfig {
     /// what was negotiated; `group_wait`, `budget`, `group_expiry` and the adaptive
     /// `target` are each side's own. Legacy and raw modes negotiate nothing: both
     /// sides must configure the same scheme, or neither decodes the other.
+    /// `budget` bounds the FEC shards all of this endpoint's connections retain
+    /// together (one `petrel_proto::fec::FecBudget`; see `EndpointStats::fec_*`).
     /// With FEC each datagram carries 14 bytes of framing (see
     /// `petrel_proto::session`), taken from `kcp.mtu`.
     pub fec: FecConfig,

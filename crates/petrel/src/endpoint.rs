@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use petrel_proto::fec::FecBudget;
 use petrel_proto::handshake::{
     Binding, DatagramKind, Established, HandshakeMode, HandshakeStats, LegacyConfig, LegacyMessage,
     NativeConfig, NativeMessage, ServerEvent, ServerHandshake,
@@ -142,6 +143,8 @@ pub(crate) struct EndpointIo {
     accept_tx: mpsc::Sender<Arc<ConnShared>>,
     rng: Mutex<rand_chacha::ChaCha20Rng>,
     pub(crate) counters: EndpointCounters,
+    /// Retained FEC shards of every connection, bounded by `config.fec.budget`.
+    fec_budget: FecBudget,
     gone: AtomicBool,
 }
 
@@ -182,6 +185,7 @@ impl Endpoint {
             None
         };
         let (accept_tx, accept_rx) = mpsc::channel(config.accept_queue);
+        let fec_budget = FecBudget::new(config.fec.budget);
         let io = Arc::new(EndpointIo {
             socket,
             local_addr,
@@ -194,6 +198,7 @@ impl Endpoint {
             accept_tx,
             rng: Mutex::new(rng),
             counters: EndpointCounters::default(),
+            fec_budget,
             gone: AtomicBool::new(false),
         });
         let reader = tokio::spawn(run_reader(io.clone()));
@@ -233,7 +238,10 @@ impl Endpoint {
     /// A snapshot of the endpoint's counters.
     pub fn stats(&self) -> EndpointStats {
         let open = lock(&self.guard.io.registry).conns.len() as u64;
-        self.guard.io.counters.snapshot(open)
+        self.guard
+            .io
+            .counters
+            .snapshot(open, &self.guard.io.fec_budget)
     }
 
     /// Counters of the server handshake, if this endpoint accepts connections.
@@ -329,8 +337,13 @@ impl EndpointIo {
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
-        let session = Session::new(established, &self.config.session_config(), now)
-            .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+        let session = Session::with_fec_budget(
+            established,
+            &self.config.session_config(),
+            now,
+            self.fec_budget.clone(),
+        )
+        .map_err(|e| ConnectError::Handshake(e.to_string()))?;
         let shared = Arc::new(ConnShared::new(peer, *established, session, self.clone()));
         {
             let mut reg = lock(&self.registry);

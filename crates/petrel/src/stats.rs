@@ -2,6 +2,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use petrel_proto::fec::FecBudget;
 use petrel_proto::kcp::KcpStats;
 use petrel_proto::session::FecStats;
 use serde::Serialize;
@@ -30,6 +31,14 @@ macro_rules! endpoint_counters {
             $($(#[$doc])* pub $name: u64,)*
             /// Connections currently registered.
             pub connections_open: u64,
+            /// Bytes of FEC shards all connections retain now (encoders' open
+            /// groups, decoders' incomplete groups), within `EndpointConfig::fec.budget`.
+            pub fec_retained_bytes: u64,
+            /// Peak of `fec_retained_bytes`, in bytes.
+            pub fec_peak_retained_bytes: u64,
+            /// Incomplete FEC groups decoders released because the endpoint's
+            /// budget was full (per connection: `DecoderStats::groups_released_for_budget`).
+            pub fec_groups_released_for_budget: u64,
         }
 
         #[derive(Debug, Default)]
@@ -38,10 +47,13 @@ macro_rules! endpoint_counters {
         }
 
         impl EndpointCounters {
-            pub(crate) fn snapshot(&self, connections_open: u64) -> EndpointStats {
+            pub(crate) fn snapshot(&self, connections_open: u64, fec: &FecBudget) -> EndpointStats {
                 EndpointStats {
                     $($name: self.$name.load(Ordering::Relaxed),)*
                     connections_open,
+                    fec_retained_bytes: fec.current() as u64,
+                    fec_peak_retained_bytes: fec.peak() as u64,
+                    fec_groups_released_for_budget: fec.groups_released(),
                 }
             }
         }

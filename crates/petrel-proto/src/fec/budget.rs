@@ -55,7 +55,9 @@ impl FecBudget {
             });
         match reserved {
             Ok(before) => {
-                self.shared.peak.fetch_max(before + bytes, Ordering::Relaxed);
+                self.shared
+                    .peak
+                    .fetch_max(before + bytes, Ordering::Relaxed);
                 true
             }
             Err(_) => false,

@@ -59,11 +59,11 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use thiserror::Error;
 
+use crate::fec::FecBudget;
 use crate::handshake::{
     Control, ControlError, ControlEvent, ControlState, ControlStats, Established,
 };
 use crate::kcp::{InputError, Kcp, KcpError, KcpStats, SendError};
-use crate::fec::FecBudget;
 
 pub use config::{fec_descriptor, fec_for_connection, SessionConfig, SessionConfigError};
 pub use fec::{FecInputError, FecStats, CONV_PREFIX};
