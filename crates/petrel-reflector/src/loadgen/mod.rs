@@ -218,6 +218,12 @@ fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadError> {
     })
 }
 
+/// Pause before the next attempt after a reject (e.g. `server_busy` while the
+/// first device of a user has its password checked).
+const LOGIN_RETRY_PAUSE: Duration = Duration::from_millis(250);
+
+/// Up to 4 heartbeats, each waiting 2.5 s for a reply (§7.2); a reply with a
+/// callsign logs the device in, a reject is retried after a short pause.
 fn login(d: &Device) -> bool {
     let _ = d.sock.set_read_timeout(Some(Duration::from_millis(2500)));
     let mut buf = [0u8; 1500];
@@ -228,7 +234,11 @@ fn login(d: &Device) -> bool {
         while let Ok(n) = d.sock.recv(&mut buf) {
             if let Ok(p) = decode(&buf[..n]) {
                 if p.header.packet_type == PacketType::Heartbeat {
-                    return p.header.callsign_str().is_some_and(|c| !c.is_empty());
+                    if p.header.callsign_str().is_some_and(|c| !c.is_empty()) {
+                        return true;
+                    }
+                    std::thread::sleep(LOGIN_RETRY_PAUSE);
+                    break;
                 }
             }
         }

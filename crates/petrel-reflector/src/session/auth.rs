@@ -154,6 +154,19 @@ impl Reflector {
                 return Ok(AuthStep::Verified);
             }
         }
+        // Another device of this user is being checked with the same password: its
+        // result lands in `verified`, so this one retries instead of spending a slot
+        // and the budget on the same Argon2 work (a user's devices log in together
+        // after a restart).
+        let same_check = self.pending_checks.values().any(|p| {
+            p.key.0 == user.id
+                && p.phc == phc
+                && bool::from(p.header.device_password.ct_eq(&h.device_password))
+        });
+        if same_check {
+            self.stats.password_checks_coalesced += 1;
+            return Err(RejectReason::ServerBusy);
+        }
         if self.pending_checks.len() >= self.cfg.password_checks_in_flight {
             self.stats.password_checks_in_flight_drops += 1;
             return Err(RejectReason::ServerBusy);

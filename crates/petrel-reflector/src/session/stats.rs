@@ -31,6 +31,10 @@ pub struct SessionStats {
     pub password_checks_in_flight_drops: u64,
     /// Heartbeats dropped because their device already had a check in flight.
     pub password_check_pending_drops: u64,
+    /// Logins refused with `server_busy` because another device of the same
+    /// user was being checked with the same password (the retry finds it
+    /// verified).
+    pub password_checks_coalesced: u64,
     /// Checks abandoned after 10 s without a result.
     pub password_checks_abandoned: u64,
     /// Results for a check that was abandoned or never issued.
@@ -97,6 +101,7 @@ impl SessionStats {
                 "password_check_pending_drops",
                 self.password_check_pending_drops,
             ),
+            ("password_checks_coalesced", self.password_checks_coalesced),
             ("password_checks_abandoned", self.password_checks_abandoned),
             (
                 "password_check_results_unknown",

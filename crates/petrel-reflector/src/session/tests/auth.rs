@@ -143,3 +143,33 @@ fn a_check_against_a_replaced_password_is_discarded() {
     assert_eq!((r.stats().logins, r.online()), (0, 0));
     assert!(r.poll_transmit().is_none());
 }
+
+#[test]
+fn devices_of_one_user_share_one_password_check() {
+    let now = Instant::now();
+    let mut r = Reflector::new(SessionConfig::default(), dir(), now);
+    // Two devices of alice log in at once with the same password: one check.
+    r.handle_datagram(now, addr("127.0.0.1:1"), &hb("alice", "Secret12", 7, None));
+    let check = r
+        .poll_password_check()
+        .expect("a check for alice's first device");
+    r.handle_datagram(now, addr("127.0.0.1:2"), &hb("alice", "Secret12", 8, None));
+    assert!(r.poll_password_check().is_none(), "a second Argon2 check");
+    assert_eq!(
+        reject_of(&r.poll_transmit().unwrap().payload).1,
+        "server_busy"
+    );
+    assert_eq!(r.stats().password_checks_coalesced, 1);
+    // A different password is not the same check: it gets its own.
+    r.handle_datagram(now, addr("127.0.0.1:3"), &hb("alice", "Wrong123", 9, None));
+    assert!(r.poll_password_check().is_some());
+    // Once the first check succeeds, the retry of the second device is verified
+    // from the cache, without a check.
+    assert!(check.run());
+    r.handle_password_check(now, check.id(), true);
+    while r.poll_transmit().is_some() {}
+    r.handle_datagram(now, addr("127.0.0.1:2"), &hb("alice", "Secret12", 8, None));
+    assert!(r.poll_password_check().is_none());
+    assert!(!reject_of_or_ok(&r.poll_transmit().unwrap().payload));
+    assert_eq!(r.session_addr((1, 8)), Some(addr("127.0.0.1:2")));
+}
