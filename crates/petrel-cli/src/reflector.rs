@@ -2,11 +2,13 @@
 //! `petrel bench reflector` (see [`ReflectorBenchArgs`]).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use petrel_bench::record::ResultRecord;
+use petrel_reflector::loadgen::LoadConfig;
 use petrel_reflector::server::{ServerConfig, ServerHandle};
 use petrel_reflector::store::{NewUser, Store, StoreOptions};
 
@@ -344,31 +346,94 @@ pub struct ReflectorBenchArgs {
     /// Reflector frame-age limit, ms (120 in the reference benchmarks).
     #[arg(long, default_value_t = 120)]
     pub max_frame_age_ms: u64,
+    /// Write the JSON result (one round per stage) to FILE (`-` for stdout;
+    /// the RESULT lines then go to stderr).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
 }
 
-/// Runs `petrel bench reflector`.
+/// The parameters a reflector result records.
+#[derive(Debug, serde::Serialize)]
+struct ReflectorBenchParameters<'a> {
+    levels: &'a [usize],
+    groups: usize,
+    interval_ms: u64,
+    payload: usize,
+    duration_s: u64,
+    writers: usize,
+    max_frame_age_ms: u64,
+}
+
+/// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
+/// failed, 2 for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
-    runtime()?.block_on(bench(args))?;
-    Ok(ExitCode::SUCCESS)
-}
-
-async fn bench(args: ReflectorBenchArgs) -> anyhow::Result<()> {
-    for devices in &args.levels {
-        let cfg = petrel_reflector::loadgen::LoadConfig {
-            devices: *devices,
+    let configs: Vec<LoadConfig> = args
+        .levels
+        .iter()
+        .map(|&devices| LoadConfig {
+            devices,
             groups: args.groups,
             interval_ms: args.interval_ms,
             payload: args.payload,
             duration_s: args.duration_s,
             writers: args.writers,
             max_frame_age_ms: args.max_frame_age_ms,
-        };
-        let r = petrel_reflector::loadgen::run(&cfg)
+        })
+        .collect();
+    let invalid = configs.iter().find_map(|c| c.validate().err());
+    if let Some(e) = invalid {
+        eprintln!("error: {e}");
+        return Ok(ExitCode::from(2));
+    }
+    if configs.is_empty() {
+        eprintln!("error: --levels needs at least one device count");
+        return Ok(ExitCode::from(2));
+    }
+    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
+        eprintln!("error: {e:#}");
+        return Ok(ExitCode::from(2));
+    }
+    let params = ReflectorBenchParameters {
+        levels: &args.levels,
+        groups: args.groups,
+        interval_ms: args.interval_ms,
+        payload: args.payload,
+        duration_s: args.duration_s,
+        writers: args.writers,
+        max_frame_age_ms: args.max_frame_age_ms,
+    };
+    let case = format!("reflector-{}g-{}ms", args.groups, args.interval_ms);
+    let mut record = ResultRecord::begin("reflector", &case, &params)?;
+    let to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    let outcome = runtime()?.block_on(bench(&configs, to_stdout, &mut record));
+    record.peak_rss_bytes = petrel_bench::measure::peak_rss_bytes();
+    record.ok = outcome.is_ok();
+    match &args.json {
+        Some(path) if path == Path::new("-") => println!("{}", record.to_json()?),
+        Some(path) => record.write_json(path)?,
+        None => {}
+    }
+    outcome?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench(
+    configs: &[LoadConfig],
+    to_stderr: bool,
+    record: &mut ResultRecord,
+) -> anyhow::Result<()> {
+    for cfg in configs {
+        let r = petrel_reflector::loadgen::run(cfg)
             .await
-            .with_context(|| format!("stage with {devices} devices"))?;
-        println!("{}", r.result_line());
+            .with_context(|| format!("stage with {} devices", cfg.devices))?;
+        if to_stderr {
+            eprintln!("{}", r.result_line());
+        } else {
+            println!("{}", r.result_line());
+        }
+        record.push_round(&r)?;
         if r.loss_pct > 5.0 {
-            println!("loss above 5 %; not escalating further");
+            eprintln!("loss above 5 %; not escalating further");
             break;
         }
     }

@@ -165,3 +165,53 @@ fn default_suite_writes_one_json_per_case() {
     );
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
+
+#[test]
+fn reflector_bench_writes_a_record_with_one_round_per_stage() {
+    let out = petrel(&[
+        "bench",
+        "reflector",
+        "--levels",
+        "4,8",
+        "--duration-s",
+        "1",
+        "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["benchmark"], "reflector");
+    assert_eq!(json["ok"], true);
+    let rounds = json["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 2);
+    for (round, devices) in rounds.iter().zip([4, 8]) {
+        assert_eq!(round["clients"], devices);
+        // One speaker, everyone else receives every voice packet.
+        let sent = round["sent"].as_u64().unwrap();
+        assert!(sent > 0);
+        assert_eq!(round["expected"].as_u64().unwrap(), sent * (devices - 1));
+        assert_eq!(round["received"], round["expected"], "{round}");
+        for key in ["latency_p95_ms", "server_cpu_cores", "loadgen_cpu_cores"] {
+            assert!(round[key].as_f64().is_some(), "{key} in {round}");
+        }
+    }
+    assert_eq!(stderr.matches("RESULT clients=").count(), 2, "{stderr}");
+}
+
+#[test]
+fn reflector_bench_rejects_invalid_stages() {
+    for args in [
+        &["--groups", "0"][..],
+        &["--levels", "1"],
+        &["--payload", "9999"],
+        &["--json", "/proc/petrel/x.json"],
+    ] {
+        let mut argv = vec!["bench", "reflector", "--levels", "4"];
+        argv.extend_from_slice(args);
+        let out = petrel(&argv);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.starts_with("error: "), "{stderr}");
+    }
+}

@@ -85,7 +85,7 @@ pub enum LoadError {
 }
 
 /// Results of one stage; printed as a `RESULT key=value` line.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct LoadResult {
     /// Devices online.
     pub clients: usize,
@@ -109,12 +109,17 @@ pub struct LoadResult {
     pub output_mbps: f64,
     /// Mean latency, ms.
     pub latency_avg_ms: f64,
+    /// 95th-percentile latency, ms.
+    pub latency_p95_ms: f64,
     /// 99th-percentile latency, ms.
     pub latency_p99_ms: f64,
     /// Worst latency, ms.
     pub latency_max_ms: f64,
     /// Reflector threads' CPU / wall time, cores.
     pub server_cpu_cores: f64,
+    /// The other threads of the process (load generator, runtime) / wall
+    /// time, cores.
+    pub loadgen_cpu_cores: f64,
     /// Process RSS at the end, MiB (server and load generator together).
     pub process_rss_mb: f64,
     /// Whole frames the reflector evicted or expired.
@@ -127,10 +132,10 @@ impl LoadResult {
     /// The `RESULT key=value …` line.
     pub fn result_line(&self) -> String {
         format!(
-            "RESULT clients={} groups={} senders={} type=5 packet_bytes={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} output_mbps={:.2} latency_avg_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} server_cpu_cores={:.3} process_rss_mb={:.1} frames_dropped={} connect_per_s={:.0}",
+            "RESULT clients={} groups={} senders={} type=5 packet_bytes={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} output_mbps={:.2} latency_avg_ms={:.3} latency_p95_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} server_cpu_cores={:.3} loadgen_cpu_cores={:.3} process_rss_mb={:.1} frames_dropped={} connect_per_s={:.0}",
             self.clients, self.groups, self.groups, self.packet_bytes, self.interval_ms, self.sent, self.expected,
-            self.received, self.loss_pct, self.output_pps, self.output_mbps, self.latency_avg_ms, self.latency_p99_ms,
-            self.latency_max_ms, self.server_cpu_cores, self.process_rss_mb, self.frames_dropped, self.connect_per_s
+            self.received, self.loss_pct, self.output_pps, self.output_mbps, self.latency_avg_ms, self.latency_p95_ms, self.latency_p99_ms,
+            self.latency_max_ms, self.server_cpu_cores, self.loadgen_cpu_cores, self.process_rss_mb, self.frames_dropped, self.connect_per_s
         )
     }
 }
@@ -363,6 +368,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     let mut sent = 0u64;
     let mut expected = 0u64;
     let mut cpu0 = 0;
+    let mut all0 = 0;
     let mut wall0 = Instant::now();
     std::thread::scope(|s| -> Result<(), LoadError> {
         let per = devices.len().div_ceil(RECEIVER_THREADS);
@@ -388,6 +394,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
                     .unwrap_or_else(PoisonError::into_inner)
                     .reset();
                 cpu0 = thread_cpu_ns(pid, "refl-").unwrap_or(0);
+                all0 = thread_cpu_ns(pid, "").unwrap_or(0);
                 wall0 = Instant::now();
             }
             let due = start + interval * u32::try_from(k).unwrap_or(u32::MAX);
@@ -418,6 +425,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     let cpu = thread_cpu_ns(pid, "refl-")
         .unwrap_or(0)
         .saturating_sub(cpu0);
+    let all = thread_cpu_ns(pid, "").unwrap_or(0).saturating_sub(all0);
     let received = recv.received.load(Relaxed);
     let hist = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
     let measure_s = (cfg.duration_s as f64).max(1e-9);
@@ -438,9 +446,11 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         output_pps: received as f64 / measure_s,
         output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
         latency_avg_ms: hist.mean() / 1000.0,
+        latency_p95_ms: hist.value_at_quantile(0.95) as f64 / 1000.0,
         latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         latency_max_ms: hist.max() as f64 / 1000.0,
         server_cpu_cores: cpu as f64 / 1e9 / wall.max(1e-9),
+        loadgen_cpu_cores: all.saturating_sub(cpu) as f64 / 1e9 / wall.max(1e-9),
         process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
         frames_dropped: 0,
         connect_per_s,
