@@ -118,7 +118,9 @@ fn cases(args: &GoodputArgs) -> Result<Vec<GoodputConfig>, String> {
         if v.is_finite() && v >= 0.0 {
             Ok(v)
         } else {
-            Err(format!("invalid --{flag} = {v}: must be a finite number >= 0"))
+            Err(format!(
+                "invalid --{flag} = {v}: must be a finite number >= 0"
+            ))
         }
     };
     let size = finite("size-mb", args.size_mb)? * 1e6;
@@ -189,7 +191,12 @@ pub fn main(args: &GoodputArgs) -> ExitCode {
     }
     let mut reports = Vec::new();
     for case in &cases {
-        eprintln!("{}: {} × {} bytes", case.case_name(), case.repetitions, case.size_bytes);
+        eprintln!(
+            "{}: {} × {} bytes",
+            case.case_name(),
+            case.repetitions,
+            case.size_bytes
+        );
         match run_goodput(case, |r| eprintln!("  {}", round_line(r))) {
             Ok(report) => reports.push(report),
             Err(e) => {
@@ -257,7 +264,11 @@ fn render(reports: &[GoodputReport]) -> String {
     text
 }
 
-fn output(reports: &[GoodputReport], json: Option<&Path>, dir: Option<&Path>) -> anyhow::Result<()> {
+fn output(
+    reports: &[GoodputReport],
+    json: Option<&Path>,
+    dir: Option<&Path>,
+) -> anyhow::Result<()> {
     let text = render(reports);
     let records: Vec<_> = reports.iter().map(|r| &r.record).collect();
     let body = match records.as_slice() {

@@ -144,11 +144,7 @@ impl GoodputConfig {
             return range("delay", format!("{:?}", self.delay), "0..=1000 ms");
         }
         if !(1..=4096).contains(&self.queue_packets) {
-            return range(
-                "queue",
-                self.queue_packets.to_string(),
-                "1..=4096 packets",
-            );
+            return range("queue", self.queue_packets.to_string(), "1..=4096 packets");
         }
         if !(1..=100_000_000_000).contains(&self.size_bytes) {
             return range(

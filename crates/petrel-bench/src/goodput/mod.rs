@@ -121,18 +121,19 @@ impl GoodputRound {
             (Some(first), Some(last)) => Some((last - first).as_secs_f64()),
             _ => None,
         };
-        let wall_s = t.receipt.last_byte.map(|last| (last - t.started).as_secs_f64());
+        let wall_s = t
+            .receipt
+            .last_byte
+            .map(|last| (last - t.started).as_secs_f64());
         let goodput_mbps = transfer_s.and_then(mbps);
         let wall_goodput_mbps = wall_s.and_then(mbps);
-        let efficiency =
-            |g: Option<f64>| Some(g? * 1e6 / cfg.link_rate_bps()? as f64 * 100.0);
+        let efficiency = |g: Option<f64>| Some(g? * 1e6 / cfg.link_rate_bps()? as f64 * 100.0);
         Self {
             repetition,
             seed,
             ok,
-            error: (!complete).then(|| {
-                format!("{} of {} bytes arrived", v.received, cfg.size_bytes)
-            }),
+            error: (!complete)
+                .then(|| format!("{} of {} bytes arrived", v.received, cfg.size_bytes)),
             bytes_received: v.received,
             mismatched_bytes: v.mismatched,
             transfer_s,
@@ -314,7 +315,9 @@ pub fn run_goodput(
     let failed = rounds.iter().filter(|r| r.error.is_some()).count() as u64;
     let mismatched = rounds.iter().filter(|r| r.mismatched_bytes > 0).count() as u64;
     record.errors.insert("incomplete_transfers".into(), failed);
-    record.errors.insert("content_mismatches".into(), mismatched);
+    record
+        .errors
+        .insert("content_mismatches".into(), mismatched);
     record.peak_rss_bytes = crate::measure::peak_rss_bytes();
     record.ok = rounds.iter().all(|r| r.ok);
     Ok(GoodputReport {
