@@ -124,7 +124,7 @@ fn cases(args: &GoodputArgs) -> Result<Vec<GoodputConfig>, String> {
         }
     };
     let size = finite("size-mb", args.size_mb)? * 1e6;
-    if size < 1.0 || size > 1e11 {
+    if !(1.0..=1e11).contains(&size) {
         return Err(format!(
             "invalid --size-mb = {}: must be in 0.000001..=100000",
             args.size_mb

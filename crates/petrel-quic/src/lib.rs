@@ -25,6 +25,8 @@
 //! )));
 //! ```
 
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
 mod adapter;
 mod factory;
 pub mod transport;
