@@ -8,6 +8,8 @@ use std::time::Duration;
 use petrel_bench::goodput::{
     run_goodput, CongestionKind, GoodputConfig, GoodputProfile, GoodputTransport,
 };
+use petrel_bench::record::ResultRecord;
+use petrel_bench::report::render_html;
 
 fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile) -> GoodputConfig {
     GoodputConfig {
@@ -23,7 +25,7 @@ fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile
     }
 }
 
-fn check(cfg: GoodputConfig) {
+fn check(cfg: GoodputConfig) -> ResultRecord {
     let report = run_goodput(&cfg, |_| {}).unwrap();
     let round = &report.rounds[0];
     assert!(report.record.ok, "{}: {round:?}", cfg.case_name());
@@ -45,6 +47,7 @@ fn check(cfg: GoodputConfig) {
     }
     assert_eq!(report.record.errors.values().sum::<u64>(), 0);
     assert!(report.record.summary.contains_key("goodput_mbps_stdev"));
+    report.record
 }
 
 #[test]

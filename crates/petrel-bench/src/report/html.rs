@@ -243,6 +243,19 @@ pub fn render_html(records: &[ResultRecord]) -> String {
         "Process CPU (% of one core, lower is better)",
         "% of one core",
     ));
+    let goodput: Vec<ResultRecord> = records
+        .iter()
+        .filter(|r| r.benchmark == crate::goodput::BENCHMARK)
+        .cloned()
+        .collect();
+    if !goodput.is_empty() {
+        out.push_str(&chart(
+            &goodput,
+            "goodput_mbps",
+            "Bulk goodput, first to last byte (Mbit/s, higher is better)",
+            "Mbit/s",
+        ));
+    }
     out.push_str("<p>Bars: median across rounds; whiskers: min and max.</p>");
     summary_table(&mut out, records);
     resource_table(&mut out, records);
