@@ -2,8 +2,8 @@
 //! receiver checks every byte without a copy of the data, and a lost, duplicated,
 //! reordered or corrupted chunk shows up as a mismatch at its offset.
 
-/// Byte `offset` of the stream: one splitmix64 output per aligned 8-byte word,
-/// little-endian (so the pattern does not repeat within 2^64 bytes).
+/// The 8 bytes of aligned word `index` of the stream: splitmix64 of the index,
+/// little-endian, so no two words within 2^64 bytes are alike by construction.
 fn word(index: u64) -> [u8; 8] {
     let mut z = index.wrapping_add(1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -13,9 +13,15 @@ fn word(index: u64) -> [u8; 8] {
 
 /// Fills `buf` with the stream's bytes starting at `offset`.
 pub(crate) fn fill(offset: u64, buf: &mut [u8]) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        let at = offset + i as u64;
-        *b = word(at / 8)[(at % 8) as usize];
+    let mut at = offset;
+    let mut rest = buf;
+    while !rest.is_empty() {
+        let skip = (at % 8) as usize;
+        let take = rest.len().min(8 - skip);
+        let (head, tail) = rest.split_at_mut(take);
+        head.copy_from_slice(&word(at / 8)[skip..skip + take]);
+        at += take as u64;
+        rest = tail;
     }
 }
 
