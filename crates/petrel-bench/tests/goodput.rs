@@ -57,11 +57,13 @@ fn rudp_over_loopback_and_p2p() {
         CongestionKind::Cubic,
         GoodputProfile::None,
     ));
-    check(case(
+    let record = check(case(
         GoodputTransport::Rudp,
         CongestionKind::BbrV3,
         GoodputProfile::P2p,
     ));
+    let html = render_html(&[record]);
+    assert!(html.contains("Bulk goodput"), "the report charts goodput");
 }
 
 #[test]
