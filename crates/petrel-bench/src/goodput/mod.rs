@@ -239,7 +239,7 @@ pub enum GoodputError {
 fn parameters(cfg: &GoodputConfig) -> serde_json::Value {
     let settings = match cfg.transport {
         GoodputTransport::Rudp => serde_json::json!({
-            "mtu_bytes": 1400, "snd_wnd_packets": 1024, "rcv_wnd_packets": 1024,
+            "mtu_bytes": 1400, "snd_wnd_packets": 512, "rcv_wnd_packets": 512,
             "socket_buffer_bytes": SOCKET_BUFFER,
         }),
         GoodputTransport::Quic | GoodputTransport::Quinn => {
