@@ -239,7 +239,9 @@ pub enum GoodputError {
 fn parameters(cfg: &GoodputConfig) -> serde_json::Value {
     let settings = match cfg.transport {
         GoodputTransport::Rudp => serde_json::json!({
-            "mtu_bytes": 1400, "snd_wnd_packets": 512, "rcv_wnd_packets": 512,
+            "mtu_bytes": transfer::rudp::MTU,
+            "snd_wnd_packets": transfer::rudp::WINDOW,
+            "rcv_wnd_packets": transfer::rudp::WINDOW,
             "socket_buffer_bytes": SOCKET_BUFFER,
         }),
         GoodputTransport::Quic | GoodputTransport::Quinn => {

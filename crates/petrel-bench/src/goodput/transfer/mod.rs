@@ -8,7 +8,7 @@
 //! reads. The client's start (before connecting) is the start of the wall time.
 
 mod quic;
-mod rudp;
+pub(crate) mod rudp;
 mod tcp;
 
 use std::net::{Ipv4Addr, SocketAddr};

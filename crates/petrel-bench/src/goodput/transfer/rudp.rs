@@ -20,9 +20,9 @@ use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
 
 /// Segments in the send and receive windows.
-const WINDOW: u16 = 512;
+pub(crate) const WINDOW: u16 = 512;
 /// Datagram size, bytes (header included).
-const MTU: usize = 1400;
+pub(crate) const MTU: usize = 1400;
 
 fn endpoint_config(cfg: &GoodputConfig, server: bool) -> EndpointConfig {
     EndpointConfig {
