@@ -12,6 +12,8 @@
 //! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
 //!   the `petrel-netem` relay; it builds its own runtimes because the runtime
 //!   layout is one of its parameters;
+//! - [`goodput`]: bulk goodput of one connection over loopback or the `p2p`
+//!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`table`]: the side-by-side summary table;
 //! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
@@ -24,12 +26,12 @@
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
 //! runtime of the loopback suite and the command line (`petrel-cli` builds
-//! both). The goodput (§C) and fan-out (§D) benchmarks are not implemented
-//! yet.
+//! both). The fan-out benchmark (§D) lives with the reflector.
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod echo;
+pub mod goodput;
 pub mod idle;
 pub mod matrix;
 pub mod measure;

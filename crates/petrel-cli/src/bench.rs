@@ -79,6 +79,8 @@ enum BenchCommand {
     Rudp(Box<crate::bench_rudp::RudpBenchArgs>),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
+    /// Bulk goodput of one connection, client → server (specs/benchmarks.md §C).
+    Goodput(crate::bench_goodput::GoodputArgs),
     /// DraARLv1 voice fan-out load test against an in-process reflector (§D).
     Reflector(crate::reflector::ReflectorBenchArgs),
     /// Echo cases from a TOML file, each round in its own process (3 rounds,
@@ -169,6 +171,7 @@ pub fn main(args: BenchArgs) -> ExitCode {
         Some(BenchCommand::Rudp(rudp)) => return crate::bench_rudp::main(*rudp),
         Some(BenchCommand::Matrix(m)) => matrix_command(&m),
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
+        Some(BenchCommand::Goodput(g)) => return crate::bench_goodput::main(&g),
         Some(BenchCommand::Reflector(r)) => {
             return crate::reflector::run_bench(r).unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");

@@ -1,6 +1,7 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
 mod bench;
+mod bench_goodput;
 mod bench_idle;
 mod bench_rudp;
 mod matrix;

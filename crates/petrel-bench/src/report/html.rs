@@ -63,6 +63,12 @@ fn placement(r: &ResultRecord) -> (String, String, String) {
             shape(r),
             protocol(r),
         ),
+        // Case `<transport>-<cc>-<link>`: one panel per link, grouped by controller.
+        (crate::goodput::BENCHMARK, _, _) => {
+            let shape = shape(r);
+            let (cc, link) = shape.split_once('-').unwrap_or(("", &shape));
+            (format!("Bulk goodput, {link}"), cc.to_owned(), protocol(r))
+        }
         _ => (r.benchmark.clone(), shape(r), protocol(r)),
     }
 }
@@ -115,6 +121,16 @@ fn charts(out: &mut String, records: &[ResultRecord]) {
             (
                 "overhead_percent",
                 "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
+                "%",
+            ),
+            (
+                "goodput_mbps",
+                "Bulk goodput, first to last byte (Mbit/s, higher is better)",
+                "Mbit/s",
+            ),
+            (
+                "efficiency_percent",
+                "Efficiency, goodput / link rate (%, higher is better)",
                 "%",
             ),
         ] {

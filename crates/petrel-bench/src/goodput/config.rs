@@ -1,0 +1,250 @@
+//! What one goodput case runs: transport, controller, link and size.
+
+use std::fmt;
+use std::time::Duration;
+
+use petrel_proto::cc::CongestionKind;
+use petrel_quic::QuicCongestion;
+use serde::Serialize;
+
+/// The transport carrying the transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GoodputTransport {
+    /// Petrel RUDP (`petrel::Endpoint`), the chosen Petrel controller, paced when it paces.
+    Rudp,
+    /// The Petrel QUIC transport (quinn) with the chosen Petrel controller.
+    Quic,
+    /// The same QUIC transport with quinn's own controller (reno → NewReno,
+    /// cubic → Cubic, bbrv1 → Bbr).
+    Quinn,
+    /// Kernel TCP over loopback, the controller set with `TCP_CONGESTION`
+    /// (reno → `reno`, cubic → `cubic`, bbrv1 → `bbr`).
+    Tcp,
+}
+
+impl GoodputTransport {
+    /// Every transport, in report order.
+    pub const ALL: [Self; 4] = [Self::Rudp, Self::Quic, Self::Quinn, Self::Tcp];
+
+    /// Its name on the command line and in results.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Rudp => "rudp",
+            Self::Quic => "quic",
+            Self::Quinn => "quinn",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
+impl fmt::Display for GoodputTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The Linux TCP congestion-control module closest to `cc`, if Linux has one.
+pub fn tcp_congestion(cc: CongestionKind) -> Option<&'static str> {
+    match cc {
+        CongestionKind::NewReno => Some("reno"),
+        CongestionKind::Cubic => Some("cubic"),
+        CongestionKind::BbrV1 => Some("bbr"),
+        _ => None,
+    }
+}
+
+/// The link between client and server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GoodputProfile {
+    /// Plain loopback, no relay.
+    None,
+    /// Through the in-process `petrel-netem` relay: the interop runner's ns-3
+    /// "simple-p2p" link (bandwidth, one-way delay, drop-tail queue, both directions).
+    P2p,
+}
+
+/// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
+/// 1000-packet queue, 100 MB, 3 repetitions, seed 42.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GoodputConfig {
+    /// Transport under test.
+    pub transport: GoodputTransport,
+    /// Congestion controller.
+    #[serde(serialize_with = "serialize_cc")]
+    pub cc: CongestionKind,
+    /// Link.
+    pub profile: GoodputProfile,
+    /// Link rate of each direction with `p2p`, bit/s. Range 1 Mbit/s..=10 Gbit/s.
+    pub bandwidth_bps: u64,
+    /// One-way delay of each direction with `p2p`. Range 0..=1 s.
+    #[serde(serialize_with = "serialize_ms")]
+    pub delay: Duration,
+    /// Drop-tail queue of each direction with `p2p`, packets. Range 1..=4096.
+    pub queue_packets: usize,
+    /// Bytes transferred client → server. Range 1 byte..=100 GB.
+    pub size_bytes: u64,
+    /// Transfers per case. Range 1..=100.
+    pub repetitions: u32,
+    /// Seed of repetition 0 (relay and BBR probe timing); repetition i uses seed + i.
+    pub seed: u64,
+}
+
+fn serialize_cc<S: serde::Serializer>(cc: &CongestionKind, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(cc.as_str())
+}
+
+fn serialize_ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1e3)
+}
+
+impl Default for GoodputConfig {
+    fn default() -> Self {
+        Self {
+            transport: GoodputTransport::Rudp,
+            cc: CongestionKind::Cubic,
+            profile: GoodputProfile::P2p,
+            bandwidth_bps: 200_000_000,
+            delay: Duration::from_millis(4),
+            queue_packets: 1000,
+            size_bytes: 100_000_000,
+            repetitions: 3,
+            seed: 42,
+        }
+    }
+}
+
+/// A [`GoodputConfig`] that cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+impl GoodputConfig {
+    /// Checks every field and the transport/controller/profile combination.
+    ///
+    /// # Errors
+    /// A [`ConfigError`] naming the field and its range, or why the combination
+    /// cannot run (quinn has no BBRv2/v3; Linux TCP has no BBRv2/v3; TCP cannot go
+    /// through the UDP relay; `none` is not a congestion controller to measure).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let range = |field: &str, value: String, range: &str| {
+            Err(ConfigError(format!(
+                "invalid {field} = {value}: must be in {range}"
+            )))
+        };
+        if !(1_000_000..=10_000_000_000).contains(&self.bandwidth_bps) {
+            return range(
+                "bandwidth",
+                format!("{} bit/s", self.bandwidth_bps),
+                "1..=10000 Mbit/s",
+            );
+        }
+        if self.delay > Duration::from_secs(1) {
+            return range("delay", format!("{:?}", self.delay), "0..=1000 ms");
+        }
+        if !(1..=4096).contains(&self.queue_packets) {
+            return range("queue", self.queue_packets.to_string(), "1..=4096 packets");
+        }
+        if !(1..=100_000_000_000).contains(&self.size_bytes) {
+            return range(
+                "size",
+                format!("{} bytes", self.size_bytes),
+                "1 byte..=100000 MB",
+            );
+        }
+        if !(1..=100).contains(&self.repetitions) {
+            return range("repetitions", self.repetitions.to_string(), "1..=100");
+        }
+        if self.cc == CongestionKind::None {
+            return Err(ConfigError(
+                "cc none is not a congestion controller; use reno, cubic, bbrv1, bbrv2 or bbrv3"
+                    .into(),
+            ));
+        }
+        match self.transport {
+            GoodputTransport::Quinn if QuicCongestion::quinn_own(self.cc).is_none() => {
+                Err(ConfigError(format!(
+                    "quinn has no {} controller (it has reno, cubic and bbrv1); use --transport quic for Petrel's",
+                    self.cc
+                )))
+            }
+            GoodputTransport::Tcp if tcp_congestion(self.cc).is_none() => Err(ConfigError(
+                format!("Linux TCP has no {} controller (it has reno, cubic and bbrv1)", self.cc),
+            )),
+            GoodputTransport::Tcp if self.profile == GoodputProfile::P2p => Err(ConfigError(
+                "tcp runs over loopback only (--profile none): the emulator relays UDP".into(),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The case name: `<transport>-<cc>-<link>`, e.g. `quic-bbrv3-p2p-200mbps-4ms-q1000`
+    /// or `tcp-cubic-loopback`.
+    pub fn case_name(&self) -> String {
+        let link = match self.profile {
+            GoodputProfile::None => "loopback".to_owned(),
+            GoodputProfile::P2p => format!(
+                "p2p-{}mbps-{}ms-q{}",
+                self.bandwidth_bps as f64 / 1e6,
+                self.delay.as_secs_f64() * 1e3,
+                self.queue_packets
+            ),
+        };
+        format!("{}-{}-{link}", self.transport, self.cc)
+    }
+
+    /// The link rate goodput is compared with, bit/s (`None` over loopback).
+    pub fn link_rate_bps(&self) -> Option<u64> {
+        (self.profile == GoodputProfile::P2p).then_some(self.bandwidth_bps)
+    }
+
+    /// How long one transfer may take before it is abandoned as incomplete: ten
+    /// times its time at the link rate (1 Gbit/s over loopback), at least 30 s.
+    pub fn transfer_timeout(&self) -> Duration {
+        let rate = self.link_rate_bps().unwrap_or(1_000_000_000) as f64;
+        let secs = self.size_bytes as f64 * 8.0 / rate * 10.0;
+        Duration::from_secs_f64(secs.max(30.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_and_combinations_are_checked() {
+        let ok = GoodputConfig::default();
+        ok.validate().unwrap();
+        assert_eq!(ok.case_name(), "rudp-cubic-p2p-200mbps-4ms-q1000");
+        let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
+        assert!(bad(GoodputConfig {
+            transport: GoodputTransport::Quinn,
+            cc: CongestionKind::BbrV3,
+            ..ok
+        })
+        .contains("quinn has no bbrv3"));
+        assert!(bad(GoodputConfig {
+            transport: GoodputTransport::Tcp,
+            ..ok
+        })
+        .contains("loopback only"));
+        assert!(bad(GoodputConfig {
+            queue_packets: 0,
+            ..ok
+        })
+        .contains("queue"));
+        assert!(bad(GoodputConfig {
+            repetitions: 0,
+            ..ok
+        })
+        .contains("repetitions"));
+        GoodputConfig {
+            transport: GoodputTransport::Tcp,
+            profile: GoodputProfile::None,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+    }
+}

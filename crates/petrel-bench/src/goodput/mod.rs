@@ -1,0 +1,345 @@
+//! Bulk goodput (`specs/benchmarks.md` §C): one connection transfers N bytes
+//! **client → server** over loopback or through the emulator's `p2p` link, with
+//! Petrel RUDP, the Petrel QUIC transport (a Petrel controller, or quinn's own), or
+//! kernel TCP as a reference.
+//!
+//! Per repetition it reports goodput two ways, both in Mbit/s of verified
+//! application bytes (10^6 bit/s):
+//! - `goodput_mbps`, as the QUIC interop runner: bytes ÷ time from the first to the
+//!   last data byte read by the server;
+//! - `wall_goodput_mbps`: bytes ÷ time from the client starting to connect to the
+//!   last byte read (handshake and slow start included);
+//!
+//! and each as `efficiency_percent` = goodput ÷ link rate (with `p2p` only). The link
+//! rate counts UDP payload bytes, so protocol headers (≈ 2–3 % at 1400-byte
+//! datagrams) count against efficiency. Every byte is checked against a
+//! deterministic pattern; any mismatch, short transfer or timeout makes the case not
+//! `ok`.
+//!
+//! The result is the standard [`ResultRecord`]: `summary` holds min/median/max
+//! across repetitions of each figure, plus `<figure>_mean` and `<figure>_stdev`
+//! (sample standard deviation, 0 for one repetition) as one-value spreads.
+//! `parameters.protocol` is the transport, so `petrel report` groups cases by
+//! controller and link with one bar per transport.
+//!
+//! What does not live here: the transports (`petrel`, `petrel_quic::transport`), the
+//! emulator (`petrel-netem`), the controllers (`petrel_proto::cc`), the command line.
+
+mod config;
+mod pattern;
+mod transfer;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+pub use config::{tcp_congestion, ConfigError, GoodputConfig, GoodputProfile, GoodputTransport};
+pub use petrel_proto::cc::CongestionKind;
+pub use transfer::{SenderStats, TransferError};
+
+use crate::record::{RecordError, ResultRecord, Spread};
+use transfer::{Transfer, CHUNK, SOCKET_BUFFER};
+
+/// The benchmark name in result records.
+pub const BENCHMARK: &str = "goodput";
+
+/// Headline figures, in table order.
+pub const FIGURES: [&str; 4] = [
+    "goodput_mbps",
+    "wall_goodput_mbps",
+    "efficiency_percent",
+    "wall_efficiency_percent",
+];
+
+/// The relay's counters that explain a shortfall.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RelayFigures {
+    /// Client → server bytes forwarded (UDP payload).
+    pub upstream_forwarded_bytes: u64,
+    /// Client → server packets dropped by the drop-tail queue.
+    pub upstream_queue_drops: u64,
+    /// Largest client → server queue, packets.
+    pub upstream_queue_peak_packets: u64,
+    /// Server → client (acks) packets dropped by the queue.
+    pub downstream_queue_drops: u64,
+    /// Packets the relay's own sockets could not send (buffer full).
+    pub relay_send_dropped: u64,
+    /// Latest release after its deadline, µs (the relay's own lateness).
+    pub lateness_max_us: f64,
+}
+
+/// One repetition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GoodputRound {
+    /// 0-based repetition.
+    pub repetition: u32,
+    /// Seed of the relay and of BBR's probe timing.
+    pub seed: u64,
+    /// Every byte arrived and matched the pattern.
+    pub ok: bool,
+    /// Why the transfer failed, if it did.
+    pub error: Option<String>,
+    /// Bytes the server read and checked.
+    pub bytes_received: u64,
+    /// Bytes that differed from the pattern.
+    pub mismatched_bytes: u64,
+    /// First to last data byte at the server, s.
+    pub transfer_s: Option<f64>,
+    /// Client start to last data byte at the server, s.
+    pub wall_s: Option<f64>,
+    /// Interop-runner goodput, Mbit/s.
+    pub goodput_mbps: Option<f64>,
+    /// Wall-time goodput, Mbit/s.
+    pub wall_goodput_mbps: Option<f64>,
+    /// `goodput_mbps` ÷ link rate, % (`p2p` only).
+    pub efficiency_percent: Option<f64>,
+    /// `wall_goodput_mbps` ÷ link rate, % (`p2p` only).
+    pub wall_efficiency_percent: Option<f64>,
+    /// The sender's counters.
+    pub sender: SenderStats,
+    /// The relay's counters (`p2p` only).
+    pub relay: Option<RelayFigures>,
+}
+
+impl GoodputRound {
+    fn figure(&self, name: &str) -> Option<f64> {
+        match name {
+            "goodput_mbps" => self.goodput_mbps,
+            "wall_goodput_mbps" => self.wall_goodput_mbps,
+            "efficiency_percent" => self.efficiency_percent,
+            "wall_efficiency_percent" => self.wall_efficiency_percent,
+            _ => None,
+        }
+    }
+
+    fn from_transfer(cfg: &GoodputConfig, repetition: u32, seed: u64, t: &Transfer) -> Self {
+        let v = t.receipt.verifier;
+        let complete = v.received == cfg.size_bytes;
+        let ok = complete && v.mismatched == 0;
+        let mbps = |secs: f64| (secs > 0.0).then(|| v.received as f64 * 8.0 / secs / 1e6);
+        let transfer_s = match (t.receipt.first_byte, t.receipt.last_byte) {
+            (Some(first), Some(last)) => Some((last - first).as_secs_f64()),
+            _ => None,
+        };
+        let wall_s = t
+            .receipt
+            .last_byte
+            .map(|last| (last - t.started).as_secs_f64());
+        let goodput_mbps = transfer_s.and_then(mbps);
+        let wall_goodput_mbps = wall_s.and_then(mbps);
+        let efficiency = |g: Option<f64>| Some(g? * 1e6 / cfg.link_rate_bps()? as f64 * 100.0);
+        Self {
+            repetition,
+            seed,
+            ok,
+            error: (!complete)
+                .then(|| format!("{} of {} bytes arrived", v.received, cfg.size_bytes)),
+            bytes_received: v.received,
+            mismatched_bytes: v.mismatched,
+            transfer_s,
+            wall_s,
+            goodput_mbps,
+            wall_goodput_mbps,
+            efficiency_percent: efficiency(goodput_mbps),
+            wall_efficiency_percent: efficiency(wall_goodput_mbps),
+            sender: t.sender,
+            relay: t.relay.as_ref().map(|r| RelayFigures {
+                upstream_forwarded_bytes: r.upstream_total.forwarded_bytes,
+                upstream_queue_drops: r.upstream_total.dropped.queue,
+                upstream_queue_peak_packets: r.upstream_total.queue_peak_packets,
+                downstream_queue_drops: r.downstream_total.dropped.queue,
+                relay_send_dropped: r.send_dropped,
+                lateness_max_us: r.lateness.max_us,
+            }),
+        }
+    }
+
+    fn failed(repetition: u32, seed: u64, error: &TransferError) -> Self {
+        Self {
+            repetition,
+            seed,
+            ok: false,
+            error: Some(error.to_string()),
+            bytes_received: match error {
+                TransferError::Timeout { received, .. } => *received,
+                _ => 0,
+            },
+            mismatched_bytes: 0,
+            transfer_s: None,
+            wall_s: None,
+            goodput_mbps: None,
+            wall_goodput_mbps: None,
+            efficiency_percent: None,
+            wall_efficiency_percent: None,
+            sender: SenderStats::default(),
+            relay: None,
+        }
+    }
+}
+
+/// Mean, sample standard deviation, min and max of one figure across repetitions.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Stats {
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Sample standard deviation (n − 1); 0 for one value.
+    pub stdev: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Stats {
+    /// The statistics of `values`; `None` when empty.
+    pub fn of(values: &[f64]) -> Option<Self> {
+        let n = values.len();
+        if n == 0 {
+            return None;
+        }
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let stdev = if n > 1 {
+            (values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        Some(Self {
+            mean,
+            stdev,
+            min: values.iter().copied().fold(f64::INFINITY, f64::min),
+            max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        })
+    }
+}
+
+/// One case's result.
+#[derive(Debug, Clone)]
+pub struct GoodputReport {
+    /// The case.
+    pub config: GoodputConfig,
+    /// The result envelope (JSON).
+    pub record: ResultRecord,
+    /// Every repetition.
+    pub rounds: Vec<GoodputRound>,
+    /// Statistics of each of [`FIGURES`] over the repetitions that completed.
+    pub stats: BTreeMap<&'static str, Stats>,
+}
+
+/// Why a case could not run at all (a failed repetition is a result, not an error).
+#[derive(Debug, thiserror::Error)]
+pub enum GoodputError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The record could not be built.
+    #[error(transparent)]
+    Record(#[from] RecordError),
+}
+
+fn parameters(cfg: &GoodputConfig) -> serde_json::Value {
+    let settings = match cfg.transport {
+        GoodputTransport::Rudp => serde_json::json!({
+            "mtu_bytes": transfer::rudp::MTU,
+            "snd_wnd_packets": transfer::rudp::WINDOW,
+            "rcv_wnd_packets": transfer::rudp::WINDOW,
+            "socket_buffer_bytes": SOCKET_BUFFER,
+        }),
+        GoodputTransport::Quic | GoodputTransport::Quinn => {
+            let q = petrel_quic::QuicTransportConfig::default();
+            serde_json::json!({
+                "stream_receive_window_bytes": q.stream_receive_window,
+                "receive_window_bytes": q.receive_window,
+                "send_window_bytes": q.send_window,
+                "socket_buffer_bytes": SOCKET_BUFFER,
+                "controller": match cfg.transport {
+                    GoodputTransport::Quinn => petrel_quic::QuicCongestion::quinn_own(cfg.cc)
+                        .map(petrel_quic::QuicCongestion::name),
+                    _ => Some(cfg.cc.as_str()),
+                },
+            })
+        }
+        GoodputTransport::Tcp => serde_json::json!({
+            "tcp_congestion": tcp_congestion(cfg.cc),
+            "socket_buffer_bytes": "kernel autotuning",
+        }),
+    };
+    serde_json::json!({
+        "protocol": cfg.transport.name(),
+        "case": cfg,
+        "direction": "client to server",
+        "link_rate_bps": cfg.link_rate_bps(),
+        "chunk_bytes": CHUNK,
+        "transfer_timeout_s": cfg.transfer_timeout().as_secs_f64(),
+        "runtime": "tokio multi-thread, 2 workers; relay on its own thread",
+        "transport_settings": settings,
+    })
+}
+
+/// Runs every repetition of `cfg`; `on_round` sees each as it finishes.
+///
+/// # Errors
+/// [`GoodputError::Config`] for an invalid configuration. A repetition that fails is
+/// recorded as a failed round and makes the record not `ok`.
+pub fn run_goodput(
+    cfg: &GoodputConfig,
+    mut on_round: impl FnMut(&GoodputRound),
+) -> Result<GoodputReport, GoodputError> {
+    cfg.validate()?;
+    let mut record = ResultRecord::begin(BENCHMARK, &cfg.case_name(), &parameters(cfg))?;
+    let mut rounds = Vec::new();
+    for repetition in 0..cfg.repetitions {
+        let seed = cfg.seed.wrapping_add(u64::from(repetition));
+        let round = match transfer::run(cfg, seed) {
+            Ok(t) => GoodputRound::from_transfer(cfg, repetition, seed, &t),
+            Err(e) => GoodputRound::failed(repetition, seed, &e),
+        };
+        on_round(&round);
+        record.seeds.push(seed);
+        record.push_round(&round)?;
+        rounds.push(round);
+    }
+    let mut stats = BTreeMap::new();
+    for name in FIGURES {
+        let values: Vec<f64> = rounds.iter().filter_map(|r| r.figure(name)).collect();
+        if let (Some(spread), Some(s)) = (Spread::of(&values), Stats::of(&values)) {
+            record.summary.insert(name.to_owned(), spread);
+            for (suffix, v) in [("mean", s.mean), ("stdev", s.stdev)] {
+                let one = Spread {
+                    min: v,
+                    median: v,
+                    max: v,
+                };
+                record.summary.insert(format!("{name}_{suffix}"), one);
+            }
+            stats.insert(name, s);
+        }
+    }
+    let failed = rounds.iter().filter(|r| r.error.is_some()).count() as u64;
+    let mismatched = rounds.iter().filter(|r| r.mismatched_bytes > 0).count() as u64;
+    record.errors.insert("incomplete_transfers".into(), failed);
+    record
+        .errors
+        .insert("content_mismatches".into(), mismatched);
+    record.peak_rss_bytes = crate::measure::peak_rss_bytes();
+    record.ok = rounds.iter().all(|r| r.ok);
+    Ok(GoodputReport {
+        config: *cfg,
+        record,
+        rounds,
+        stats,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_three_and_of_one() {
+        let s = Stats::of(&[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!((s.mean, s.stdev, s.min, s.max), (2.0, 1.0, 1.0, 3.0));
+        let s = Stats::of(&[5.0]).unwrap();
+        assert_eq!((s.mean, s.stdev), (5.0, 0.0));
+        assert!(Stats::of(&[]).is_none());
+    }
+}

@@ -1,0 +1,85 @@
+//! `petrel bench goodput` as a user runs it: exit codes, the table and JSON output.
+
+#![allow(clippy::unwrap_used)]
+
+use std::process::{Command, Output};
+
+fn petrel(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn invalid_arguments_exit_with_2_and_name_the_problem() {
+    let cases: [(&[&str], &str); 11] = [
+        (&["--transport", "sctp"], "transport"),
+        (&["--cc", "vegas"], "cc"),
+        (
+            &["--transport", "quinn", "--cc", "bbrv3"],
+            "quinn has no bbrv3",
+        ),
+        (
+            &["--transport", "quic,quinn", "--cc", "cubic,bbrv2"],
+            "quinn has no bbrv2",
+        ),
+        (&["--transport", "tcp"], "loopback only"),
+        (
+            &["--transport", "tcp", "--profile", "none", "--cc", "bbrv3"],
+            "Linux TCP has no bbrv3",
+        ),
+        (&["--queue", "0"], "queue"),
+        (&["--bandwidth-mbps", "0"], "bandwidth"),
+        (&["--size-mb", "0"], "size-mb"),
+        (&["--repetitions", "0"], "repetitions"),
+        (&["--json", "/nonexistent-dir/out.json"], "--json"),
+    ];
+    for (extra, needle) in cases {
+        let mut args = vec!["bench", "goodput", "--size-mb", "0.1"];
+        args.extend_from_slice(extra);
+        let out = petrel(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_sweep_writes_one_record_per_case() {
+    let dir = std::env::temp_dir().join(format!("petrel-goodput-cli-{}", std::process::id()));
+    let dir_arg = dir.to_str().unwrap();
+    let out = petrel(&[
+        "bench",
+        "goodput",
+        "--profile",
+        "none",
+        "--transport",
+        "rudp,quic",
+        "--cc",
+        "reno",
+        "--size-mb",
+        "0.5",
+        "--repetitions",
+        "1",
+        "--json",
+        "-",
+        "--out-dir",
+        dir_arg,
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records = records.as_array().unwrap();
+    assert_eq!(records.len(), 2);
+    for (r, protocol) in records.iter().zip(["rudp", "quic"]) {
+        assert_eq!(r["benchmark"], "goodput");
+        assert_eq!(r["parameters"]["protocol"], protocol);
+        assert_eq!(r["ok"], true);
+        assert_eq!(r["rounds"][0]["bytes_received"], 500_000);
+        let case = r["case"].as_str().unwrap();
+        assert!(dir.join(format!("goodput-{case}.json")).is_file());
+    }
+    assert!(stderr.contains("rudp-reno-loopback"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
