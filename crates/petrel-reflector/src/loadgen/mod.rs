@@ -369,6 +369,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     let mut expected = 0u64;
     let mut cpu0 = 0;
     let mut all0 = 0;
+    let (mut wall, mut cpu, mut all) = (0.0, 0, 0);
     let mut wall0 = Instant::now();
     std::thread::scope(|s| -> Result<(), LoadError> {
         let per = devices.len().div_ceil(RECEIVER_THREADS);
@@ -418,14 +419,16 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
             }
         }
         std::thread::sleep(Duration::from_secs(1));
+        // Sampled while the receive threads still run: an exited thread's CPU
+        // time leaves /proc/<pid>/task with it.
+        wall = wall0.elapsed().as_secs_f64();
+        cpu = thread_cpu_ns(pid, "refl-")
+            .unwrap_or(0)
+            .saturating_sub(cpu0);
+        all = thread_cpu_ns(pid, "").unwrap_or(0).saturating_sub(all0);
         stop.store(true, Relaxed);
         Ok(())
     })?;
-    let wall = wall0.elapsed().as_secs_f64();
-    let cpu = thread_cpu_ns(pid, "refl-")
-        .unwrap_or(0)
-        .saturating_sub(cpu0);
-    let all = thread_cpu_ns(pid, "").unwrap_or(0).saturating_sub(all0);
     let received = recv.received.load(Relaxed);
     let hist = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
     let measure_s = (cfg.duration_s as f64).max(1e-9);
@@ -496,16 +499,35 @@ fn receive_loop(devices: &[Device], stage: u64, stop: &AtomicBool, recv: &Recv) 
     }
 }
 
-/// Keeps every device online (the reflector drops devices after 20 s).
+/// Keeps every device online (the reflector drops devices after 20 s): each
+/// device heartbeats every 2 s, the devices spread evenly over that period
+/// (like real devices, whose phases differ; §7.2 staggers them by SSID), so
+/// the reflector never sees every heartbeat of a stage in one burst.
 fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
-    let mut next = Instant::now() + Duration::from_secs(2);
+    const PERIOD: Duration = Duration::from_secs(2);
+    const TICK: Duration = Duration::from_millis(10);
+    if devices.is_empty() {
+        return;
+    }
+    let start = Instant::now();
+    let n = devices.len().max(1);
+    // Device i is due at start + (k + 1) × PERIOD + i × PERIOD / n.
+    let mut next = 0usize;
+    let mut round = 1u32;
     while !stop.load(Relaxed) {
-        if Instant::now() >= next {
-            for d in devices {
-                let _ = d.sock.send(&d.heartbeat);
+        let elapsed = start.elapsed();
+        loop {
+            let due = PERIOD * round + PERIOD.mul_f64(next as f64 / n as f64);
+            if due > elapsed {
+                break;
             }
-            next += Duration::from_secs(2);
+            let _ = devices[next].sock.send(&devices[next].heartbeat);
+            next += 1;
+            if next == devices.len() {
+                next = 0;
+                round += 1;
+            }
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(TICK);
     }
 }
