@@ -345,7 +345,10 @@ fn results_dir(out_dir: &Path) -> Result<PathBuf, Failure> {
         .filter(|c| !matches!(c, '-' | ':'))
         .collect();
     let dir = out_dir.join(stamp);
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    // An output directory that cannot be created is a usage error, found before
+    // anything runs.
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Failure::Usage(format!("cannot create {}: {e}", dir.display())))?;
     Ok(dir)
 }
 

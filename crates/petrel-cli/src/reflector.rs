@@ -290,8 +290,14 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            toml::from_str::<ServerConfig>(&text)
-                .with_context(|| format!("parsing {}", p.display()))?
+            // The parser's own message quotes the offending line, which may hold
+            // a database password: report the position and the reason only.
+            toml::from_str::<ServerConfig>(&text).map_err(|e| {
+                let line = e
+                    .span()
+                    .map_or(0, |s| text[..s.start].matches('\n').count() + 1);
+                anyhow::anyhow!("parsing {}, line {line}: {}", p.display(), e.message())
+            })?
         }
         None => ServerConfig::default(),
     };

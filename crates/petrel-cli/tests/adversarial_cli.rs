@@ -190,7 +190,7 @@ fn bench_suite_unwritable_out_dir_fails_cleanly() {
         ],
         Duration::from_secs(30),
     );
-    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert_eq!(r.code, Some(2), "{}", r.stderr);
     assert!(r.stderr.contains("/proc/petrel"), "{}", r.stderr);
     assert!(
         !r.stderr.contains("running"),

@@ -206,6 +206,8 @@ fn reflector_bench_rejects_invalid_stages() {
         &["--levels", "1"],
         &["--payload", "9999"],
         &["--json", "/proc/petrel/x.json"],
+        &["--writers", "0"],
+        &["--max-frame-age-ms", "0"],
     ] {
         let mut argv = vec!["bench", "reflector", "--levels", "4"];
         argv.extend_from_slice(args);

@@ -159,7 +159,14 @@ impl LoadConfig {
         if !(1..=600).contains(&self.duration_s) {
             return bad("duration_s: 1..=600");
         }
-        Ok(())
+        // The reflector's own ranges, checked before any stage starts.
+        FanoutConfig {
+            writers: self.writers,
+            max_frame_age_ms: self.max_frame_age_ms,
+            ..FanoutConfig::default()
+        }
+        .validate()
+        .map_err(|e| LoadError::Invalid(e.to_string()))
     }
 }
 

@@ -43,29 +43,45 @@ pub(super) fn connect_options(location: &str) -> Result<AnyConnectOptions, sqlx:
 }
 
 /// `location` with any URL password replaced by `***`, for logs, errors and
-/// metrics. Works on malformed URLs too (an unescaped `/` or `@` in the
-/// password): everything between the first `:` after `scheme://` and the
-/// last `@` before any `?` or `#` is hidden, erring towards hiding more.
+/// metrics: the password of the user info, and the value of every query
+/// parameter whose name contains `pass` (`?password=…`, which the PostgreSQL
+/// client accepts too). Works on malformed URLs (an unescaped `/`, `@`, `?`
+/// or `#` in the password), erring towards hiding more: the user info ends
+/// at the last `@` of the whole location.
 pub fn redact(location: &str) -> String {
     let Some(scheme_end) = location.find("://") else {
         return location.to_owned();
     };
     let rest_start = scheme_end + 3;
     let rest = &location[rest_start..];
-    let authority_end = rest.find(['?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return location.to_owned();
-    };
-    let Some(colon) = authority[..at].find(':') else {
-        return location.to_owned();
-    };
-    format!(
-        "{}{}***{}",
-        &location[..rest_start],
-        &authority[..=colon],
-        &location[rest_start + at..]
-    )
+    let mut out = location[..rest_start].to_owned();
+    let mut tail = rest;
+    if let Some(at) = rest.rfind('@') {
+        // A `:` after a `/`, `?` or `#` belongs to the path or query, not to
+        // the user info (e.g. `host/db?x=a:b@c`).
+        let colon = rest[..at].find(':');
+        if let Some(colon) = colon.filter(|&c| !rest[..c].contains(['/', '?', '#'])) {
+            out.push_str(&rest[..=colon]);
+            out.push_str("***");
+            tail = &rest[at..];
+        }
+    }
+    match tail.split_once('?') {
+        Some((before, query)) => {
+            out.push_str(before);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if k.to_ascii_lowercase().contains("pass") => format!("{k}=***"),
+                    _ => kv.to_owned(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
 }
 
 #[cfg(test)]
@@ -93,6 +109,18 @@ mod tests {
         assert_eq!(redact("postgres://h/db?x=a:b@c"), "postgres://h/db?x=a:b@c");
         assert_eq!(redact("postgres://u:p@"), "postgres://u:***@");
         assert_eq!(redact("/var/lib/a:b@c.db"), "/var/lib/a:b@c.db");
+        // Found by the adversarial review: a password in the query, or with `?`
+        // or `#` in it, was printed in full.
+        assert_eq!(
+            redact("postgres://u@h:1/x?sslmode=disable&password=secret"),
+            "postgres://u@h:1/x?sslmode=disable&password=***"
+        );
+        assert_eq!(redact("postgres://u:sec?ret@h/x"), "postgres://u:***@h/x");
+        assert_eq!(redact("postgres://u:sec#ret@h/x"), "postgres://u:***@h/x");
+        assert_eq!(
+            redact("postgres://u:a@h/x?sslpassword=k"),
+            "postgres://u:***@h/x?sslpassword=***"
+        );
     }
 
     #[test]
