@@ -44,11 +44,19 @@ fn main() {
     println!("cargo:rerun-if-changed={}", lock_path.display());
 
     let revision = run("git", &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
-    // `--porcelain` prints one line per modified or untracked file.
-    let dirty = match run("git", &["status", "--porcelain", "--untracked-files=no"]) {
-        Some(s) if s.is_empty() => "false",
-        Some(_) => "true",
-        None => "unknown",
+    // Not `git status`: it refreshes and rewrites `.git/index`, which this script
+    // watches, so the next cargo command would rerun it and rebuild the crate (a
+    // fresh clone's `cargo build` then `cargo run` rebuilt for minutes).
+    // `diff-index` only reads; a file touched but unchanged counts as modified.
+    let dirty = match Command::new("git")
+        .args(["diff-index", "--quiet", "HEAD", "--"])
+        .status()
+        .ok()
+        .and_then(|s| s.code())
+    {
+        Some(0) => "false",
+        Some(1) => "true",
+        _ => "unknown",
     };
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     let rustc_version = run(&rustc, &["--version"]).unwrap_or_else(|| "unknown".to_owned());
