@@ -2,15 +2,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output};
+mod support;
 
-fn petrel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::{assert_usage_errors, petrel};
+
+use std::path::PathBuf;
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
@@ -26,14 +22,7 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
         (&["--protocol", "carrier-pigeon"], "protocol"),
         (&["--no-such-flag"], "no-such-flag"),
     ];
-    for (extra, needle) in cases {
-        let mut args = vec!["bench", "echo"];
-        args.extend_from_slice(extra);
-        let out = petrel(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-    }
+    assert_usage_errors(&["bench", "echo"], &cases);
     let out = petrel(&["bench", "--seconds", "0", "--out-dir", "unused"]);
     assert_eq!(out.status.code(), Some(2));
 }
@@ -201,19 +190,13 @@ fn reflector_bench_writes_a_record_with_one_round_per_stage() {
 
 #[test]
 fn reflector_bench_rejects_invalid_stages() {
-    for args in [
-        &["--groups", "0"][..],
-        &["--levels", "1"],
-        &["--payload", "9999"],
-        &["--json", "/proc/petrel/x.json"],
-        &["--writers", "0"],
-        &["--max-frame-age-ms", "0"],
-    ] {
-        let mut argv = vec!["bench", "reflector", "--levels", "4"];
-        argv.extend_from_slice(args);
-        let out = petrel(&argv);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.starts_with("error: "), "{stderr}");
-    }
+    let cases: [(&[&str], &str); 6] = [
+        (&["--groups", "0"], "groups"),
+        (&["--levels", "1"], "devices"),
+        (&["--payload", "9999"], "payload"),
+        (&["--json", "/proc/petrel/x.json"], "/proc/petrel/x.json"),
+        (&["--writers", "0"], "writers"),
+        (&["--max-frame-age-ms", "0"], "max_frame_age_ms"),
+    ];
+    assert_usage_errors(&["bench", "reflector", "--levels", "4"], &cases);
 }

@@ -2,14 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Output};
+mod support;
 
-fn petrel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::{assert_usage_errors, petrel};
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
@@ -35,14 +30,7 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
         (&["--repetitions", "0"], "repetitions"),
         (&["--json", "/nonexistent-dir/out.json"], "--json"),
     ];
-    for (extra, needle) in cases {
-        let mut args = vec!["bench", "goodput", "--size-mb", "0.1"];
-        args.extend_from_slice(extra);
-        let out = petrel(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-    }
+    assert_usage_errors(&["bench", "goodput", "--size-mb", "0.1"], &cases);
 }
 
 #[test]

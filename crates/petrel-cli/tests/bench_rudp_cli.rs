@@ -2,14 +2,9 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::process::{Command, Output};
+mod support;
 
-fn petrel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::{assert_usage_errors, petrel};
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
@@ -29,14 +24,10 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
         (&["--payload", "15"], "payload"),
         (&["--rounds", "0"], "rounds"),
     ];
-    for (extra, needle) in cases {
-        let mut args = vec!["bench", "rudp", "--seconds", "0.1", "--warmup", "0"];
-        args.extend_from_slice(extra);
-        let out = petrel(&args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(needle), "{args:?}: {stderr}");
-    }
+    assert_usage_errors(
+        &["bench", "rudp", "--seconds", "0.1", "--warmup", "0"],
+        &cases,
+    );
 }
 
 #[test]

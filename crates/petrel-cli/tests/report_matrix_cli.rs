@@ -3,15 +3,11 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn petrel(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_petrel"))
-        .args(args)
-        .output()
-        .unwrap()
-}
+use support::petrel;
+
+use std::path::{Path, PathBuf};
 
 /// A fresh scratch directory under the target dir.
 fn scratch(name: &str) -> PathBuf {
