@@ -53,8 +53,34 @@ pub fn render_metrics(s: &ServerStats) -> String {
     let mut put = |name: String, kind: &str, v: u64| {
         out.push_str(&format!("# TYPE {name} {kind}\n{name} {v}\n"));
     };
+    for (n, v) in s.ingress.counters() {
+        put(format!("petrel_reflector_ingress_{n}_total"), "counter", v);
+    }
+    put(
+        "petrel_reflector_ingress_workers".into(),
+        "gauge",
+        s.ingress_workers as u64,
+    );
     for (n, v) in s.session.counters() {
         put(format!("petrel_reflector_session_{n}_total"), "counter", v);
+    }
+    for (n, v) in s.recording.counters() {
+        put(
+            format!("petrel_reflector_recording_{n}_total"),
+            "counter",
+            v,
+        );
+    }
+    for (n, v) in [
+        ("requested", s.socket.requested),
+        ("recv_actual", s.socket.recv_actual),
+        ("send_actual", s.socket.send_actual),
+    ] {
+        put(
+            format!("petrel_reflector_socket_buffer_{n}_bytes"),
+            "gauge",
+            v as u64,
+        );
     }
     for (n, v) in s.fanout.counters() {
         let gauge = matches!(n, "queue_high_water" | "max_dispatch_ns");
@@ -124,7 +150,15 @@ async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response 
             .collect()
     };
     let body = serde_json::json!({
+        "ingress": serde_json::Value::Object(map(s.ingress.counters())),
+        "ingress_workers": s.ingress_workers,
         "session": serde_json::Value::Object(map(s.session.counters())),
+        "recording": serde_json::Value::Object(map(s.recording.counters())),
+        "socket_buffer_bytes": {
+            "requested": s.socket.requested,
+            "recv_actual": s.socket.recv_actual,
+            "send_actual": s.socket.send_actual,
+        },
         "fanout": serde_json::Value::Object(map(s.fanout.counters())),
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,

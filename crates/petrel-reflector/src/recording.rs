@@ -35,7 +35,8 @@ pub struct RecordingConfig {
     pub max_duration_s: u64,
     /// Silence that ends a recording, ms (100–10000). Default 600.
     pub gap_ms: u64,
-    /// Talkers recorded at once (1–4096). Default 64.
+    /// Talkers recorded at once (1–4096), split evenly between ingress
+    /// shards (at least 1 each). Default 64.
     pub max_active: usize,
 }
 
@@ -111,6 +112,32 @@ pub struct RecorderStats {
     pub frames_refused: u64,
     /// Finished recordings dropped because the runtime fell behind.
     pub finished_dropped: u64,
+}
+
+impl RecorderStats {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("finished", self.finished),
+            ("too_short", self.too_short),
+            ("frames_refused", self.frames_refused),
+            ("finished_dropped", self.finished_dropped),
+        ]
+    }
+
+    /// Adds `other`'s counters to these (summing shards).
+    pub fn add(&mut self, other: &Self) {
+        let Self {
+            finished,
+            too_short,
+            frames_refused,
+            finished_dropped,
+        } = other;
+        self.finished += finished;
+        self.too_short += too_short;
+        self.frames_refused += frames_refused;
+        self.finished_dropped += finished_dropped;
+    }
 }
 
 /// The recorder state machine.

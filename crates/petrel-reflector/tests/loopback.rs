@@ -433,6 +433,20 @@ fn metrics_healthz_and_admin_api() {
     assert!(body.contains(
         "# TYPE petrel_reflector_online_devices gauge\npetrel_reflector_online_devices 2\n"
     ));
+    // Two heartbeats read and queued to the shards, two shards, the
+    // buffers as configured and as the kernel granted them.
+    assert!(
+        body.contains("petrel_reflector_ingress_read_total 2\n"),
+        "{body}"
+    );
+    assert!(body.contains("petrel_reflector_ingress_workers 2\n"));
+    assert!(body.contains("petrel_reflector_socket_buffer_requested_bytes 4194304\n"));
+    let actual = body
+        .lines()
+        .find_map(|l| l.strip_prefix("petrel_reflector_socket_buffer_recv_actual_bytes "))
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(actual.is_some_and(|v| v > 0), "{body}");
+    assert!(body.contains("petrel_reflector_recording_finished_total 0\n"));
 
     let put = |auth: &str| {
         let json = r#"{"group_id": 1}"#;
@@ -503,4 +517,107 @@ fn voice_is_recorded_as_raw_files() {
     assert_eq!((frames[0], frames[11]), (&[0u8; 20][..], &[105u8; 21][..]));
     rt.block_on(srv.shutdown());
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn each_device_keeps_its_order_across_ingress_shards() {
+    use petrel_reflector::session::{shard_of, SessionConfig};
+    const SHARDS: usize = 4;
+    const ROUNDS: u32 = 200;
+    let rt = Runtime::new().unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let db = make_db(&rt, "shards", &refs);
+    // Three talkers on three different shards, one per domain (999, 1, 2),
+    // each heard by one listener.
+    let shard = |name: &str| {
+        let mut h = Header::new(PacketType::Voice);
+        h.set_username(name);
+        h.ssid = 1;
+        shard_of(
+            &encode(&h, b"x").unwrap(),
+            "127.0.0.1:1".parse().unwrap(),
+            SHARDS,
+        )
+    };
+    let mut talkers: Vec<&str> = Vec::new();
+    for n in &refs {
+        if talkers.len() < 3 && talkers.iter().all(|t| shard(t) != shard(n)) {
+            talkers.push(n);
+        }
+    }
+    let listeners: Vec<&str> = refs
+        .iter()
+        .copied()
+        .filter(|n| !talkers.contains(n))
+        .take(3)
+        .collect();
+    rt.block_on(async {
+        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
+            .await
+            .unwrap();
+        for (group, pair) in [(1, 1), (2, 2)] {
+            store
+                .set_device_group(talkers[pair], 1, group)
+                .await
+                .unwrap();
+            store
+                .set_device_group(listeners[pair], 1, group)
+                .await
+                .unwrap();
+        }
+        store.close().await;
+    });
+    let cfg = ServerConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        db: db.0.to_str().unwrap().into(),
+        http_listen: None,
+        ingress_workers: SHARDS,
+        session: SessionConfig {
+            per_ip_pps: 100_000,
+            per_endpoint_pps: 100_000,
+            ..SessionConfig::default()
+        },
+        ..ServerConfig::default()
+    };
+    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let at = srv.local_addr();
+    let client = |i: u8, name: &str| {
+        let c = Client::new([127, 0, 4, i], at, name, 1);
+        c.login();
+        c
+    };
+    let talk: Vec<Client> = (0..3).map(|i| client(i + 1, talkers[i as usize])).collect();
+    let hear: Vec<Client> = (0..3)
+        .map(|i| client(i + 11, listeners[i as usize]))
+        .collect();
+    for seq in 0..ROUNDS {
+        for t in &talk {
+            t.send(PacketType::Voice, &seq.to_be_bytes());
+        }
+        if seq % 8 == 7 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+    for (l, t) in hear.iter().zip(&talkers) {
+        let seqs: Vec<u32> = l
+            .drain(PacketType::Voice)
+            .iter()
+            .map(|p| u32::from_be_bytes(decode(p).unwrap().data[..4].try_into().unwrap()))
+            .collect();
+        assert!(
+            seqs.windows(2).all(|w| w[0] < w[1]),
+            "{t}'s voice reordered: {seqs:?}"
+        );
+        assert!(
+            seqs.len() as u32 > ROUNDS / 2,
+            "{t}: {} of {ROUNDS}",
+            seqs.len()
+        );
+    }
+    let s = srv.stats();
+    assert_eq!(s.ingress_workers, SHARDS);
+    assert_eq!(s.ingress.queue_full_drops, 0);
+    assert_eq!(s.session.voice_frames, u64::from(ROUNDS) * 3);
+    rt.block_on(srv.shutdown());
 }

@@ -17,6 +17,7 @@ pub use header::{
     Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_DATA_LEN,
     PASSWORD_LEN, USERNAME_LEN,
 };
+pub(crate) use header::{OFF_SSID, OFF_USERNAME};
 pub use heartbeat::{Gps, HeartbeatData, HeartbeatError, Mac};
 pub use raw::{decode_raw, encode_raw, RawError, RAW_HEADER_LEN};
 pub use voice::{merge_frames, split_frames, MergeError, MAX_SUBFRAME_LEN};

@@ -101,11 +101,11 @@ impl Reflector {
             return;
         }
         if !ok {
-            self.bans.record_failure(p.src.ip(), &user.name, now);
+            self.shared.record_failure(p.src.ip(), &user.name, now);
             self.reject(p.src, &p.header, RejectReason::InvalidPassword);
             return;
         }
-        self.bans.record_success(p.src.ip(), &user.name);
+        self.shared.record_success(p.src.ip(), &user.name);
         self.verified
             .insert(user.id, (p.phc, p.header.device_password));
         if !user.enabled {
@@ -135,7 +135,7 @@ impl Reflector {
         data: &[u8],
         user: &UserRecord,
     ) -> Result<AuthStep, RejectReason> {
-        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), &user.name, now) {
+        if let BanCheck::Blocked(_) = self.shared.ban_check(src.ip(), &user.name, now) {
             return Err(RejectReason::TooManyFailures);
         }
         if !user.enabled {
@@ -145,12 +145,12 @@ impl Reflector {
             return Err(RejectReason::PasswordNotSet);
         };
         if !user.approved || !is_valid_device_password(h.password_bytes()) {
-            self.bans.record_failure(src.ip(), &user.name, now);
+            self.shared.record_failure(src.ip(), &user.name, now);
             return Err(RejectReason::InvalidPassword);
         }
         if let Some((cached_phc, cached_pw)) = self.verified.get(&user.id) {
             if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
-                self.bans.record_success(src.ip(), &user.name);
+                self.shared.record_success(src.ip(), &user.name);
                 return Ok(AuthStep::Verified);
             }
         }
@@ -171,7 +171,7 @@ impl Reflector {
             self.stats.password_checks_in_flight_drops += 1;
             return Err(RejectReason::ServerBusy);
         }
-        if !self.password_checks.take(now) {
+        if !self.shared.take_password_check(now) {
             self.stats.password_check_budget_drops += 1;
             return Err(RejectReason::ServerBusy);
         }

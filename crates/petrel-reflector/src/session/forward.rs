@@ -6,9 +6,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{DeviceKey, Frame, Reflector, Snapshot, StoreEvent, Transmit};
+use super::shared::SnapshotSource;
+use super::{DeviceKey, Frame, Reflector, StoreEvent, Transmit};
 use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, PacketType};
-use crate::policy::FloorDecision;
 
 impl Reflector {
     pub(super) fn unix_ms(&self, now: Instant) -> Option<i64> {
@@ -109,9 +109,18 @@ impl Reflector {
             return;
         };
         let voice = h.packet_type == PacketType::Voice;
-        if voice && self.floors.claim(domain_id, key, now) == FloorDecision::Busy {
+        let targets = if voice {
+            self.shared.voice_targets(&self.dir, domain_id, key, now)
+        } else {
+            Some(self.shared.targets(&self.dir, domain_id))
+        };
+        let Some((snapshot, source)) = targets else {
             self.stats.floor_busy_drops += 1;
             return;
+        };
+        match source {
+            SnapshotSource::Cached => self.stats.snapshot_hits += 1,
+            SnapshotSource::Rebuilt => self.stats.snapshot_rebuilds += 1,
         }
         let (Some(user), Some(rec)) = (self.dir.user(key.0), self.dir.device(key.0, key.1)) else {
             return;
@@ -130,7 +139,6 @@ impl Reflector {
         if !rewritten {
             return;
         }
-        let snapshot = self.snapshot(domain_id);
         if voice {
             self.stats.voice_frames += 1;
             let unix_ms = self.unix_ms(now).unwrap_or(0);
@@ -159,33 +167,5 @@ impl Reflector {
             snapshot,
             exclude: src,
         });
-    }
-
-    pub(super) fn snapshot(&mut self, domain_id: i64) -> Arc<Snapshot> {
-        if let Some(s) = self.snapshots.get(&domain_id) {
-            self.stats.snapshot_hits += 1;
-            return Arc::clone(s);
-        }
-        self.stats.snapshot_rebuilds += 1;
-        let groups = self
-            .dir
-            .domain_of(domain_id)
-            .map(|d| Arc::clone(&d.groups))
-            .unwrap_or_else(|| Arc::from(Vec::new()));
-        let mut endpoints = Vec::new();
-        for g in groups.iter() {
-            for key in self.members.get(g).into_iter().flatten() {
-                let recv_ok = self
-                    .dir
-                    .device(key.0, key.1)
-                    .is_some_and(|r| !r.disable_recv);
-                if let (true, Some(s)) = (recv_ok, self.sessions.get(key)) {
-                    endpoints.push(s.addr);
-                }
-            }
-        }
-        let snap = Arc::new(Snapshot::build(domain_id, endpoints, self.cfg.partitions));
-        self.snapshots.insert(domain_id, Arc::clone(&snap));
-        snap
     }
 }

@@ -89,7 +89,7 @@ impl Reflector {
             if active && !mac_matches && !android_without_mac {
                 return Err(RejectReason::ConflictOnline);
             }
-        } else if self.sessions.len() >= self.cfg.max_sessions {
+        } else if self.shared.online() >= self.cfg.max_sessions {
             return Err(RejectReason::ServerFull);
         }
         self.stats.logins += 1;
@@ -131,11 +131,11 @@ impl Reflector {
         name: &str,
         reason: RejectReason,
     ) {
-        if let BanCheck::Blocked(_) = self.bans.check(src.ip(), name, now) {
+        if let BanCheck::Blocked(_) = self.shared.ban_check(src.ip(), name, now) {
             self.reject(src, h, RejectReason::TooManyFailures);
             return;
         }
-        self.bans.record_failure(src.ip(), name, now);
+        self.shared.record_failure(src.ip(), name, now);
         self.reject(src, h, reason);
     }
 

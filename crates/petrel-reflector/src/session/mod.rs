@@ -3,14 +3,23 @@
 //! runtime runs elsewhere and reports back). It owns device sessions,
 //! authentication, policies and receiver snapshots (draarl-v1 §2.2, §3).
 //!
+//! Ingress is sharded (§4.1): an [`Ingress`] front rate-limits each datagram
+//! and picks the shard owning its device (username + SSID); each shard is
+//! one [`Reflector`] with the sessions of its devices; what spans shards
+//! (domain receivers and snapshots, floors, the ban ladder, the Argon2
+//! budget) lives in one [`SharedState`]. With one shard the same types run
+//! single-threaded.
+//!
 //! It never reads a clock, touches a socket, awaits the database or runs Argon2.
 
 mod auth;
 mod config;
 mod forward;
+mod ingress;
 mod login;
 mod password;
 mod replies;
+mod shared;
 mod snapshot;
 mod stats;
 
@@ -20,21 +29,22 @@ mod tests;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 pub use auth::PasswordCheck;
 pub(crate) use config::check;
 pub use config::{ConfigRangeError, SessionConfig};
+pub use ingress::{shard_of, Ingress, IngressStats};
 pub use password::{
     hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
 };
 pub use replies::RejectReason;
+pub use shared::SharedState;
 pub use snapshot::{partition_of, Snapshot};
 pub use stats::SessionStats;
 
 use crate::codec::{self, PacketType, PASSWORD_LEN};
 use crate::directory::{DeviceRecord, Directory, UNGROUPED};
-use crate::policy::{BanLadder, FloorTable, RateDecision, RateLimiter, TokenBucket};
 use crate::recording::{Recorder, RecorderStats, Recording};
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
@@ -108,15 +118,14 @@ struct Session {
     group_id: i64,
 }
 
-/// The session core. See the module docs.
+/// The session core of one ingress shard. See the module docs.
 #[derive(Debug)]
 pub struct Reflector {
     cfg: SessionConfig,
     dir: Directory,
+    /// Sessions of the devices this shard owns.
     sessions: HashMap<DeviceKey, Session>,
-    /// Online devices per group, for snapshot builds.
-    members: HashMap<i64, HashSet<DeviceKey>>,
-    snapshots: HashMap<i64, Arc<Snapshot>>,
+    shared: Arc<SharedState>,
     /// Last verified password per user, so only the first login of a user
     /// pays for Argon2: (PHC string it was checked against, padded password).
     verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
@@ -128,10 +137,6 @@ pub struct Reflector {
     /// Checks not yet taken by the runtime (a subset of `pending_checks`).
     checks_out: VecDeque<PasswordCheck>,
     next_check_id: u64,
-    rate: RateLimiter,
-    password_checks: TokenBucket,
-    bans: BanLadder,
-    floors: FloorTable,
     transmits: VecDeque<Transmit>,
     frames: VecDeque<Frame>,
     events: VecDeque<StoreEvent>,
@@ -143,19 +148,28 @@ pub struct Reflector {
 }
 
 impl Reflector {
-    /// A core over `dir`. `cfg` must have passed [`SessionConfig::validate`].
+    /// A single-shard core over `dir`. `cfg` must have passed
+    /// [`SessionConfig::validate`].
     pub fn new(cfg: SessionConfig, dir: Directory, now: Instant) -> Self {
+        let shared = Arc::new(SharedState::new(&cfg, now));
+        Self::shard(cfg, dir, now, shared)
+    }
+
+    /// One shard among those sharing `shared`. `cfg.password_checks_in_flight`
+    /// applies to this shard alone, so divide it between shards;
+    /// `cfg.max_sessions` counts every shard's sessions.
+    pub fn shard(
+        cfg: SessionConfig,
+        dir: Directory,
+        now: Instant,
+        shared: Arc<SharedState>,
+    ) -> Self {
         Self {
-            rate: RateLimiter::new(cfg.per_ip_pps, cfg.per_endpoint_pps, cfg.rate_table_max),
-            password_checks: TokenBucket::new(cfg.password_checks_per_s, now),
-            bans: BanLadder::new(cfg.ban_table_max),
-            floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
             next_sweep: now + cfg.sweep_interval(),
             cfg,
             dir,
             sessions: HashMap::new(),
-            members: HashMap::new(),
-            snapshots: HashMap::new(),
+            shared,
             verified: HashMap::new(),
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
@@ -180,7 +194,7 @@ impl Reflector {
         &self.dir
     }
 
-    /// Online devices.
+    /// Online devices of this shard.
     pub fn online(&self) -> usize {
         self.sessions.len()
     }
@@ -254,9 +268,7 @@ impl Reflector {
             self.drop_session(key);
         }
         self.expire_password_checks(now);
-        self.rate.sweep(now);
-        self.bans.sweep(now);
-        self.floors.sweep(now);
+        self.shared.sweep(now);
     }
 
     /// Replaces the directory (periodic reload from the store). Devices
@@ -274,10 +286,10 @@ impl Reflector {
                 .dir
                 .device(key.0, key.1)
                 .map_or(UNGROUPED, |r| r.group_id);
+            // Also republishes a changed receive ban.
             self.move_session(key, group);
         }
-        self.stats.snapshot_invalidations += self.snapshots.len() as u64;
-        self.snapshots.clear();
+        self.stats.snapshot_invalidations += self.shared.invalidate_all();
         self.verified.retain(|uid, (phc, _)| {
             self.dir
                 .user(*uid)
@@ -304,20 +316,10 @@ impl Reflector {
         true
     }
 
-    /// Handles one received datagram from `src` at `now`.
+    /// Handles one datagram from `src` at `now` that passed the [`Ingress`]
+    /// rate limits and belongs to this shard.
     pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, datagram: &[u8]) {
         self.stats.received += 1;
-        match self.rate.check(src, now) {
-            RateDecision::Allow => {}
-            RateDecision::Limited => {
-                self.stats.rate_limit_drops += 1;
-                return;
-            }
-            RateDecision::TableFull => {
-                self.stats.rate_table_full_drops += 1;
-                return;
-            }
-        }
         let packet = match codec::decode(datagram) {
             Ok(p) => p,
             Err(_) => {
@@ -344,73 +346,36 @@ impl Reflector {
     }
 
     fn go_online(&mut self, now: Instant, key: DeviceKey, src: SocketAddr, group_id: i64) {
-        let changed = match self.sessions.get_mut(&key) {
-            Some(s) => {
-                let moved = s.addr != src;
-                s.addr = src;
-                s.last_seen = now;
-                moved
-            }
-            None => {
-                self.sessions.insert(
-                    key,
-                    Session {
-                        addr: src,
-                        last_seen: now,
-                        group_id: UNGROUPED,
-                    },
-                );
-                true
-            }
-        };
-        if changed {
-            self.invalidate_group(self.sessions.get(&key).map_or(UNGROUPED, |s| s.group_id));
-        }
+        let s = self.sessions.entry(key).or_insert(Session {
+            addr: src,
+            last_seen: now,
+            group_id,
+        });
+        s.addr = src;
+        s.last_seen = now;
         self.move_session(key, group_id);
     }
 
-    /// Puts an online device's membership under `group_id`, invalidating the
-    /// old and new domains if it moved.
+    /// Puts an online device under `group_id` and publishes its endpoint and
+    /// receive ban to the shared members; the shared state invalidates the
+    /// old and new domains only if something changed.
     fn move_session(&mut self, key: DeviceKey, group_id: i64) {
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
-        let old = std::mem::replace(&mut s.group_id, group_id);
-        let present = self
-            .members
-            .get(&group_id)
-            .is_some_and(|m| m.contains(&key));
-        if old == group_id && present {
-            return;
-        }
-        if let Some(m) = self.members.get_mut(&old) {
-            m.remove(&key);
-            if m.is_empty() {
-                self.members.remove(&old);
-            }
-        }
-        self.members.entry(group_id).or_default().insert(key);
-        self.invalidate_group(old);
-        self.invalidate_group(group_id);
+        s.group_id = group_id;
+        let receives = self
+            .dir
+            .device(key.0, key.1)
+            .is_some_and(|r| !r.disable_recv);
+        self.stats.snapshot_invalidations +=
+            self.shared
+                .set_member(&self.dir, key, group_id, (s.addr, receives));
     }
 
     fn drop_session(&mut self, key: DeviceKey) {
-        if let Some(s) = self.sessions.remove(&key) {
-            if let Some(m) = self.members.get_mut(&s.group_id) {
-                m.remove(&key);
-                if m.is_empty() {
-                    self.members.remove(&s.group_id);
-                }
-            }
-            self.invalidate_group(s.group_id);
-        }
-    }
-
-    fn invalidate_group(&mut self, group_id: i64) {
-        if let Some(d) = self.dir.domain_of(group_id) {
-            if self.snapshots.remove(&d.id).is_some() {
-                self.stats.snapshot_invalidations += 1;
-            }
+        if self.sessions.remove(&key).is_some() {
+            self.stats.snapshot_invalidations += self.shared.remove_member(&self.dir, key);
         }
     }
 }

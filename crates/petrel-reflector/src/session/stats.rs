@@ -1,15 +1,12 @@
 //! Counters of the session core (draarl-v1 §4.5 `ingress`, `receiver_cache`
 //! and `ghost_packets`, plus the policies added here).
 
-/// Plain counters; the core is single-threaded, the runtime copies them out.
+/// Plain counters; each shard keeps its own, the runtime copies them out
+/// and sums them with [`SessionStats::add`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SessionStats {
-    /// Datagrams handed to the core.
+    /// Datagrams handed to the core (after the ingress rate limits).
     pub received: u64,
-    /// Dropped by the per-IP / per-IP:port token buckets.
-    pub rate_limit_drops: u64,
-    /// Dropped because a rate-limit table was full.
-    pub rate_table_full_drops: u64,
     /// Failed the envelope checks (spec §2.2).
     pub decode_errors: u64,
     /// Type 1 (ghost/JWT) requests, dropped: not implemented.
@@ -76,12 +73,78 @@ pub struct SessionStats {
 }
 
 impl SessionStats {
+    /// Adds `other`'s counters to these (summing shards).
+    pub fn add(&mut self, other: &Self) {
+        let Self {
+            received,
+            decode_errors,
+            ghost_auth_unsupported,
+            heartbeats,
+            logins,
+            rejects_conflict,
+            rejects_reserved_ssid,
+            rejects_auth,
+            password_check_budget_drops,
+            password_checks_in_flight_drops,
+            password_check_pending_drops,
+            password_checks_coalesced,
+            password_checks_abandoned,
+            password_check_results_unknown,
+            password_checks_stale,
+            reserved_tag_drops,
+            unknown_device_drops,
+            endpoint_mismatch_drops,
+            non_forwarding_drops,
+            send_ban_drops,
+            floor_busy_drops,
+            config_packets,
+            config_errors,
+            config_sent,
+            text_frames,
+            voice_frames,
+            sessions_expired,
+            snapshot_hits,
+            snapshot_rebuilds,
+            snapshot_invalidations,
+            store_events_dropped,
+        } = other;
+        self.received += received;
+        self.decode_errors += decode_errors;
+        self.ghost_auth_unsupported += ghost_auth_unsupported;
+        self.heartbeats += heartbeats;
+        self.logins += logins;
+        self.rejects_conflict += rejects_conflict;
+        self.rejects_reserved_ssid += rejects_reserved_ssid;
+        self.rejects_auth += rejects_auth;
+        self.password_check_budget_drops += password_check_budget_drops;
+        self.password_checks_in_flight_drops += password_checks_in_flight_drops;
+        self.password_check_pending_drops += password_check_pending_drops;
+        self.password_checks_coalesced += password_checks_coalesced;
+        self.password_checks_abandoned += password_checks_abandoned;
+        self.password_check_results_unknown += password_check_results_unknown;
+        self.password_checks_stale += password_checks_stale;
+        self.reserved_tag_drops += reserved_tag_drops;
+        self.unknown_device_drops += unknown_device_drops;
+        self.endpoint_mismatch_drops += endpoint_mismatch_drops;
+        self.non_forwarding_drops += non_forwarding_drops;
+        self.send_ban_drops += send_ban_drops;
+        self.floor_busy_drops += floor_busy_drops;
+        self.config_packets += config_packets;
+        self.config_errors += config_errors;
+        self.config_sent += config_sent;
+        self.text_frames += text_frames;
+        self.voice_frames += voice_frames;
+        self.sessions_expired += sessions_expired;
+        self.snapshot_hits += snapshot_hits;
+        self.snapshot_rebuilds += snapshot_rebuilds;
+        self.snapshot_invalidations += snapshot_invalidations;
+        self.store_events_dropped += store_events_dropped;
+    }
+
     /// Every counter with its name, for metrics export.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![
             ("received", self.received),
-            ("rate_limit_drops", self.rate_limit_drops),
-            ("rate_table_full_drops", self.rate_table_full_drops),
             ("decode_errors", self.decode_errors),
             ("ghost_auth_unsupported", self.ghost_auth_unsupported),
             ("heartbeats", self.heartbeats),

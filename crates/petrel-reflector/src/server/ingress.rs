@@ -1,0 +1,164 @@
+//! The ingress threads (draarl-v1 §4.1): one reader per socket rate-limits
+//! each datagram and hands it to the shard owning its device over a bounded
+//! queue (full → counted drop); each shard thread runs one [`Reflector`]
+//! and feeds the shared fan-out engine.
+//!
+//! A device's packets all go to one shard and one queue, so they are
+//! handled in arrival order; shards run in parallel. Argon2 never runs on
+//! these threads: a shard's password checks go to tokio's blocking pool (at
+//! most its share of `session.password_checks_in_flight` at once) and come
+//! back over a bounded channel read every loop turn (≤ 20 ms).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc as tmpsc;
+
+use super::{unix_ms, Persist, Published};
+use crate::directory::Directory;
+use crate::fanout::FanoutEngine;
+use crate::session::{Ingress, IngressStats, Reflector};
+
+/// Receive buffer size; larger datagrams are cut and then fail the 800-byte rule.
+const RECV_BUF: usize = 1460;
+/// How long a thread blocks before checking timers and the stop flag.
+pub(super) const READ_TICK: Duration = Duration::from_millis(20);
+/// How often the threads publish their counters.
+const STATS_EVERY: Duration = Duration::from_millis(10);
+/// How often the reader forgets idle rate-limit buckets.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// One datagram on its way to a shard.
+pub(super) struct Datagram {
+    at: Instant,
+    src: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// The reader's side of the shard queues, and its counters.
+pub(super) struct Reader {
+    pub sock: UdpSocket,
+    pub ingress: Ingress,
+    pub shards: Vec<SyncSender<Datagram>>,
+    pub stop: Arc<AtomicBool>,
+    pub published: Arc<Mutex<IngressStats>>,
+}
+
+pub(super) fn reader_loop(mut r: Reader) {
+    let mut buf = [0u8; RECV_BUF];
+    let mut last_publish = Instant::now();
+    let mut next_sweep = last_publish + SWEEP_EVERY;
+    while !r.stop.load(Relaxed) {
+        match r.sock.recv_from(&mut buf) {
+            Ok((n, src)) => {
+                let at = Instant::now();
+                let datagram = &buf[..n];
+                if let Some(q) = r
+                    .ingress
+                    .admit(at, src, datagram)
+                    .and_then(|i| r.shards.get(i))
+                {
+                    let d = Datagram {
+                        at,
+                        src,
+                        bytes: datagram.to_vec(),
+                    };
+                    if let Err(TrySendError::Full(_)) = q.try_send(d) {
+                        r.ingress.count_queue_full();
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => tracing::debug!(error = %e, "recv_from"),
+        }
+        let now = Instant::now();
+        if now >= next_sweep {
+            next_sweep = now + SWEEP_EVERY;
+            r.ingress.sweep(now);
+        }
+        if now.saturating_duration_since(last_publish) >= STATS_EVERY {
+            last_publish = now;
+            *r.published.lock().unwrap_or_else(PoisonError::into_inner) = r.ingress.stats().clone();
+        }
+    }
+}
+
+/// What a shard thread talks to.
+pub(super) struct ShardIo {
+    pub queue: Receiver<Datagram>,
+    /// For replies (a clone of the listening socket).
+    pub sock: UdpSocket,
+    pub engine: Arc<FanoutEngine>,
+    /// Where password checks run (`spawn_blocking`).
+    pub runtime: tokio::runtime::Handle,
+    pub events: tmpsc::Sender<Persist>,
+    pub events_dropped: Arc<AtomicU64>,
+    /// This shard's share of `session.password_checks_in_flight`.
+    pub checks_in_flight: usize,
+    pub dirs: Receiver<Directory>,
+    pub stop: Arc<AtomicBool>,
+    pub published: Arc<Mutex<Published>>,
+}
+
+pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
+    // One result slot per check in flight: a finished check never waits.
+    let (checks_tx, checks_rx) = mpsc::sync_channel::<(u64, bool)>(io.checks_in_flight);
+    let mut last_publish = Instant::now();
+    core.set_wall_clock(last_publish, unix_ms());
+    while !io.stop.load(Relaxed) {
+        match io.queue.recv_timeout(READ_TICK) {
+            Ok(d) => core.handle_datagram(d.at, d.src, &d.bytes),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        let now = Instant::now();
+        if now >= core.poll_timeout() {
+            core.set_wall_clock(now, unix_ms());
+            core.handle_timeout(now);
+        }
+        if let Ok(d) = io.dirs.try_recv() {
+            core.replace_directory(d);
+        }
+        while let Ok((id, ok)) = checks_rx.try_recv() {
+            core.handle_password_check(now, id, ok);
+        }
+        while let Some(check) = core.poll_password_check() {
+            let tx = checks_tx.clone();
+            io.runtime.spawn_blocking(move || {
+                let _ = tx.send((check.id(), check.run()));
+            });
+        }
+        while let Some(t) = core.poll_transmit() {
+            if let Err(e) = io.sock.send_to(&t.payload, t.dst) {
+                tracing::debug!(error = %e, dst = %t.dst, "reply send failed");
+            }
+        }
+        while let Some(f) = core.poll_frame() {
+            io.engine.submit(f);
+        }
+        while let Some(p) = core
+            .poll_event()
+            .map(Persist::Event)
+            .or_else(|| core.poll_recording().map(Persist::Recording))
+        {
+            if io.events.try_send(p).is_err() {
+                io.events_dropped.fetch_add(1, Relaxed);
+            }
+        }
+        if now.saturating_duration_since(last_publish) >= STATS_EVERY {
+            last_publish = now;
+            let mut p = io.published.lock().unwrap_or_else(PoisonError::into_inner);
+            p.session = core.stats().clone();
+            if let Some(r) = core.recorder_stats() {
+                p.recording = r.clone();
+            }
+        }
+    }
+}
