@@ -42,5 +42,5 @@ pub mod policy;
 pub mod recording;
 pub mod server;
 pub mod session;
-pub mod verifier;
 pub mod store;
+pub mod verifier;

@@ -86,7 +86,10 @@ fn memory_verdicts() {
         &PasswordHash::new(&argon2i).unwrap()
     )
     .is_ok());
-    assert!(!crate::session::verify_device_password(&argon2i, b"Secret12"));
+    assert!(!crate::session::verify_device_password(
+        &argon2i,
+        b"Secret12"
+    ));
 }
 
 #[test]
@@ -220,7 +223,13 @@ fn default_cost_hash_in_the_pool() {
 fn config_ranges_name_the_field() {
     assert!(VerifierConfig::default().validate().is_ok());
     let bad = [
-        (VerifierConfig { threads: 0, ..cfg(1) }, "threads"),
+        (
+            VerifierConfig {
+                threads: 0,
+                ..cfg(1)
+            },
+            "threads",
+        ),
         (cfg(257), "threads"),
         (
             VerifierConfig {
