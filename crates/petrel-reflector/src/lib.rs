@@ -5,6 +5,8 @@
 //!   `.raw` recordings).
 //! - [`session`]: the sans-IO session core — password login, bans, rate
 //!   limits, conflicts, liveness, talkgroup routing and receiver snapshots.
+//! - [`verifier`]: the fixed Argon2id thread pool that runs its password
+//!   checks in reused memory.
 //! - [`policy`]: the token-bucket, ban-ladder and half-duplex tables it uses.
 //! - [`recording`]: voice recordings per talker, written as `.raw` files.
 //! - [`directory`]: the in-memory users/groups/devices view it routes by.
@@ -41,3 +43,4 @@ pub mod recording;
 pub mod server;
 pub mod session;
 pub mod store;
+pub mod verifier;

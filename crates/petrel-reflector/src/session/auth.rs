@@ -19,6 +19,7 @@ use super::{is_valid_device_password, verify_device_password, DeviceKey, Reflect
 use crate::codec::{Header, HeartbeatData};
 use crate::directory::UserRecord;
 use crate::policy::BanCheck;
+use crate::verifier::{Argon2Memory, Verdict};
 
 /// A check whose result has not come back after this long is abandoned
 /// (its device may log in again).
@@ -32,14 +33,28 @@ pub struct PasswordCheck {
 }
 
 impl PasswordCheck {
+    /// A check of `password` against the Argon2id PHC string `phc`, reported
+    /// back as `id` (the core numbers its own checks; this is for runtimes
+    /// and tests that feed a [`crate::verifier::PasswordVerifier`] directly).
+    pub fn new(id: u64, phc: String, password: Vec<u8>) -> Self {
+        Self { id, phc, password }
+    }
+
     /// Identifies the check in [`Reflector::handle_password_check`].
     pub fn id(&self) -> u64 {
         self.id
     }
 
-    /// Runs the verification (CPU-bound, tens of ms at the default cost).
+    /// Runs the verification with freshly allocated Argon2 memory (CPU-bound,
+    /// tens of ms at the default cost); see [`verify_device_password`].
     pub fn run(&self) -> bool {
         verify_device_password(&self.phc, &self.password)
+    }
+
+    /// Runs the verification in reusable `memory` (what the verifier pool's
+    /// threads do, so a flood of checks does not allocate per check).
+    pub fn run_in(&self, memory: &mut Argon2Memory) -> Verdict {
+        memory.verify(&self.phc, &self.password)
     }
 }
 

@@ -4,9 +4,11 @@
 //! The reference keeps reversible AES-GCM ciphertext and compares plaintext
 //! non-constant-time; here the store holds only an Argon2id PHC string.
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
+use argon2::password_hash::{PasswordHasher, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use thiserror::Error;
+
+use crate::verifier::{Argon2Memory, Verdict, VerifierConfig};
 
 /// Why a password could not be hashed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -60,13 +62,13 @@ pub fn hash_device_password(pw: &str, cost: HashCost) -> Result<String, Password
         .map_err(|e| PasswordError::Argon2(e.to_string()))
 }
 
-/// Verifies `pw` against a PHC string; a malformed hash never matches. The
-/// final comparison inside `argon2` is constant-time.
+/// Verifies `pw` against an Argon2id PHC string with freshly allocated
+/// memory (the threads of [`crate::verifier::PasswordVerifier`] reuse theirs
+/// instead). A malformed hash, another Argon2 variant or a cost above the
+/// caps of [`VerifierConfig::default`] never matches; the comparison is
+/// constant-time. See [`Argon2Memory::verify`].
 pub fn verify_device_password(phc: &str, pw: &[u8]) -> bool {
-    match PasswordHash::new(phc) {
-        Ok(h) => Argon2::default().verify_password(pw, &h).is_ok(),
-        Err(_) => false,
-    }
+    Argon2Memory::new(&VerifierConfig::default()).verify(phc, pw) == Verdict::Match
 }
 
 #[cfg(test)]
