@@ -64,6 +64,13 @@ pub fn render_metrics(s: &ServerStats) -> String {
     for (n, v) in s.session.counters() {
         put(format!("petrel_reflector_session_{n}_total"), "counter", v);
     }
+    for (n, v) in s.password_checks.counters() {
+        put(
+            format!("petrel_reflector_password_checks_{n}_total"),
+            "counter",
+            v,
+        );
+    }
     for (n, v) in s.recording.counters() {
         put(
             format!("petrel_reflector_recording_{n}_total"),

@@ -185,6 +185,35 @@ pub struct VerifierStats {
     pub over_cost: u64,
 }
 
+impl VerifierStats {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("checks_run", self.checks_run),
+            ("matches", self.matches),
+            ("queue_full", self.queue_full),
+            ("malformed", self.malformed),
+            ("over_cost", self.over_cost),
+        ]
+    }
+
+    /// Adds `other`'s counters to these (summing pools).
+    pub fn add(&mut self, other: &Self) {
+        let Self {
+            checks_run,
+            matches,
+            queue_full,
+            malformed,
+            over_cost,
+        } = other;
+        self.checks_run += checks_run;
+        self.matches += matches;
+        self.queue_full += queue_full;
+        self.malformed += malformed;
+        self.over_cost += over_cost;
+    }
+}
+
 #[derive(Debug, Default)]
 struct Shared {
     stop: AtomicBool,

@@ -5,13 +5,13 @@
 //!
 //! A device's packets all go to one shard and one queue, so they are
 //! handled in arrival order; shards run in parallel. Argon2 never runs on
-//! these threads: a shard's password checks go to tokio's blocking pool (at
-//! most its share of `session.password_checks_in_flight` at once) and come
-//! back over a bounded channel read every loop turn (≤ 20 ms).
+//! these threads: each shard has a fixed [`PasswordVerifier`] pool of its
+//! share of `session.password_checks_in_flight` threads, whose results it
+//! reads every loop turn (≤ 20 ms).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -21,6 +21,7 @@ use super::{unix_ms, Persist, Published};
 use crate::directory::Directory;
 use crate::fanout::FanoutEngine;
 use crate::session::{Ingress, IngressStats, Reflector};
+use crate::verifier::PasswordVerifier;
 
 /// Receive buffer size; larger datagrams are cut and then fail the 800-byte rule.
 const RECV_BUF: usize = 1460;
@@ -96,20 +97,16 @@ pub(super) struct ShardIo {
     /// For replies (a clone of the listening socket).
     pub sock: UdpSocket,
     pub engine: Arc<FanoutEngine>,
-    /// Where password checks run (`spawn_blocking`).
-    pub runtime: tokio::runtime::Handle,
+    /// Where this shard's password checks run.
+    pub verifier: PasswordVerifier,
     pub events: tmpsc::Sender<Persist>,
     pub events_dropped: Arc<AtomicU64>,
-    /// This shard's share of `session.password_checks_in_flight`.
-    pub checks_in_flight: usize,
     pub dirs: Receiver<Directory>,
     pub stop: Arc<AtomicBool>,
     pub published: Arc<Mutex<Published>>,
 }
 
 pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
-    // One result slot per check in flight: a finished check never waits.
-    let (checks_tx, checks_rx) = mpsc::sync_channel::<(u64, bool)>(io.checks_in_flight);
     let mut last_publish = Instant::now();
     core.set_wall_clock(last_publish, unix_ms());
     while !io.stop.load(Relaxed) {
@@ -126,14 +123,17 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
         if let Ok(d) = io.dirs.try_recv() {
             core.replace_directory(d);
         }
-        while let Ok((id, ok)) = checks_rx.try_recv() {
+        while let Some((id, ok)) = io.verifier.try_recv() {
             core.handle_password_check(now, id, ok);
         }
         while let Some(check) = core.poll_password_check() {
-            let tx = checks_tx.clone();
-            io.runtime.spawn_blocking(move || {
-                let _ = tx.send((check.id(), check.run()));
-            });
+            // The core has at most as many checks out as the pool has
+            // threads, so the queue is full only while checks it abandoned
+            // (after 10 s) still hold slots; this one is then abandoned the
+            // same way, and the pool counts it.
+            if let Err(check) = io.verifier.try_submit(check) {
+                tracing::debug!(id = check.id(), "password check queue full");
+            }
         }
         while let Some(t) = core.poll_transmit() {
             if let Err(e) = io.sock.send_to(&t.payload, t.dst) {
@@ -156,6 +156,7 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             last_publish = now;
             let mut p = io.published.lock().unwrap_or_else(PoisonError::into_inner);
             p.session = core.stats().clone();
+            p.password_checks = io.verifier.stats();
             if let Some(r) = core.recorder_stats() {
                 p.recording = r.clone();
             }

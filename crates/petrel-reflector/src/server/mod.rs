@@ -26,6 +26,7 @@ use crate::session::{
     SharedState, StoreEvent,
 };
 use crate::store::{Store, StoreError, StoreOptions};
+use crate::verifier::{PasswordVerifier, VerifierConfig, VerifierError, VerifierStats};
 
 /// Store events waiting for the database at most.
 const EVENT_QUEUE: usize = 4096;
@@ -177,6 +178,8 @@ pub struct ServerStats {
     pub store_events_dropped: u64,
     /// Recorder counters, summed over shards (all zero when recording is off).
     pub recording: RecorderStats,
+    /// Argon2 verifier pools, summed over shards.
+    pub password_checks: VerifierStats,
     /// Socket buffer sizes.
     pub socket: SocketBuffers,
 }
@@ -186,6 +189,7 @@ pub struct ServerStats {
 struct Published {
     session: SessionStats,
     recording: RecorderStats,
+    password_checks: VerifierStats,
 }
 
 /// Where a running server's counters are read from (cheap to clone).
@@ -205,10 +209,12 @@ impl StatsSource {
     pub(crate) fn read(&self) -> ServerStats {
         let mut session = SessionStats::default();
         let mut recording = RecorderStats::default();
+        let mut password_checks = VerifierStats::default();
         for shard in &self.shards {
             let p = shard.lock().unwrap_or_else(PoisonError::into_inner);
             session.add(&p.session);
             recording.add(&p.recording);
+            password_checks.add(&p.password_checks);
         }
         ServerStats {
             ingress: self
@@ -224,6 +230,7 @@ impl StatsSource {
             store_errors: self.store_errors.load(Relaxed),
             store_events_dropped: self.store_events_dropped.load(Relaxed),
             recording,
+            password_checks,
             socket: self.socket,
         }
     }
@@ -338,10 +345,16 @@ impl ServerHandle {
                 queue,
                 sock: sock.try_clone()?,
                 engine: Arc::clone(&engine),
-                runtime: tokio::runtime::Handle::current(),
+                verifier: PasswordVerifier::start(&VerifierConfig {
+                    threads: shard_cfg.password_checks_in_flight,
+                    ..VerifierConfig::default()
+                })
+                .map_err(|e| match e {
+                    VerifierError::Config(e) => ServerError::Config(e),
+                    VerifierError::Spawn(e) => ServerError::Io(e),
+                })?,
                 events: event_tx.clone(),
                 events_dropped: Arc::clone(&stats.store_events_dropped),
-                checks_in_flight: shard_cfg.password_checks_in_flight,
                 dirs,
                 stop: Arc::clone(&stop),
                 published: Arc::clone(published),

@@ -2,7 +2,7 @@
 //!
 //! Argon2id costs tens of milliseconds, so the core never runs it: a login
 //! that needs it parks the heartbeat and emits a [`PasswordCheck`]; the
-//! runtime runs [`PasswordCheck::run`] on a blocking pool and reports back
+//! runtime runs it on a [`crate::verifier::PasswordVerifier`] pool and reports back
 //! with [`Reflector::handle_password_check`]. Rate limits, the ban ladder,
 //! the per-second budget and a bound on checks in flight all apply before a
 //! check is emitted, and a device has at most one check in flight (its
