@@ -34,7 +34,8 @@ const EVENT_QUEUE: usize = 4096;
 const MIN_SHARD_QUEUE: usize = 64;
 
 /// Server configuration: the TOML file's shape, with documented defaults.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+/// Its `Debug` output redacts the database password and the admin token.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// UDP listen address. Default `0.0.0.0:60050` (the reference's port).
@@ -90,6 +91,26 @@ impl Default for ServerConfig {
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             admin_token: None,
         }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field("db", &crate::store::redact(&self.db))
+            .field("default_group_id", &self.default_group_id)
+            .field("reload_interval_ms", &self.reload_interval_ms)
+            .field("message_retention_days", &self.message_retention_days)
+            .field("socket_buffer_bytes", &self.socket_buffer_bytes)
+            .field("ingress_workers", &self.ingress_workers)
+            .field("ingress_queue", &self.ingress_queue)
+            .field("session", &self.session)
+            .field("fanout", &self.fanout)
+            .field("recording", &self.recording)
+            .field("http_listen", &self.http_listen)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .finish()
     }
 }
 
@@ -578,6 +599,19 @@ mod tests {
         let cfg: ServerConfig = toml::from_str(text).unwrap();
         assert_eq!(cfg, ServerConfig::default());
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let cfg = ServerConfig {
+            db: "postgres://petrel:hunter2secret@db.example/petrel".into(),
+            admin_token: Some("token-0123456789abcdef".into()),
+            ..ServerConfig::default()
+        };
+        let text = format!("{cfg:?}");
+        assert!(!text.contains("hunter2secret"), "{text}");
+        assert!(!text.contains("token-0123456789abcdef"), "{text}");
+        assert!(text.contains("db.example") && text.contains("ingress_workers: 2"));
     }
 
     #[test]
