@@ -3,8 +3,10 @@
 //! What lives here:
 //! - [`codec`]: the wire formats (90-byte header, heartbeat/config/voice DATA,
 //!   `.raw` recordings).
-//! - [`session`]: the sans-IO session core — password login, bans, rate
-//!   limits, conflicts, liveness, talkgroup routing and receiver snapshots.
+//! - [`session`]: the sans-IO session core — the ingress front (rate limits,
+//!   shard by username + SSID), password login, bans, conflicts, liveness,
+//!   talkgroup routing, and the state shards share (receiver snapshots,
+//!   floors).
 //! - [`verifier`]: the fixed Argon2id thread pool that runs its password
 //!   checks in reused memory.
 //! - [`policy`]: the token-bucket, ban-ladder and half-duplex tables it uses.
