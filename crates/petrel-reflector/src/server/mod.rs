@@ -1,6 +1,6 @@
 //! The runtime around the sans-IO core: one UDP socket; a reader thread
 //! and `ingress_workers` shard threads, each shard owning one [`Reflector`]
-//! (see [`ingress`]); the fan-out engine's send threads; and tokio tasks
+//! (the private `ingress` module); the fan-out engine's send threads; and tokio tasks
 //! that persist store events and reload the directory periodically.
 
 mod ingress;
