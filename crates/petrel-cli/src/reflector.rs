@@ -395,8 +395,8 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: --levels needs at least one device count");
         return Ok(ExitCode::from(2));
     }
-    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
-        eprintln!("error: {e:#}");
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
     let params = ReflectorBenchParameters {

@@ -23,6 +23,7 @@ mod events;
 mod history;
 mod location;
 mod migrations;
+pub mod test_support;
 
 #[cfg(test)]
 mod harness;
