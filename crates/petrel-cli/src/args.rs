@@ -80,7 +80,7 @@ pub(crate) fn millis(s: &str) -> Result<Duration, String> {
 
 /// A percentage 0..=100 (optional `%`), returned as a fraction 0..=1.
 pub(crate) fn percent(s: &str) -> Result<f64, String> {
-    real(s, "%", 0.0, 100.0, "%").map(|p| p / 100.0)
+    real(s, "%", 0.0, 100.0, "% (a percentage)").map(|p| p / 100.0)
 }
 
 /// Mbit/s of a link rate, 1..=10000.
@@ -140,7 +140,10 @@ mod tests {
         assert_eq!(quote("1e300"), "'1e300'");
         let err = bench_seconds("1e300").unwrap_err();
         assert_eq!(err, "must be in 0..=86400 s");
-        assert_eq!(percent("1e300").unwrap_err(), "must be in 0..=100 %");
+        assert_eq!(
+            percent("1e300").unwrap_err(),
+            "must be in 0..=100 % (a percentage)"
+        );
     }
 
     #[test]

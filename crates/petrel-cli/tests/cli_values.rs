@@ -43,13 +43,27 @@ fn huge_numbers_are_quoted_as_given_and_cut() {
         &["bench", "rudp", "--loss", "1e300"],
         &["bench", "rudp", "--delay-ms", &digits],
         &["bench", "goodput", "--size-mb", "1e300"],
-        &["netem", "--listen", "127.0.0.1:0", "--upstream", "127.0.0.1:9", "--delay", &digits],
+        &[
+            "netem",
+            "--listen",
+            "127.0.0.1:0",
+            "--upstream",
+            "127.0.0.1:9",
+            "--delay",
+            &digits,
+        ],
     ];
     for args in cases {
         let (code, stderr) = run_bounded(args, Duration::from_secs(20));
         assert_eq!(code, Some(2), "{args:?}: {stderr}");
-        assert!(!stderr.contains("0000000000"), "{args:?} reformatted: {stderr}");
-        assert!(!stderr.contains(&"9".repeat(41)), "{args:?} not cut: {stderr}");
+        assert!(
+            !stderr.contains("0000000000"),
+            "{args:?} reformatted: {stderr}"
+        );
+        assert!(
+            !stderr.contains(&"9".repeat(41)),
+            "{args:?} not cut: {stderr}"
+        );
         assert!(stderr.contains("..="), "{args:?} gives no range: {stderr}");
         assert!(
             stderr.contains("'1e300'") || stderr.contains("(300 characters)"),
@@ -71,9 +85,27 @@ fn json_to_a_fifo_or_directory_is_a_usage_error_before_running() {
     let dir_s = dir.to_str().unwrap().to_owned();
     for target in [&fifo_s, &dir_s, &"/dev/null".to_owned()] {
         let cases: [&[&str]; 4] = [
-            &["bench", "echo", "--seconds", "0.1", "--warmup", "0", "--json", target],
+            &[
+                "bench",
+                "echo",
+                "--seconds",
+                "0.1",
+                "--warmup",
+                "0",
+                "--json",
+                target,
+            ],
             &["bench", "rudp", "--seconds", "0.1", "--json", target],
-            &["bench", "idle", "--connections", "1", "--seconds", "0.1", "--json", target],
+            &[
+                "bench",
+                "idle",
+                "--connections",
+                "1",
+                "--seconds",
+                "0.1",
+                "--json",
+                target,
+            ],
             &["bench", "netem", "--json", target],
         ];
         for args in cases {
@@ -88,7 +120,14 @@ fn json_to_a_fifo_or_directory_is_a_usage_error_before_running() {
 #[test]
 fn store_open_errors_say_opening_once_and_hide_the_password() {
     let (code, stderr) = run_bounded(
-        &["reflector", "serve", "--listen", "127.0.0.1:0", "--db", "/nonexistent/dir/x.db"],
+        &[
+            "reflector",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--db",
+            "/nonexistent/dir/x.db",
+        ],
         Duration::from_secs(20),
     );
     assert_eq!(code, Some(1), "{stderr}");
@@ -110,7 +149,10 @@ fn store_open_errors_say_opening_once_and_hide_the_password() {
     );
     assert_eq!(code, Some(1), "{stderr}");
     assert!(!stderr.contains("s3cret"), "{stderr}");
-    assert!(stderr.contains("POSTGRES://petrel:***@127.0.0.1:1/db"), "{stderr}");
+    assert!(
+        stderr.contains("POSTGRES://petrel:***@127.0.0.1:1/db"),
+        "{stderr}"
+    );
     assert_eq!(stderr.matches("opening").count(), 1, "{stderr}");
     assert!(!std::path::Path::new("POSTGRES:").exists());
 }

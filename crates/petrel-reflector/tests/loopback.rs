@@ -34,7 +34,11 @@ struct Env {
 /// afterwards, also when `body` panicked.
 fn run(backend: Backend, name: &str, body: fn(&Env)) {
     let rt = Runtime::new().unwrap();
-    let Some(scratch) = env.rt.block_on(ScratchStore::create(backend, name)).unwrap() else {
+    let Some(scratch) = env
+        .rt
+        .block_on(ScratchStore::create(backend, name))
+        .unwrap()
+    else {
         eprintln!("skipping {name} on PostgreSQL: PETREL_TEST_PG_URL is not set");
         return;
     };
@@ -395,9 +399,7 @@ fn membership_change_elsewhere_drops_no_frames(env: &Env) {
     // carol and dave live in group 1; their logins change domain 1 while
     // alice talks in domain 999.
     env.rt.block_on(async {
-        let store = Store::open(&env.db, StoreOptions::default())
-            .await
-            .unwrap();
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         store.set_device_group("carol", 1, 1).await.unwrap();
         store.set_device_group("dave", 1, 1).await.unwrap();
         store.close().await;
@@ -543,9 +545,7 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
     }
     std::thread::sleep(Duration::from_millis(1000));
     let rows = env.rt.block_on(async {
-        let store = Store::open(&env.db, StoreOptions::default())
-            .await
-            .unwrap();
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         store.recent_recordings(999, 10).await.unwrap()
     });
     assert_eq!(rows.len(), 1, "{:?}", srv.stats().recording);
@@ -592,9 +592,7 @@ fn each_device_keeps_its_order_across_ingress_shards() {
         .take(3)
         .collect();
     env.rt.block_on(async {
-        let store = Store::open(&env.db, StoreOptions::default())
-            .await
-            .unwrap();
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         for (group, pair) in [(1, 1), (2, 2)] {
             store
                 .set_device_group(talkers[pair], 1, group)
