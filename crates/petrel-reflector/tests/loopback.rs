@@ -34,11 +34,7 @@ struct Env {
 /// afterwards, also when `body` panicked.
 fn run(backend: Backend, name: &str, body: fn(&Env)) {
     let rt = Runtime::new().unwrap();
-    let Some(scratch) = env
-        .rt
-        .block_on(ScratchStore::create(backend, name))
-        .unwrap()
-    else {
+    let Some(scratch) = rt.block_on(ScratchStore::create(backend, name)).unwrap() else {
         eprintln!("skipping {name} on PostgreSQL: PETREL_TEST_PG_URL is not set");
         return;
     };
@@ -48,7 +44,7 @@ fn run(backend: Backend, name: &str, body: fn(&Env)) {
         label: format!("{name}-{backend:?}-{}", std::process::id()),
     };
     let outcome = catch_unwind(AssertUnwindSafe(|| body(&env)));
-    env.env.rt.block_on(scratch.remove()).unwrap();
+    env.rt.block_on(scratch.remove()).unwrap();
     if let Err(panic) = outcome {
         resume_unwind(panic);
     }
@@ -89,7 +85,7 @@ on_every_backend!(
 /// Fills the empty store with `users` accounts (cheap Argon2 for speed) and
 /// the extra groups 1 and 2.
 fn seed(env: &Env, users: &[&str]) {
-    env.env.rt.block_on(async {
+    env.rt.block_on(async {
         let opts = StoreOptions {
             hash_cost: HashCost {
                 m_cost_kib: 64,
@@ -125,7 +121,7 @@ fn start(env: &Env, fanout: FanoutConfig) -> ServerHandle {
         http_listen: None,
         ..ServerConfig::default()
     };
-    env.env.rt.block_on(ServerHandle::start(cfg)).unwrap()
+    env.rt.block_on(ServerHandle::start(cfg)).unwrap()
 }
 
 struct Client {
@@ -558,12 +554,10 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn each_device_keeps_its_order_across_ingress_shards() {
+fn each_device_keeps_its_order_across_ingress_shards(env: &Env) {
     use petrel_reflector::session::{shard_of, SessionConfig};
     const SHARDS: usize = 4;
     const ROUNDS: u32 = 200;
-    let rt = Runtime::new().unwrap();
     let names: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     seed(env, &refs);
