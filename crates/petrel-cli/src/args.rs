@@ -128,6 +128,7 @@ pub(crate) fn check_json_target(path: Option<&Path>) -> Result<(), String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
