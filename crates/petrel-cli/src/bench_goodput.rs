@@ -90,7 +90,7 @@ pub struct GoodputArgs {
     /// one record for one case, an array of records for a sweep.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Also write one record per case to DIR/goodput-<case>.json (for `petrel report DIR`).
+    /// Also write one record per case to `DIR/goodput-<case>.json` (for `petrel report DIR`).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
 }
