@@ -7,7 +7,9 @@
 //! turns `1e300` into 301 digits; [`Quoted`] avoids both.
 
 use std::ffi::OsStr;
+use std::fmt::Display;
 use std::path::Path;
+use std::str::FromStr;
 use std::time::Duration;
 
 use clap::builder::TypedValueParser;
@@ -43,12 +45,79 @@ impl<T: Clone + Send + Sync + 'static> TypedValueParser for Quoted<T> {
         value: &OsStr,
     ) -> Result<T, clap::Error> {
         let text = value.to_string_lossy();
-        (self.0)(&text).map_err(|reason| {
-            let flag = arg.map_or_else(|| "a value".to_owned(), |a| format!("'{a}'"));
-            let msg = format!("invalid value {} for {flag}: {reason}\n", quote(&text));
-            clap::Error::raw(ErrorKind::ValueValidation, msg).with_cmd(cmd)
-        })
+        (self.0)(&text).map_err(|reason| value_error(cmd, arg, &text, &reason))
     }
+}
+
+/// A clap value parser for a whole number in `min..=max`, with the error
+/// of [`Quoted`]. Clap's own integer parsers quote the input in full, and
+/// twice with a range.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Whole<T> {
+    min: T,
+    max: T,
+}
+
+impl<T> Whole<T> {
+    /// Values in `min..=max`.
+    pub(crate) const fn new(min: T, max: T) -> Self {
+        Self { min, max }
+    }
+}
+
+/// The full range of an integer type, for flags whose narrower range the
+/// benchmark's config checks (and names) itself.
+pub(crate) trait FullRange: Sized {
+    /// `Whole::new(T::MIN, T::MAX)`.
+    fn full_range() -> Whole<Self>;
+}
+
+macro_rules! full_range {
+    ($($t:ty),*) => {$(
+        impl FullRange for $t {
+            fn full_range() -> Whole<Self> {
+                Whole::new(<$t>::MIN, <$t>::MAX)
+            }
+        }
+    )*};
+}
+full_range!(u32, u64, usize);
+
+impl<T> TypedValueParser for Whole<T>
+where
+    T: FromStr + PartialOrd + Display + Copy + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let text = value.to_string_lossy();
+        match text.parse::<T>() {
+            Ok(v) if self.min <= v && v <= self.max => Ok(v),
+            _ => Err(value_error(
+                cmd,
+                arg,
+                &text,
+                &format!("must be a whole number in {}..={}", self.min, self.max),
+            )),
+        }
+    }
+}
+
+/// `invalid value '<input>' for '--flag <VALUE>': <reason>`, exit status 2.
+fn value_error(
+    cmd: &clap::Command,
+    arg: Option<&clap::Arg>,
+    text: &str,
+    reason: &str,
+) -> clap::Error {
+    let flag = arg.map_or_else(|| "a value".to_owned(), |a| format!("'{a}'"));
+    let msg = format!("invalid value {} for {flag}: {reason}\n", quote(text));
+    clap::Error::raw(ErrorKind::ValueValidation, msg).with_cmd(cmd)
 }
 
 /// A finite number in `min..=max`, after removing one trailing `suffix`
@@ -145,6 +214,25 @@ mod tests {
             percent("1e300").unwrap_err(),
             "must be in 0..=100 % (a percentage)"
         );
+    }
+
+    #[test]
+    fn whole_numbers_name_the_range_and_cut_the_input() {
+        let mut cmd = clap::Command::new("t").arg(clap::Arg::new("n").long("n").value_name("N"));
+        cmd.build();
+        let arg = cmd.get_arguments().next();
+        let parser = Whole::<u32>::new(1, 65_536);
+        assert_eq!(parser.parse_ref(&cmd, arg, OsStr::new("512")).unwrap(), 512);
+        let digits = "9".repeat(300);
+        for bad in ["0", "65537", "-1", "1e3", digits.as_str()] {
+            let err = parser
+                .parse_ref(&cmd, arg, OsStr::new(bad))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("must be a whole number in 1..=65536"), "{err}");
+            assert!(err.contains("'--n <N>'"), "{err}");
+            assert!(err.len() < 200, "{err}");
+        }
     }
 
     #[test]

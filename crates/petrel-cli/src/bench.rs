@@ -40,7 +40,7 @@ use petrel_bench::rudp_bench::{
 use petrel_bench::table::{self, Row};
 use petrel_netem::Profile;
 
-use crate::args::{bench_seconds, Quoted};
+use crate::args::{bench_seconds, FullRange, Quoted};
 use crate::progress::Progress;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
@@ -123,13 +123,13 @@ struct EchoArgs {
     #[arg(long, value_enum, default_value_t = Protocol::Udp)]
     protocol: Protocol,
     /// Message size including the 16-byte header (bytes, 16..=65507).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = usize::full_range())]
     payload: usize,
     /// Concurrent clients (1..=1024).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     clients: usize,
     /// Messages in flight per client (1..=4096).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     window: usize,
     /// Measured seconds (> 0).
     #[arg(long, default_value = "3", value_parser = Quoted(bench_seconds))]
@@ -138,20 +138,20 @@ struct EchoArgs {
     #[arg(long, default_value = "1", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Repetitions with a fresh server and clients (1..=100).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = u32::full_range())]
     rounds: u32,
     /// Tokio worker threads (1..=64): 1 = current-thread runtime, more = one
     /// multi-thread runtime shared by server and clients.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF
     /// (bytes; default 65536). Refused for tcp and websocket, which keep the
     /// OS defaults.
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     send_buffer: Option<usize>,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF
     /// (bytes; default 4194304). Refused for tcp and websocket.
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     recv_buffer: Option<usize>,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]

@@ -17,7 +17,7 @@ use petrel_bench::goodput::{
     GoodputTransport,
 };
 
-use crate::args::{link_delay_ms, mbit_per_s, megabytes, Quoted};
+use crate::args::{link_delay_ms, mbit_per_s, megabytes, FullRange, Quoted};
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
@@ -75,16 +75,16 @@ pub struct GoodputArgs {
     #[arg(long, default_value_t = 4.0, value_parser = Quoted(link_delay_ms), allow_negative_numbers = true)]
     delay_ms: f64,
     /// p2p drop-tail queue per direction (packets, 1..=4096).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = usize::full_range())]
     queue: usize,
     /// Bytes to transfer, in MB of 10^6 bytes (> 0; fractions allowed).
     #[arg(long, default_value_t = 100.0, value_parser = Quoted(megabytes), allow_negative_numbers = true)]
     size_mb: f64,
     /// Transfers per case (1..=100).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = u32::full_range())]
     repetitions: u32,
     /// Seed of repetition 0 (relay, BBR probe timing); repetition i uses seed + i.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr):
     /// one record for one case, an array of records for a sweep.

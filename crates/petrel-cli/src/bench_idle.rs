@@ -9,7 +9,7 @@ use clap::{Args, ValueEnum};
 use petrel_bench::idle::{run_idle, IdleConfig, IdleError, IdleMode};
 use petrel_bench::record::ResultRecord;
 
-use crate::args::{seconds, Quoted};
+use crate::args::{seconds, FullRange, Quoted};
 
 /// Exit code for invalid arguments.
 const EXIT_USAGE: u8 = 2;
@@ -26,7 +26,7 @@ enum ModeArg {
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Connections to open (1..=100000).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = usize::full_range())]
     connections: usize,
     /// Measured idle seconds (0.01..=86400).
     #[arg(long, default_value = "10", value_parser = Quoted(seconds))]

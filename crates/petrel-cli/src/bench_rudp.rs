@@ -18,7 +18,7 @@ use petrel_bench::rudp_bench::{
 use petrel_bench::table;
 use petrel_netem::Profile;
 
-use crate::args::{bench_seconds, millis, percent, Quoted};
+use crate::args::{bench_seconds, millis, percent, FullRange, Quoted};
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
@@ -70,19 +70,19 @@ enum FecArg {
 pub struct RudpBenchArgs {
     /// Message size including the 16-byte header (bytes, 16..=65507). Default 1024
     /// (4096 with --profile soak).
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     payload: Option<usize>,
     /// Concurrent clients (1..=1024).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = usize::full_range())]
     clients: usize,
     /// Messages in flight per client (1..=4096).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = usize::full_range())]
     window: usize,
     /// Runtime layout.
     #[arg(long, value_enum, default_value_t = IoModelArg::Shared)]
     io_model: IoModelArg,
     /// Workers of the shared runtime (1 = current-thread), or number of shards (1..=64).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
     /// Forward error correction.
     #[arg(long, value_enum, default_value_t = FecArg::None)]
@@ -109,10 +109,10 @@ pub struct RudpBenchArgs {
     #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Rounds (1..=100); round i seeds the relay with seed + i.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = u32::full_range())]
     rounds: u32,
     /// Seed of round 0.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]

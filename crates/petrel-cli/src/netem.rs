@@ -15,7 +15,7 @@ use petrel_netem::bench::{AccuracyConfig, CeilingConfig};
 use petrel_netem::{BurstLoss, GilbertElliott, LinkStats, Profile, Relay, RelayConfig, RelayStats};
 use serde::Serialize;
 
-use crate::args::{millis, percent, seconds, Quoted};
+use crate::args::{millis, percent, seconds, FullRange, Quoted, Whole};
 
 /// Relay UDP between clients and one server, impairing each client's traffic (one
 /// route and one upstream socket per client address). Percentages are 0–100; rates
@@ -59,29 +59,29 @@ pub struct NetemArgs {
     #[arg(long, value_name = "RATE", value_parser = Quoted(parse_rate), allow_negative_numbers = true)]
     rate: Option<u64>,
     /// Drop-tail queue limit, packets.
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = Whole::<u32>::new(1, u32::MAX))]
     queue_packets: Option<u32>,
     /// Drop-tail queue limit, bytes.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "BYTES", value_parser = Whole::<u32>::new(1, u32::MAX))]
     queue_bytes: Option<u32>,
     /// Most bytes one route holds (default 8 MiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "BYTES", value_parser = Whole::<u32>::new(1, u32::MAX))]
     capacity_bytes: Option<u32>,
     /// Most packets one route holds (default 8192).
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = Whole::<u32>::new(1, u32::MAX))]
     capacity_packets: Option<u32>,
     /// Most client addresses served at once.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = 1024, value_parser = Whole::<u32>::new(1, 65536))]
     max_routes: u32,
     /// Seed of every route's random streams.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Remove a route after S seconds without traffic (0 = never).
     #[arg(long, value_name = "S", default_value = "60", value_parser = Quoted(idle_timeout))]
     route_idle_timeout: Duration,
     /// Stop sleeping this long before a deadline and poll instead, µs: covers the
     /// wake-up overshoot; costs up to this much CPU per deadline with sparse traffic.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = 100, value_parser = Whole::<u64>::new(0, 10_000))]
     spin_us: u64,
     /// Print counters every S seconds (and rewrite --json).
     #[arg(long, value_name = "S", value_parser = Quoted(seconds))]
@@ -309,25 +309,25 @@ pub struct NetemBenchArgs {
     #[arg(long, default_value = "5", value_parser = Quoted(seconds))]
     ceiling_seconds: Duration,
     /// Ceiling: UDP payload, bytes.
-    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u16).range(16..=65507))]
+    #[arg(long, default_value_t = 1200, value_parser = Whole::<u16>::new(16, 65507))]
     payload: u16,
     /// Ceiling: datagrams in flight.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = 512, value_parser = Whole::<u32>::new(1, 65536))]
     window: u32,
     /// Datagrams per recvmmsg/sendmmsg call (1 = unbatched), generator and relay.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, default_value_t = 32, value_parser = Whole::<u16>::new(1, 1024))]
     batch: u16,
     /// Accuracy: offered datagrams per second.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 100_000, value_parser = Whole::<u64>::new(1, 10_000_000))]
     pps: u64,
     /// Accuracy: configured one-way delay, ms.
     #[arg(long, default_value = "10", value_parser = Quoted(millis), allow_negative_numbers = true)]
     delay: Duration,
     /// Accuracy: UDP payload, bytes.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(16..=65507))]
+    #[arg(long, default_value_t = 200, value_parser = Whole::<u16>::new(16, 65507))]
     accuracy_payload: u16,
     /// Accuracy: the relay stops sleeping this long before a deadline and polls, µs.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = 100, value_parser = Whole::<u64>::new(0, 10_000))]
     spin_us: u64,
     /// Accuracy: measured seconds.
     #[arg(long, default_value = "3", value_parser = Quoted(seconds))]

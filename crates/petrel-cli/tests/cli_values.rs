@@ -37,7 +37,9 @@ fn run_bounded(args: &[&str], limit: Duration) -> (Option<i32>, String) {
 #[test]
 fn huge_numbers_are_quoted_as_given_and_cut() {
     let digits = "9".repeat(300);
-    let cases: [&[&str]; 6] = [
+    let cases: [&[&str]; 8] = [
+        &["bench", "echo", "--payload", &digits],
+        &["bench", "rudp", "--clients", "1e300"],
         &["bench", "echo", "--seconds", "1e300"],
         &["bench", "echo", "--warmup", &digits],
         &["bench", "rudp", "--loss", "1e300"],
