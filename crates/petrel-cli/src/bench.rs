@@ -40,6 +40,7 @@ use petrel_bench::rudp_bench::{
 use petrel_bench::table::{self, Row};
 use petrel_netem::Profile;
 
+use crate::args::{bench_seconds, FullRange, Quoted};
 use crate::progress::Progress;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
@@ -62,10 +63,10 @@ struct SuiteArgs {
     out_dir: PathBuf,
     /// Measured seconds per case (21 cases: 12 loopback echo, 9 RUDP through the
     /// emulator; the suite takes about 90 s).
-    #[arg(long, default_value = "2", value_parser = parse_seconds)]
+    #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
     /// Warm-up seconds per case.
-    #[arg(long, default_value = "0.5", value_parser = parse_seconds)]
+    #[arg(long, default_value = "0.5", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
 }
 
@@ -122,45 +123,39 @@ struct EchoArgs {
     #[arg(long, value_enum, default_value_t = Protocol::Udp)]
     protocol: Protocol,
     /// Message size including the 16-byte header (bytes, 16..=65507).
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = 1024, value_parser = usize::full_range())]
     payload: usize,
     /// Concurrent clients (1..=1024).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     clients: usize,
     /// Messages in flight per client (1..=4096).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     window: usize,
     /// Measured seconds (> 0).
-    #[arg(long, default_value = "3", value_parser = parse_seconds)]
+    #[arg(long, default_value = "3", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
     /// Warm-up seconds (>= 0).
-    #[arg(long, default_value = "1", value_parser = parse_seconds)]
+    #[arg(long, default_value = "1", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Repetitions with a fresh server and clients (1..=100).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = u32::full_range())]
     rounds: u32,
     /// Tokio worker threads (1..=64): 1 = current-thread runtime, more = one
     /// multi-thread runtime shared by server and clients.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF
     /// (bytes; default 65536). Refused for tcp and websocket, which keep the
     /// OS defaults.
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     send_buffer: Option<usize>,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF
     /// (bytes; default 4194304). Refused for tcp and websocket.
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     recv_buffer: Option<usize>,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-}
-
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    Duration::try_from_secs_f64(v)
-        .map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
 }
 
 /// Runs `petrel bench`; returns the process exit code.
@@ -285,14 +280,7 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             args.io_threads
         )));
     }
-    if let Some(path) = args.json.as_deref().filter(|p| *p != Path::new("-")) {
-        // Find an unwritable result path now, not after the user waited for the run.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| Failure::Usage(format!("cannot write --json {}: {e}", path.display())))?;
-    }
+    crate::args::check_json_target(args.json.as_deref()).map_err(Failure::Usage)?;
     let stream_based = matches!(args.protocol, Protocol::Tcp | Protocol::Websocket);
     if stream_based && (args.send_buffer.is_some() || args.recv_buffer.is_some()) {
         return Err(Failure::Usage(

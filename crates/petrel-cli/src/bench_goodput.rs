@@ -17,6 +17,8 @@ use petrel_bench::goodput::{
     GoodputTransport,
 };
 
+use crate::args::{link_delay_ms, mbit_per_s, megabytes, FullRange, Quoted};
+
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
 
@@ -67,28 +69,28 @@ pub struct GoodputArgs {
     #[arg(long, value_enum, default_value_t = ProfileArg::P2p)]
     profile: ProfileArg,
     /// p2p link rate per direction (Mbit/s, 1..=10000).
-    #[arg(long, default_value_t = 200.0)]
+    #[arg(long, default_value_t = 200.0, value_parser = Quoted(mbit_per_s), allow_negative_numbers = true)]
     bandwidth_mbps: f64,
     /// p2p one-way delay per direction (ms, 0..=1000).
-    #[arg(long, default_value_t = 4.0)]
+    #[arg(long, default_value_t = 4.0, value_parser = Quoted(link_delay_ms), allow_negative_numbers = true)]
     delay_ms: f64,
     /// p2p drop-tail queue per direction (packets, 1..=4096).
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = usize::full_range())]
     queue: usize,
     /// Bytes to transfer, in MB of 10^6 bytes (> 0; fractions allowed).
-    #[arg(long, default_value_t = 100.0)]
+    #[arg(long, default_value_t = 100.0, value_parser = Quoted(megabytes), allow_negative_numbers = true)]
     size_mb: f64,
     /// Transfers per case (1..=100).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = u32::full_range())]
     repetitions: u32,
     /// Seed of repetition 0 (relay, BBR probe timing); repetition i uses seed + i.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr):
     /// one record for one case, an array of records for a sweep.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
-    /// Also write one record per case to DIR/goodput-<case>.json (for `petrel report DIR`).
+    /// Also write one record per case to `DIR/goodput-<case>.json` (for `petrel report DIR`).
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
 }
@@ -114,40 +116,16 @@ fn transport(t: TransportArg) -> GoodputTransport {
 
 /// Every case of the sweep, validated; an error names the first bad flag or pair.
 fn cases(args: &GoodputArgs) -> Result<Vec<GoodputConfig>, String> {
-    let finite = |flag: &str, v: f64| {
-        if v.is_finite() && v >= 0.0 {
-            Ok(v)
-        } else {
-            Err(format!(
-                "invalid --{flag} = {v}: must be a finite number >= 0"
-            ))
-        }
-    };
-    let size = finite("size-mb", args.size_mb)? * 1e6;
-    if !(1.0..=1e11).contains(&size) {
-        return Err(format!(
-            "invalid --size-mb = {}: must be in 0.000001..=100000",
-            args.size_mb
-        ));
-    }
-    let delay_ms = finite("delay-ms", args.delay_ms)?;
-    let bandwidth = finite("bandwidth-mbps", args.bandwidth_mbps)? * 1e6;
-    if bandwidth > 1e10 {
-        return Err(format!(
-            "invalid --bandwidth-mbps = {}: must be in 1..=10000",
-            args.bandwidth_mbps
-        ));
-    }
     let base = GoodputConfig {
         profile: match args.profile {
             ProfileArg::None => GoodputProfile::None,
             ProfileArg::P2p => GoodputProfile::P2p,
         },
-        bandwidth_bps: bandwidth.round() as u64,
-        delay: Duration::try_from_secs_f64(delay_ms / 1e3)
-            .map_err(|_| format!("invalid --delay-ms = {delay_ms}: must be in 0..=1000"))?,
+        // The value parsers bound all three, so the products fit.
+        bandwidth_bps: (args.bandwidth_mbps * 1e6).round() as u64,
+        delay: Duration::from_secs_f64(args.delay_ms / 1e3),
         queue_packets: args.queue,
-        size_bytes: size.round() as u64,
+        size_bytes: (args.size_mb * 1e6).round() as u64,
         repetitions: args.repetitions,
         seed: args.seed,
         ..GoodputConfig::default()
@@ -181,8 +159,8 @@ pub fn main(args: &GoodputArgs) -> ExitCode {
         Ok(c) => c,
         Err(msg) => return usage(msg),
     };
-    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
-        return usage(format!("{e:#}"));
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        return usage(e);
     }
     if let Some(dir) = &args.out_dir {
         if let Err(e) = std::fs::create_dir_all(dir) {

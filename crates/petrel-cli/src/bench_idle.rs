@@ -9,6 +9,8 @@ use clap::{Args, ValueEnum};
 use petrel_bench::idle::{run_idle, IdleConfig, IdleError, IdleMode};
 use petrel_bench::record::ResultRecord;
 
+use crate::args::{seconds, FullRange, Quoted};
+
 /// Exit code for invalid arguments.
 const EXIT_USAGE: u8 = 2;
 
@@ -24,11 +26,11 @@ enum ModeArg {
 #[derive(Debug, Args)]
 pub struct IdleArgs {
     /// Connections to open (1..=100000).
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = usize::full_range())]
     connections: usize,
-    /// Measured idle seconds (> 0).
-    #[arg(long, default_value_t = 10.0)]
-    seconds: f64,
+    /// Measured idle seconds (0.01..=86400).
+    #[arg(long, default_value = "10", value_parser = Quoted(seconds))]
+    seconds: Duration,
     /// Handshake mode of the connections.
     #[arg(long, value_enum, default_value_t = ModeArg::Native)]
     mode: ModeArg,
@@ -49,16 +51,13 @@ pub fn main(args: &IdleArgs) -> ExitCode {
 }
 
 fn run(args: &IdleArgs) -> anyhow::Result<ExitCode> {
-    let Ok(measured) = Duration::try_from_secs_f64(args.seconds) else {
-        eprintln!(
-            "error: --seconds must be a finite number > 0, got {}",
-            args.seconds
-        );
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(EXIT_USAGE));
-    };
+    }
     let config = IdleConfig {
         connections: args.connections,
-        measured,
+        measured: args.seconds,
         mode: match args.mode {
             ModeArg::Native => IdleMode::Native,
             ModeArg::Raw => IdleMode::Raw,

@@ -18,6 +18,8 @@ use petrel_bench::rudp_bench::{
 use petrel_bench::table;
 use petrel_netem::Profile;
 
+use crate::args::{bench_seconds, millis, percent, FullRange, Quoted};
+
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
 
@@ -68,19 +70,19 @@ enum FecArg {
 pub struct RudpBenchArgs {
     /// Message size including the 16-byte header (bytes, 16..=65507). Default 1024
     /// (4096 with --profile soak).
-    #[arg(long)]
+    #[arg(long, value_parser = usize::full_range())]
     payload: Option<usize>,
     /// Concurrent clients (1..=1024).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, value_parser = usize::full_range())]
     clients: usize,
     /// Messages in flight per client (1..=4096).
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = usize::full_range())]
     window: usize,
     /// Runtime layout.
     #[arg(long, value_enum, default_value_t = IoModelArg::Shared)]
     io_model: IoModelArg,
     /// Workers of the shared runtime (1 = current-thread), or number of shards (1..=64).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
     /// Forward error correction.
     #[arg(long, value_enum, default_value_t = FecArg::None)]
@@ -88,60 +90,38 @@ pub struct RudpBenchArgs {
     /// Impairment of both directions.
     #[arg(long, value_enum, default_value_t = ProfileArg::None)]
     profile: ProfileArg,
-    /// Override: random loss per direction (%).
-    #[arg(long, value_name = "PERCENT")]
+    /// Override: random loss per direction (%, 0..=100).
+    #[arg(long, value_name = "PERCENT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     loss: Option<f64>,
-    /// Override: one-way delay (ms).
-    #[arg(long, value_name = "MS")]
-    delay_ms: Option<f64>,
-    /// Override: duplication per direction (%).
-    #[arg(long, value_name = "PERCENT")]
+    /// Override: one-way delay (ms, 0..=60000).
+    #[arg(long, value_name = "MS", value_parser = Quoted(millis), allow_negative_numbers = true)]
+    delay_ms: Option<Duration>,
+    /// Override: duplication per direction (%, 0..=100).
+    #[arg(long, value_name = "PERCENT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     duplicate: Option<f64>,
-    /// Override: share of packets reordered by the profile's extra delay (%).
-    #[arg(long, value_name = "PERCENT")]
+    /// Override: share of packets reordered by the profile's extra delay (%, 0..=100).
+    #[arg(long, value_name = "PERCENT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     reorder: Option<f64>,
     /// Measured seconds (> 0). Default 3 (120 with --profile soak).
-    #[arg(long, value_parser = parse_seconds)]
+    #[arg(long, value_parser = Quoted(bench_seconds))]
     seconds: Option<Duration>,
     /// Warm-up seconds (>= 0).
-    #[arg(long, default_value = "2", value_parser = parse_seconds)]
+    #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Rounds (1..=100); round i seeds the relay with seed + i.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = u32::full_range())]
     rounds: u32,
     /// Seed of round 0.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
 }
 
-fn parse_seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
-    Duration::try_from_secs_f64(v)
-        .map_err(|_| format!("{s} is not a finite number of seconds >= 0"))
-}
-
-fn percent(flag: &str, v: Option<f64>) -> Result<Option<f64>, String> {
-    match v {
-        Some(p) if !(p.is_finite() && (0.0..=100.0).contains(&p)) => Err(format!(
-            "invalid {flag} = {p}: must be a percentage in 0..=100"
-        )),
-        other => Ok(other.map(|p| p / 100.0)),
-    }
-}
-
-fn config(args: &RudpBenchArgs) -> Result<RudpBenchConfig, String> {
+fn config(args: &RudpBenchArgs) -> RudpBenchConfig {
     let soak = args.profile == ProfileArg::Soak;
-    let delay = match args.delay_ms {
-        Some(ms) => Some(
-            Duration::try_from_secs_f64(ms / 1e3)
-                .map_err(|_| format!("invalid delay-ms = {ms}: must be in 0..=60000 ms"))?,
-        ),
-        None => None,
-    };
-    Ok(RudpBenchConfig {
+    RudpBenchConfig {
         echo: EchoConfig {
             payload: args.payload.unwrap_or(if soak { 4096 } else { 1024 }),
             clients: args.clients,
@@ -164,13 +144,13 @@ fn config(args: &RudpBenchArgs) -> Result<RudpBenchConfig, String> {
         },
         profile: args.profile.into(),
         overrides: LinkOverrides {
-            loss: percent("loss", args.loss)?,
-            delay,
-            duplicate: percent("duplicate", args.duplicate)?,
-            reorder: percent("reorder", args.reorder)?,
+            loss: args.loss,
+            delay: args.delay_ms,
+            duplicate: args.duplicate,
+            reorder: args.reorder,
         },
         seed: args.seed,
-    })
+    }
 }
 
 fn usage(msg: impl std::fmt::Display) -> ExitCode {
@@ -180,15 +160,12 @@ fn usage(msg: impl std::fmt::Display) -> ExitCode {
 
 /// Runs `petrel bench rudp`; returns the process exit code.
 pub fn main(args: RudpBenchArgs) -> ExitCode {
-    let cfg = match config(&args) {
-        Ok(cfg) => cfg,
-        Err(msg) => return usage(msg),
-    };
+    let cfg = config(&args);
     if let Err(e) = cfg.validate() {
         return usage(e);
     }
-    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
-        return usage(format!("{e:#}"));
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        return usage(e);
     }
     let report = match run_rudp_bench(&cfg) {
         Ok(r) => r,

@@ -1,5 +1,6 @@
 //! The `petrel` command: clap subcommands over Petrel's crates.
 
+mod args;
 mod bench;
 mod bench_goodput;
 mod bench_idle;

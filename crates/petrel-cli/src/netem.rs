@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,74 +15,76 @@ use petrel_netem::bench::{AccuracyConfig, CeilingConfig};
 use petrel_netem::{BurstLoss, GilbertElliott, LinkStats, Profile, Relay, RelayConfig, RelayStats};
 use serde::Serialize;
 
+use crate::args::{millis, percent, seconds, FullRange, Quoted, Whole};
+
 /// Relay UDP between clients and one server, impairing each client's traffic (one
 /// route and one upstream socket per client address). Percentages are 0–100; rates
 /// take k/m/g suffixes (`200mbit`, `1g`) or plain bit/s. Flags override the profile.
 #[derive(Debug, clap::Args)]
 pub struct NetemArgs {
     /// Address clients send to, e.g. 127.0.0.1:4000.
-    #[arg(long, value_parser = resolve)]
+    #[arg(long, value_parser = Quoted(resolve))]
     listen: SocketAddr,
     /// The server's address, e.g. 127.0.0.1:5000.
-    #[arg(long, value_parser = resolve)]
+    #[arg(long, value_parser = Quoted(resolve))]
     upstream: SocketAddr,
     /// Starting conditions: none, random, burst, soak, p2p.
-    #[arg(long, default_value = "none", value_parser = parse_profile)]
+    #[arg(long, default_value = "none", value_parser = Quoted(parse_profile))]
     profile: Profile,
     /// Random loss per packet, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PCT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     loss: Option<f64>,
     /// Periodic burst loss: drop K consecutive packets of every N.
-    #[arg(long, value_name = "K/N", value_parser = parse_burst)]
+    #[arg(long, value_name = "K/N", value_parser = Quoted(parse_burst))]
     burst: Option<BurstLoss>,
     /// Gilbert–Elliott loss, percent: p(good→bad),p(bad→good),loss in good,loss in bad.
-    #[arg(long, value_name = "P,R,GOOD,BAD", value_parser = parse_gilbert)]
+    #[arg(long, value_name = "P,R,GOOD,BAD", value_parser = Quoted(parse_gilbert))]
     gilbert: Option<GilbertElliott>,
     /// One-way delay, ms.
-    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", value_parser = Quoted(millis), allow_negative_numbers = true)]
     delay: Option<Duration>,
     /// Jitter (uniform ±), ms.
-    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", value_parser = Quoted(millis), allow_negative_numbers = true)]
     jitter: Option<Duration>,
     /// Duplication per packet, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PCT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     duplicate: Option<f64>,
     /// Share of packets delayed by --reorder-delay extra, percent.
-    #[arg(long, value_name = "PCT", value_parser = percent, allow_negative_numbers = true)]
+    #[arg(long, value_name = "PCT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     reorder: Option<f64>,
     /// Extra delay of reordered packets, ms.
-    #[arg(long, value_name = "MS", value_parser = millis, allow_negative_numbers = true)]
+    #[arg(long, value_name = "MS", value_parser = Quoted(millis), allow_negative_numbers = true)]
     reorder_delay: Option<Duration>,
     /// Bandwidth (serialization rate), bit/s with optional k/m/g suffix.
-    #[arg(long, value_name = "RATE", value_parser = parse_rate, allow_negative_numbers = true)]
+    #[arg(long, value_name = "RATE", value_parser = Quoted(parse_rate), allow_negative_numbers = true)]
     rate: Option<u64>,
     /// Drop-tail queue limit, packets.
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = Whole::<u32>::new(1, u32::MAX))]
     queue_packets: Option<u32>,
     /// Drop-tail queue limit, bytes.
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "BYTES", value_parser = Whole::<u32>::new(1, u32::MAX))]
     queue_bytes: Option<u32>,
     /// Most bytes one route holds (default 8 MiB).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "BYTES", value_parser = Whole::<u32>::new(1, u32::MAX))]
     capacity_bytes: Option<u32>,
     /// Most packets one route holds (default 8192).
-    #[arg(long, value_name = "PACKETS", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "PACKETS", value_parser = Whole::<u32>::new(1, u32::MAX))]
     capacity_packets: Option<u32>,
     /// Most client addresses served at once.
-    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = 1024, value_parser = Whole::<u32>::new(1, 65536))]
     max_routes: u32,
     /// Seed of every route's random streams.
-    #[arg(long, default_value_t = 42)]
+    #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
     /// Remove a route after S seconds without traffic (0 = never).
-    #[arg(long, value_name = "S", default_value = "60", value_parser = idle_timeout)]
+    #[arg(long, value_name = "S", default_value = "60", value_parser = Quoted(idle_timeout))]
     route_idle_timeout: Duration,
     /// Stop sleeping this long before a deadline and poll instead, µs: covers the
     /// wake-up overshoot; costs up to this much CPU per deadline with sparse traffic.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = 100, value_parser = Whole::<u64>::new(0, 10_000))]
     spin_us: u64,
     /// Print counters every S seconds (and rewrite --json).
-    #[arg(long, value_name = "S", value_parser = seconds)]
+    #[arg(long, value_name = "S", value_parser = Quoted(seconds))]
     stats_interval: Option<Duration>,
     /// Write the final counters as JSON to FILE ("-" for stdout).
     #[arg(long, value_name = "FILE")]
@@ -99,42 +101,6 @@ fn resolve(s: &str) -> Result<SocketAddr, String> {
 fn parse_profile(s: &str) -> Result<Profile, String> {
     s.parse()
         .map_err(|e: petrel_netem::UnknownProfile| e.to_string())
-}
-
-fn percent(s: &str) -> Result<f64, String> {
-    let v: f64 = s
-        .trim_end_matches('%')
-        .parse()
-        .map_err(|_| "not a number".to_owned())?;
-    if v.is_finite() && (0.0..=100.0).contains(&v) {
-        Ok(v / 100.0)
-    } else {
-        Err("must be a percentage in 0..=100".to_owned())
-    }
-}
-
-fn millis(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .trim_end_matches("ms")
-        .parse()
-        .map_err(|_| "not a number".to_owned())?;
-    if v.is_finite() && (0.0..=60_000.0).contains(&v) {
-        Ok(Duration::from_secs_f64(v / 1e3))
-    } else {
-        Err("must be in 0..=60000 ms".to_owned())
-    }
-}
-
-fn seconds(s: &str) -> Result<Duration, String> {
-    let v: f64 = s
-        .trim_end_matches('s')
-        .parse()
-        .map_err(|_| "not a number".to_owned())?;
-    if v.is_finite() && (0.01..=86_400.0).contains(&v) {
-        Ok(Duration::from_secs_f64(v))
-    } else {
-        Err("must be in 0.01..=86400 s".to_owned())
-    }
 }
 
 /// Seconds, where 0 means "never".
@@ -250,23 +216,6 @@ fn print_stats(s: &RelayStats) {
     }
 }
 
-/// Fails before a run, not after it, when `--json` names a file that cannot be written
-/// (the report is only written at the end). Creates the file if missing and leaves an
-/// existing one as it is until the report replaces it.
-pub(crate) fn check_writable(path: Option<&Path>) -> anyhow::Result<()> {
-    match path {
-        Some(p) if p.as_os_str() != "-" => {
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(p)
-                .with_context(|| format!("invalid --json: cannot write {}", p.display()))?;
-            Ok(())
-        }
-        _ => Ok(()),
-    }
-}
-
 fn write_json(path: &PathBuf, value: &impl Serialize) -> anyhow::Result<()> {
     let text = serde_json::to_string_pretty(value)?;
     if path.as_os_str() == "-" {
@@ -296,8 +245,8 @@ pub fn run(args: NetemArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    if let Err(e) = check_writable(args.json.as_deref()) {
-        eprintln!("error: {e:#}");
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -357,31 +306,31 @@ pub struct NetemBenchArgs {
     #[arg(long, value_enum, default_value = "both")]
     mode: BenchMode,
     /// Ceiling: measured seconds.
-    #[arg(long, default_value = "5", value_parser = seconds)]
+    #[arg(long, default_value = "5", value_parser = Quoted(seconds))]
     ceiling_seconds: Duration,
     /// Ceiling: UDP payload, bytes.
-    #[arg(long, default_value_t = 1200, value_parser = clap::value_parser!(u16).range(16..=65507))]
+    #[arg(long, default_value_t = 1200, value_parser = Whole::<u16>::new(16, 65507))]
     payload: u16,
     /// Ceiling: datagrams in flight.
-    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    #[arg(long, default_value_t = 512, value_parser = Whole::<u32>::new(1, 65536))]
     window: u32,
     /// Datagrams per recvmmsg/sendmmsg call (1 = unbatched), generator and relay.
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    #[arg(long, default_value_t = 32, value_parser = Whole::<u16>::new(1, 1024))]
     batch: u16,
     /// Accuracy: offered datagrams per second.
-    #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    #[arg(long, default_value_t = 100_000, value_parser = Whole::<u64>::new(1, 10_000_000))]
     pps: u64,
     /// Accuracy: configured one-way delay, ms.
-    #[arg(long, default_value = "10", value_parser = millis, allow_negative_numbers = true)]
+    #[arg(long, default_value = "10", value_parser = Quoted(millis), allow_negative_numbers = true)]
     delay: Duration,
     /// Accuracy: UDP payload, bytes.
-    #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u16).range(16..=65507))]
+    #[arg(long, default_value_t = 200, value_parser = Whole::<u16>::new(16, 65507))]
     accuracy_payload: u16,
     /// Accuracy: the relay stops sleeping this long before a deadline and polls, µs.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    #[arg(long, default_value_t = 100, value_parser = Whole::<u64>::new(0, 10_000))]
     spin_us: u64,
     /// Accuracy: measured seconds.
-    #[arg(long, default_value = "3", value_parser = seconds)]
+    #[arg(long, default_value = "3", value_parser = Quoted(seconds))]
     accuracy_seconds: Duration,
     /// Write results as JSON to FILE ("-" for stdout).
     #[arg(long, value_name = "FILE")]
@@ -424,8 +373,8 @@ struct BenchRound {
 /// `petrel bench netem`: runs the measurements, prints a summary, writes JSON.
 /// Exit code 0 when every measurement ran and moved traffic, 1 otherwise.
 pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
-    if let Err(e) = check_writable(args.json.as_deref()) {
-        eprintln!("error: {e:#}");
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
     let loadavg_at_start = std::fs::read_to_string("/proc/loadavg")

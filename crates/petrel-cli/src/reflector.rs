@@ -186,10 +186,10 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("starting the tokio runtime")
 }
 
+/// The store's open error already reads `opening <location>: <cause>`;
+/// a context on top would say "opening" twice.
 async fn open(db: &str) -> anyhow::Result<Store> {
-    Store::open(db, StoreOptions::default())
-        .await
-        .context("opening the store")
+    Ok(Store::open(db, StoreOptions::default()).await?)
 }
 
 /// Runs `petrel reflector …`.
@@ -307,7 +307,11 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(db) = a.db {
         cfg.db = db;
     }
-    let server = ServerHandle::start(cfg).await?;
+    // A `ServerError`'s message already ends with its source's; kept as an
+    // error chain, `{:#}` would print the source a second time.
+    let server = ServerHandle::start(cfg)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("reflector listening on udp {}", server.local_addr());
     tokio::signal::ctrl_c()
         .await
@@ -395,8 +399,8 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: --levels needs at least one device count");
         return Ok(ExitCode::from(2));
     }
-    if let Err(e) = crate::netem::check_writable(args.json.as_deref()) {
-        eprintln!("error: {e:#}");
+    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+        eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
     let params = ReflectorBenchParameters {

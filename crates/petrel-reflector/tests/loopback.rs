@@ -1,38 +1,91 @@
 //! Integration tests on real loopback sockets: scripted clients written from
 //! the spec (draarl-v1 §2, §3, §7.2) against a running reflector. Every
 //! client binds its own 127.0.0.x address, as the reference benchmark does.
+//!
+//! Every test runs once per store backend: on a fresh SQLite file, and on a
+//! fresh PostgreSQL schema when `PETREL_TEST_PG_URL` is set (see
+//! `petrel_reflector::store::test_support`; `PETREL_REQUIRE_PG=1` makes a
+//! missing URL a failure). The store is removed afterwards, pass or fail.
 #![allow(clippy::unwrap_used)]
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
 use petrel_reflector::fanout::FanoutConfig;
 use petrel_reflector::server::{ServerConfig, ServerHandle};
 use petrel_reflector::session::HashCost;
-use petrel_reflector::store::{NewUser, Store, StoreOptions};
+use petrel_reflector::store::test_support::ScratchStore;
+use petrel_reflector::store::{Backend, NewUser, Store, StoreOptions};
 use tokio::runtime::Runtime;
 
 const PW: &str = "Bench123";
 
-struct Db(PathBuf);
+/// What a test body gets: a runtime and the location of its own empty store.
+struct Env {
+    rt: Runtime,
+    db: String,
+    /// Unique per test and backend, for other scratch paths.
+    label: String,
+}
 
-impl Drop for Db {
-    fn drop(&mut self) {
-        for ext in ["", "-wal", "-shm"] {
-            let _ = std::fs::remove_file(format!("{}{ext}", self.0.display()));
-        }
+/// Runs `body` on a fresh store on `backend` and removes the store
+/// afterwards, also when `body` panicked.
+fn run(backend: Backend, name: &str, body: fn(&Env)) {
+    let rt = Runtime::new().unwrap();
+    let Some(scratch) = rt.block_on(ScratchStore::create(backend, name)).unwrap() else {
+        eprintln!("skipping {name} on PostgreSQL: PETREL_TEST_PG_URL is not set");
+        return;
+    };
+    let env = Env {
+        rt,
+        db: scratch.location().to_owned(),
+        label: format!("{name}-{backend:?}-{}", std::process::id()),
+    };
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&env)));
+    env.rt.block_on(scratch.remove()).unwrap();
+    if let Err(panic) = outcome {
+        resume_unwind(panic);
     }
 }
 
-/// A fresh store with `users` accounts (cheap Argon2 for speed) and the
-/// extra groups 1 and 2.
-fn make_db(rt: &Runtime, name: &str, users: &[&str]) -> Db {
-    let path = std::env::temp_dir().join(format!("petrel-refl-{}-{name}.db", std::process::id()));
-    let db = Db(path);
-    drop(Db(db.0.clone()));
-    rt.block_on(async {
+/// One `#[test]` per backend for each named body.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::run(super::Backend::Sqlite, stringify!($name), super::$name);
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    super::run(super::Backend::Postgres, stringify!($name), super::$name);
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    login_exchange_voice_and_text_and_rejections,
+    repeated_failures_ban_and_spoofed_voice_is_dropped,
+    overload_drops_whole_frames_and_stays_bounded,
+    membership_change_elsewhere_drops_no_frames,
+    metrics_healthz_and_admin_api,
+    voice_is_recorded_as_raw_files,
+    each_device_keeps_its_order_across_ingress_shards,
+);
+
+/// Fills the empty store with `users` accounts (cheap Argon2 for speed) and
+/// the extra groups 1 and 2.
+fn seed(env: &Env, users: &[&str]) {
+    env.rt.block_on(async {
         let opts = StoreOptions {
             hash_cost: HashCost {
                 m_cost_kib: 64,
@@ -41,7 +94,7 @@ fn make_db(rt: &Runtime, name: &str, users: &[&str]) -> Db {
             },
             ..StoreOptions::default()
         };
-        let store = Store::open(db.0.to_str().unwrap(), opts).await.unwrap();
+        let store = Store::open(&env.db, opts).await.unwrap();
         for (i, u) in users.iter().enumerate() {
             store
                 .add_user(&NewUser {
@@ -58,18 +111,17 @@ fn make_db(rt: &Runtime, name: &str, users: &[&str]) -> Db {
         store.add_group("two", false, Some(2)).await.unwrap();
         store.close().await;
     });
-    db
 }
 
-fn start(rt: &Runtime, db: &Db, fanout: FanoutConfig) -> ServerHandle {
+fn start(env: &Env, fanout: FanoutConfig) -> ServerHandle {
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: db.0.to_str().unwrap().into(),
+        db: env.db.clone(),
         fanout,
         http_listen: None,
         ..ServerConfig::default()
     };
-    rt.block_on(ServerHandle::start(cfg)).unwrap()
+    env.rt.block_on(ServerHandle::start(cfg)).unwrap()
 }
 
 struct Client {
@@ -179,11 +231,9 @@ fn reject(r: Option<(String, Vec<u8>)>) -> (u8, String) {
     (data[0], String::from_utf8(data[1..].to_vec()).unwrap())
 }
 
-#[test]
-fn login_exchange_voice_and_text_and_rejections() {
-    let rt = Runtime::new().unwrap();
-    let db = make_db(&rt, "basic", &["alice", "bob", "carol"]);
-    let srv = start(&rt, &db, FanoutConfig::default());
+fn login_exchange_voice_and_text_and_rejections(env: &Env) {
+    seed(env, &["alice", "bob", "carol"]);
+    let srv = start(env, FanoutConfig::default());
     let at = srv.local_addr();
     let alice = Client::new([127, 0, 1, 1], at, "alice", 7);
     let bob = Client::new([127, 0, 1, 2], at, "bob", 1);
@@ -240,14 +290,12 @@ fn login_exchange_voice_and_text_and_rejections() {
     alice.send(PacketType::Text, b"still there?");
     assert!(bob.recv_type(PacketType::Text).is_some());
     assert!(thief.recv_type(PacketType::Text).is_none());
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }
 
-#[test]
-fn repeated_failures_ban_and_spoofed_voice_is_dropped() {
-    let rt = Runtime::new().unwrap();
-    let db = make_db(&rt, "ban", &["alice", "bob"]);
-    let srv = start(&rt, &db, FanoutConfig::default());
+fn repeated_failures_ban_and_spoofed_voice_is_dropped(env: &Env) {
+    seed(env, &["alice", "bob"]);
+    let srv = start(env, FanoutConfig::default());
     let at = srv.local_addr();
     let alice = Client::new([127, 0, 2, 1], at, "alice", 1);
     let bob = Client::new([127, 0, 2, 2], at, "bob", 1);
@@ -274,17 +322,14 @@ fn repeated_failures_ban_and_spoofed_voice_is_dropped() {
     let s = srv.stats();
     assert_eq!(s.session.endpoint_mismatch_drops, 1);
     assert_eq!(s.fanout.frames_accepted, 0);
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }
 
-#[test]
-fn overload_drops_whole_frames_and_stays_bounded() {
-    let rt = Runtime::new().unwrap();
+fn overload_drops_whole_frames_and_stays_bounded(env: &Env) {
     let users = ["u0", "u1"];
-    let db = make_db(&rt, "overload", &users);
+    seed(env, &users);
     let srv = start(
-        &rt,
-        &db,
+        env,
         FanoutConfig {
             writers: 2,
             frame_queue: 2,
@@ -342,24 +387,20 @@ fn overload_drops_whole_frames_and_stays_bounded() {
         "partial frame: {per_frame:?}"
     );
     assert_eq!(delivered, s.fanout.frames_sent);
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }
 
-#[test]
-fn membership_change_elsewhere_drops_no_frames() {
-    let rt = Runtime::new().unwrap();
-    let db = make_db(&rt, "churn", &["alice", "bob", "carol", "dave"]);
+fn membership_change_elsewhere_drops_no_frames(env: &Env) {
+    seed(env, &["alice", "bob", "carol", "dave"]);
     // carol and dave live in group 1; their logins change domain 1 while
     // alice talks in domain 999.
-    rt.block_on(async {
-        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
-            .await
-            .unwrap();
+    env.rt.block_on(async {
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         store.set_device_group("carol", 1, 1).await.unwrap();
         store.set_device_group("dave", 1, 1).await.unwrap();
         store.close().await;
     });
-    let srv = start(&rt, &db, FanoutConfig::default());
+    let srv = start(env, FanoutConfig::default());
     let at = srv.local_addr();
     let alice = Client::new([127, 0, 3, 1], at, "alice", 1);
     let bob = Client::new([127, 0, 3, 2], at, "bob", 1);
@@ -382,7 +423,7 @@ fn membership_change_elsewhere_drops_no_frames() {
     assert!(carol.drain(PacketType::Voice).is_empty());
     let s = srv.stats();
     assert_eq!((s.fanout.frames_dropped, s.fanout.frames_expired), (0, 0));
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }
 
 fn http(addr: SocketAddr, req: &str) -> (u16, String) {
@@ -396,18 +437,16 @@ fn http(addr: SocketAddr, req: &str) -> (u16, String) {
     (code, out)
 }
 
-#[test]
-fn metrics_healthz_and_admin_api() {
-    let rt = Runtime::new().unwrap();
-    let db = make_db(&rt, "http", &["alice", "bob"]);
+fn metrics_healthz_and_admin_api(env: &Env) {
+    seed(env, &["alice", "bob"]);
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: db.0.to_str().unwrap().into(),
+        db: env.db.clone(),
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_token: Some("0123456789abcdef".into()),
         ..ServerConfig::default()
     };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let web = srv.http_addr().unwrap();
     let alice = Client::new([127, 0, 4, 1], srv.local_addr(), "alice", 1);
     let bob = Client::new([127, 0, 4, 2], srv.local_addr(), "bob", 1);
@@ -472,17 +511,15 @@ fn metrics_healthz_and_admin_api() {
     );
     assert_eq!(code, 200);
     assert!(body.contains("\"online\":2"), "{body}");
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }
 
-#[test]
-fn voice_is_recorded_as_raw_files() {
-    let rt = Runtime::new().unwrap();
-    let db = make_db(&rt, "record", &["alice", "bob"]);
-    let dir = std::env::temp_dir().join(format!("petrel-refl-rec-{}", std::process::id()));
+fn voice_is_recorded_as_raw_files(env: &Env) {
+    seed(env, &["alice", "bob"]);
+    let dir = std::env::temp_dir().join(format!("petrel-refl-rec-{}", env.label));
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: db.0.to_str().unwrap().into(),
+        db: env.db.clone(),
         http_listen: None,
         recording: petrel_reflector::recording::RecordingConfig {
             enabled: true,
@@ -491,7 +528,7 @@ fn voice_is_recorded_as_raw_files() {
         },
         ..ServerConfig::default()
     };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let alice = Client::new([127, 0, 5, 1], srv.local_addr(), "alice", 1);
     let bob = Client::new([127, 0, 5, 2], srv.local_addr(), "bob", 1);
     alice.login();
@@ -503,10 +540,8 @@ fn voice_is_recorded_as_raw_files() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(1000));
-    let rows = rt.block_on(async {
-        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
-            .await
-            .unwrap();
+    let rows = env.rt.block_on(async {
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         store.recent_recordings(999, 10).await.unwrap()
     });
     assert_eq!(rows.len(), 1, "{:?}", srv.stats().recording);
@@ -515,19 +550,17 @@ fn voice_is_recorded_as_raw_files() {
     let frames = petrel_reflector::codec::decode_raw(&file).unwrap();
     assert_eq!(frames.len(), 12);
     assert_eq!((frames[0], frames[11]), (&[0u8; 20][..], &[105u8; 21][..]));
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn each_device_keeps_its_order_across_ingress_shards() {
+fn each_device_keeps_its_order_across_ingress_shards(env: &Env) {
     use petrel_reflector::session::{shard_of, SessionConfig};
     const SHARDS: usize = 4;
     const ROUNDS: u32 = 200;
-    let rt = Runtime::new().unwrap();
     let names: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let db = make_db(&rt, "shards", &refs);
+    seed(env, &refs);
     // Three talkers on three different shards, one per domain (999, 1, 2),
     // each heard by one listener.
     let shard = |name: &str| {
@@ -552,10 +585,8 @@ fn each_device_keeps_its_order_across_ingress_shards() {
         .filter(|n| !talkers.contains(n))
         .take(3)
         .collect();
-    rt.block_on(async {
-        let store = Store::open(db.0.to_str().unwrap(), StoreOptions::default())
-            .await
-            .unwrap();
+    env.rt.block_on(async {
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
         for (group, pair) in [(1, 1), (2, 2)] {
             store
                 .set_device_group(talkers[pair], 1, group)
@@ -570,7 +601,7 @@ fn each_device_keeps_its_order_across_ingress_shards() {
     });
     let cfg = ServerConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
-        db: db.0.to_str().unwrap().into(),
+        db: env.db.clone(),
         http_listen: None,
         ingress_workers: SHARDS,
         session: SessionConfig {
@@ -580,7 +611,7 @@ fn each_device_keeps_its_order_across_ingress_shards() {
         },
         ..ServerConfig::default()
     };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let at = srv.local_addr();
     let client = |i: u8, name: &str| {
         let c = Client::new([127, 0, 4, i], at, name, 1);
@@ -619,5 +650,5 @@ fn each_device_keeps_its_order_across_ingress_shards() {
     assert_eq!(s.ingress_workers, SHARDS);
     assert_eq!(s.ingress.queue_full_drops, 0);
     assert_eq!(s.session.voice_frames, u64::from(ROUNDS) * 3);
-    rt.block_on(srv.shutdown());
+    env.rt.block_on(srv.shutdown());
 }

@@ -17,9 +17,11 @@ pub enum Backend {
 
 impl Backend {
     /// The backend a location names: `postgres://` or `postgresql://` URLs
-    /// are PostgreSQL; `sqlite:` URLs and plain file paths are SQLite.
+    /// are PostgreSQL; `sqlite:` URLs and plain file paths are SQLite. The
+    /// scheme is matched in any case (RFC 3986 §3.1: schemes are
+    /// case-insensitive), so `POSTGRES://` is never taken for a file name.
     pub fn of(location: &str) -> Self {
-        if location.starts_with("postgres://") || location.starts_with("postgresql://") {
+        if has_scheme(location, "postgres://") || has_scheme(location, "postgresql://") {
             Self::Postgres
         } else {
             Self::Sqlite
@@ -27,11 +29,19 @@ impl Backend {
     }
 }
 
+/// Whether `location` starts with `scheme` (lowercase), ignoring ASCII case.
+/// (The URL parser lowercases the scheme itself, so a match parses as one.)
+fn has_scheme(location: &str, scheme: &str) -> bool {
+    location
+        .get(..scheme.len())
+        .is_some_and(|head| head.eq_ignore_ascii_case(scheme))
+}
+
 /// Connect options for `location`. A plain path becomes an absolute
 /// `sqlite://` URL created on first open, so no file name is ever parsed as
 /// a URL; `sqlite:` URLs are taken as written (add `?mode=rwc` to create).
 pub(super) fn connect_options(location: &str) -> Result<AnyConnectOptions, sqlx::Error> {
-    if Backend::of(location) == Backend::Postgres || location.starts_with("sqlite:") {
+    if Backend::of(location) == Backend::Postgres || has_scheme(location, "sqlite:") {
         return location.parse();
     }
     let path = std::path::absolute(Path::new(location)).map_err(sqlx::Error::Io)?;
@@ -95,6 +105,28 @@ mod tests {
         assert_eq!(Backend::of("sqlite://x.db"), Backend::Sqlite);
         assert_eq!(Backend::of("petrel-reflector.db"), Backend::Sqlite);
         assert_eq!(Backend::of("postgres.db"), Backend::Sqlite);
+        // Found by the adversarial review: an upper- or mixed-case scheme
+        // was taken for a SQLite file name.
+        assert_eq!(Backend::of("POSTGRES://h/db"), Backend::Postgres);
+        assert_eq!(Backend::of("PostgreSQL://h/db"), Backend::Postgres);
+        assert_eq!(Backend::of("Postgres:/h/db"), Backend::Sqlite);
+        assert_eq!(Backend::of("é"), Backend::Sqlite);
+    }
+
+    #[test]
+    fn url_schemes_are_case_insensitive() {
+        let pg = connect_options("PostgreSQL://u:p@127.0.0.1:5432/db").unwrap();
+        assert!(
+            pg.database_url.as_str().starts_with("postgresql://"),
+            "{}",
+            pg.database_url
+        );
+        let lite = connect_options("SQLite::memory:").unwrap();
+        assert!(
+            lite.database_url.as_str().starts_with("sqlite:"),
+            "{}",
+            lite.database_url
+        );
     }
 
     #[test]

@@ -17,12 +17,16 @@
 //!
 //! Concurrent first starts on one PostgreSQL database are serialised by an
 //! advisory lock; SQLite is embedded and expects one server per file.
+//!
+//! [`test_support`] holds throwaway stores for tests (this crate's and
+//! its integration tests); it is not meant for production code.
 
 mod accounts;
 mod events;
 mod history;
 mod location;
 mod migrations;
+pub mod test_support;
 
 #[cfg(test)]
 mod harness;
