@@ -385,7 +385,11 @@ fn cpu_between(r: &mut LoadResult, a: &CpuSample, b: &CpuSample) {
     let cores = |ns: u64| ns as f64 / 1e9 / wall;
     let server = b.server_ns.saturating_sub(a.server_ns);
     r.server_cpu_cores = cores(server);
-    r.loadgen_cpu_cores = cores(b.process_ns.saturating_sub(a.process_ns).saturating_sub(server));
+    r.loadgen_cpu_cores = cores(
+        b.process_ns
+            .saturating_sub(a.process_ns)
+            .saturating_sub(server),
+    );
     r.loadgen_recv_cpu_cores = cores(b.recv_ns.saturating_sub(a.recv_ns));
     let hz = clock_ticks_per_s() as f64;
     let ticks = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz / wall;
