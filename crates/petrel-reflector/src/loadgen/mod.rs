@@ -3,21 +3,29 @@
 //! heartbeats, then one speaker per group sends voice on an absolute
 //! schedule with a marker, stage id, sequence and send time in the payload.
 //!
-//! It starts its own reflector in-process on a fresh temporary store and
-//! measures the reflector's threads (`refl-*`) for CPU; RSS is the whole
-//! process (load generator included).
+//! It starts its own reflector in-process on a fresh temporary store. CPU is
+//! reported three ways, because they differ: the reflector's threads
+//! (`refl-*`), the load generator's threads (its receive threads `lg-recv`
+//! also separately), and the whole host from `/proc/stat` — the last
+//! includes loopback delivery in softirq context and anything else running
+//! on the machine. RSS is the whole process (load generator included).
+//!
+//! Not here: the reflector itself ([`crate::server`]).
 
 mod procstat;
+mod receive;
+mod result;
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use hdrhistogram::Histogram;
 use thiserror::Error;
 
-pub use procstat::{rss_bytes, thread_cpu_ns};
+pub use procstat::{
+    clock_ticks_per_s, host_cpu, load_avg_1m, parse_proc_stat, rss_bytes, thread_cpu_ns, HostCpu,
+};
+pub use result::LoadResult;
 
 use crate::codec::{decode, encode, Header, PacketType};
 use crate::fanout::FanoutConfig;
@@ -30,6 +38,9 @@ const PASSWORD: &str = "Bench123";
 const DEVICES_PER_USER: usize = 248;
 const WARMUP_ROUNDS: u64 = 8;
 const RECEIVER_THREADS: usize = 2;
+/// Name prefixes of the load generator's threads, for per-thread CPU.
+const RECV_THREAD: &str = "lg-recv";
+const HEARTBEAT_THREAD: &str = "lg-heartbeat";
 
 /// Load-generator parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,62 +93,6 @@ pub enum LoadError {
     /// Devices did not authenticate.
     #[error("{0} devices failed to log in")]
     Login(usize),
-}
-
-/// Results of one stage; printed as a `RESULT key=value` line.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
-pub struct LoadResult {
-    /// Devices online.
-    pub clients: usize,
-    /// Groups / speakers.
-    pub groups: usize,
-    /// Datagram size, bytes.
-    pub packet_bytes: usize,
-    /// Voice interval, ms.
-    pub interval_ms: u64,
-    /// Voice packets sent by speakers.
-    pub sent: u64,
-    /// Σ (group size − 1) over sent packets.
-    pub expected: u64,
-    /// Marked packets received in this stage.
-    pub received: u64,
-    /// 100 × (expected − received) / expected.
-    pub loss_pct: f64,
-    /// Received packets per second of measurement.
-    pub output_pps: f64,
-    /// Application-layer output, Mbit/s.
-    pub output_mbps: f64,
-    /// Mean latency, ms.
-    pub latency_avg_ms: f64,
-    /// 95th-percentile latency, ms.
-    pub latency_p95_ms: f64,
-    /// 99th-percentile latency, ms.
-    pub latency_p99_ms: f64,
-    /// Worst latency, ms.
-    pub latency_max_ms: f64,
-    /// Reflector threads' CPU / wall time, cores.
-    pub server_cpu_cores: f64,
-    /// The other threads of the process (load generator, runtime) / wall
-    /// time, cores.
-    pub loadgen_cpu_cores: f64,
-    /// Process RSS at the end, MiB (server and load generator together).
-    pub process_rss_mb: f64,
-    /// Whole frames the reflector evicted or expired.
-    pub frames_dropped: u64,
-    /// Devices connected per second during login.
-    pub connect_per_s: f64,
-}
-
-impl LoadResult {
-    /// The `RESULT key=value …` line.
-    pub fn result_line(&self) -> String {
-        format!(
-            "RESULT clients={} groups={} senders={} type=5 packet_bytes={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} output_mbps={:.2} latency_avg_ms={:.3} latency_p95_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} server_cpu_cores={:.3} loadgen_cpu_cores={:.3} process_rss_mb={:.1} frames_dropped={} connect_per_s={:.0}",
-            self.clients, self.groups, self.groups, self.packet_bytes, self.interval_ms, self.sent, self.expected,
-            self.received, self.loss_pct, self.output_pps, self.output_mbps, self.latency_avg_ms, self.latency_p95_ms, self.latency_p99_ms,
-            self.latency_max_ms, self.server_cpu_cores, self.loadgen_cpu_cores, self.process_rss_mb, self.frames_dropped, self.connect_per_s
-        )
-    }
 }
 
 impl LoadConfig {
@@ -318,21 +273,57 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
     let res = tokio::task::spawn_blocking(move || drive(&cfg2, at))
         .await
         .map_err(|e| LoadError::Invalid(e.to_string()))?;
-    let frames_dropped = {
-        let s = server.stats();
-        s.fanout.frames_dropped + s.fanout.frames_expired
-    };
+    let fanout = server.stats().fanout;
     server.shutdown().await;
     res.map(|mut r| {
-        r.frames_dropped = frames_dropped;
+        r.frames_dropped = fanout.frames_dropped + fanout.frames_expired;
+        r.frames_expired = fanout.frames_expired;
+        r.queue_high_water = fanout.queue_high_water;
+        r.max_dispatch_ms = fanout.max_dispatch_ns as f64 / 1e6;
         r
     })
 }
 
-#[derive(Debug)]
-struct Recv {
-    received: AtomicU64,
-    hist: Mutex<Histogram<u64>>,
+/// CPU counters at one instant.
+#[derive(Debug, Clone, Copy)]
+struct CpuSample {
+    at: Instant,
+    server_ns: u64,
+    process_ns: u64,
+    recv_ns: u64,
+    host: HostCpu,
+}
+
+impl CpuSample {
+    fn take(pid: u32) -> Self {
+        Self {
+            at: Instant::now(),
+            server_ns: thread_cpu_ns(pid, "refl-").unwrap_or(0),
+            process_ns: thread_cpu_ns(pid, "").unwrap_or(0),
+            recv_ns: thread_cpu_ns(pid, RECV_THREAD).unwrap_or(0),
+            host: host_cpu().unwrap_or_default(),
+        }
+    }
+}
+
+/// Fills the CPU fields of `r` from two samples.
+fn cpu_between(r: &mut LoadResult, a: &CpuSample, b: &CpuSample) {
+    let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
+    let cores = |ns: u64| ns as f64 / 1e9 / wall;
+    let server = b.server_ns.saturating_sub(a.server_ns);
+    r.server_cpu_cores = cores(server);
+    r.loadgen_cpu_cores = cores(
+        b.process_ns
+            .saturating_sub(a.process_ns)
+            .saturating_sub(server),
+    );
+    r.loadgen_recv_cpu_cores = cores(b.recv_ns.saturating_sub(a.recv_ns));
+    let hz = clock_ticks_per_s() as f64;
+    let ticks = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz / wall;
+    r.host_busy_cores = ticks(a.host.busy, b.host.busy);
+    r.host_softirq_cores = ticks(a.host.softirq, b.host.softirq);
+    r.host_steal_cores = ticks(a.host.steal, b.host.steal);
+    r.host_cpus = b.host.cpus;
 }
 
 fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> {
@@ -358,52 +349,56 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     for d in &devices {
         d.sock.set_nonblocking(true)?;
     }
+    let per = devices.len().div_ceil(RECEIVER_THREADS);
+    let polls: Vec<_> = devices
+        .chunks(per)
+        .map(|c| receive::register(c).map(|p| (p, c)))
+        .collect::<Result<_, _>>()?;
 
+    let host_load_1m = load_avg_1m().unwrap_or(0.0);
     let stage = unix_ns();
     let stop = AtomicBool::new(false);
-    let recv = Recv {
-        received: AtomicU64::new(0),
-        hist: Mutex::new(
-            Histogram::new_with_bounds(1, 60_000_000, 3)
-                .map_err(|e| LoadError::Invalid(e.to_string()))?,
-        ),
-    };
     let speakers: Vec<usize> = (0..cfg.groups).collect();
     let group_size = |g: usize| (cfg.devices - g).div_ceil(cfg.groups) as u64;
     let interval = Duration::from_millis(cfg.interval_ms);
     let pid = std::process::id();
     let mut sent = 0u64;
     let mut expected = 0u64;
-    let mut cpu0 = 0;
-    let mut all0 = 0;
-    let (mut wall, mut cpu, mut all) = (0.0, 0, 0);
-    let mut wall0 = Instant::now();
-    std::thread::scope(|s| -> Result<(), LoadError> {
-        let per = devices.len().div_ceil(RECEIVER_THREADS);
-        for chunk in devices.chunks(per) {
-            let (stop, recv) = (&stop, &recv);
-            s.spawn(move || receive_loop(chunk, stage, stop, recv));
+    let mut samples = None;
+    let tally = std::thread::scope(|s| -> Result<receive::Tally, LoadError> {
+        let stop = &stop;
+        let mut receivers = Vec::with_capacity(polls.len());
+        for (poll, chunk) in polls {
+            receivers.push(
+                std::thread::Builder::new()
+                    .name(RECV_THREAD.into())
+                    .spawn_scoped(s, move || receive::receive_loop(poll, chunk, stage, stop))?,
+            );
         }
-        let hb_stop = &stop;
         let devs = &devices;
-        s.spawn(move || heartbeat_loop(devs, hb_stop));
+        std::thread::Builder::new()
+            .name(HEARTBEAT_THREAD.into())
+            .spawn_scoped(s, move || heartbeat_loop(devs, stop))?;
+        // Stops the receive and heartbeat threads on every exit path
+        // (including `?` below) before the scope joins them.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Relaxed);
+            }
+        }
+        let stopper = StopOnDrop(stop);
 
         let mut payload = vec![0u8; cfg.payload];
         payload[..8].copy_from_slice(MARKER);
         let mut packet = Vec::with_capacity(90 + cfg.payload);
         let start = Instant::now();
         let rounds = WARMUP_ROUNDS + cfg.duration_s * 1000 / cfg.interval_ms.max(1);
+        let mut first = None;
         for k in 0..rounds {
             if k == WARMUP_ROUNDS {
                 std::thread::sleep(Duration::from_secs(1));
-                recv.received.store(0, Relaxed);
-                recv.hist
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .reset();
-                cpu0 = thread_cpu_ns(pid, "refl-").unwrap_or(0);
-                all0 = thread_cpu_ns(pid, "").unwrap_or(0);
-                wall0 = Instant::now();
+                first = Some(CpuSample::take(pid));
             }
             let due = start + interval * u32::try_from(k).unwrap_or(u32::MAX);
             if let Some(wait) = due.checked_duration_since(Instant::now()) {
@@ -428,19 +423,23 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         std::thread::sleep(Duration::from_secs(1));
         // Sampled while the receive threads still run: an exited thread's CPU
         // time leaves /proc/<pid>/task with it.
-        wall = wall0.elapsed().as_secs_f64();
-        cpu = thread_cpu_ns(pid, "refl-")
-            .unwrap_or(0)
-            .saturating_sub(cpu0);
-        all = thread_cpu_ns(pid, "").unwrap_or(0).saturating_sub(all0);
-        stop.store(true, Relaxed);
-        Ok(())
+        let last = CpuSample::take(pid);
+        samples = first.map(|f| (f, last));
+        drop(stopper);
+        let mut total = receive::Tally::new()?;
+        for r in receivers {
+            let t = r
+                .join()
+                .map_err(|_| LoadError::Invalid("receive thread panicked".into()))??;
+            total.merge(&t);
+        }
+        Ok(total)
     })?;
-    let received = recv.received.load(Relaxed);
-    let hist = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
+    let received = tally.received;
+    let hist = &tally.hist;
     let measure_s = (cfg.duration_s as f64).max(1e-9);
     let packet_bytes = 90 + cfg.payload;
-    Ok(LoadResult {
+    let mut r = LoadResult {
         clients: cfg.devices,
         groups: cfg.groups,
         packet_bytes,
@@ -459,51 +458,16 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         latency_p95_ms: hist.value_at_quantile(0.95) as f64 / 1000.0,
         latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         latency_max_ms: hist.max() as f64 / 1000.0,
-        server_cpu_cores: cpu as f64 / 1e9 / wall.max(1e-9),
-        loadgen_cpu_cores: all.saturating_sub(cpu) as f64 / 1e9 / wall.max(1e-9),
         process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
-        frames_dropped: 0,
         connect_per_s,
-    })
-}
-
-fn receive_loop(devices: &[Device], stage: u64, stop: &AtomicBool, recv: &Recv) {
-    let mut buf = [0u8; 1500];
-    let mut local: Vec<u64> = Vec::with_capacity(4096);
-    while !stop.load(Relaxed) {
-        let mut idle = true;
-        for d in devices {
-            while let Ok(n) = d.sock.recv(&mut buf) {
-                idle = false;
-                let Ok(p) = decode(&buf[..n]) else { continue };
-                if p.header.packet_type != PacketType::Voice
-                    || p.data.len() < 32
-                    || &p.data[..8] != MARKER
-                {
-                    continue;
-                }
-                let field = |o: usize| {
-                    let mut a = [0u8; 8];
-                    a.copy_from_slice(&p.data[o..o + 8]);
-                    u64::from_be_bytes(a)
-                };
-                if field(8) != stage {
-                    continue;
-                }
-                local.push(unix_ns().saturating_sub(field(24)) / 1000);
-            }
-        }
-        if !local.is_empty() {
-            recv.received.fetch_add(local.len() as u64, Relaxed);
-            let mut h = recv.hist.lock().unwrap_or_else(PoisonError::into_inner);
-            for us in local.drain(..) {
-                let _ = h.record(us.max(1));
-            }
-        }
-        if idle {
-            std::thread::sleep(Duration::from_micros(500));
-        }
+        host_load_1m,
+        recv_errors: tally.recv_errors,
+        ..LoadResult::default()
+    };
+    if let Some((a, b)) = samples {
+        cpu_between(&mut r, &a, &b);
     }
+    Ok(r)
 }
 
 /// Keeps every device online (the reflector drops devices after 20 s): each
