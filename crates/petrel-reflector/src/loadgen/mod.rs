@@ -392,16 +392,16 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         let mut payload = vec![0u8; cfg.payload];
         payload[..8].copy_from_slice(MARKER);
         let mut packet = Vec::with_capacity(90 + cfg.payload);
-        let start = Instant::now();
+        let mut schedule = Schedule::new(Instant::now(), interval);
         let rounds = WARMUP_ROUNDS + cfg.duration_s * 1000 / cfg.interval_ms.max(1);
         let mut first = None;
         for k in 0..rounds {
             if k == WARMUP_ROUNDS {
                 std::thread::sleep(Duration::from_secs(1));
                 first = Some(CpuSample::take(pid));
+                schedule.restart(Instant::now(), k);
             }
-            let due = start + interval * u32::try_from(k).unwrap_or(u32::MAX);
-            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+            if let Some(wait) = schedule.due(k).checked_duration_since(Instant::now()) {
                 std::thread::sleep(wait);
             }
             let stage_id = if k < WARMUP_ROUNDS { 0 } else { stage };
@@ -470,6 +470,39 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
     Ok(r)
 }
 
+/// The speakers' absolute schedule: round `k` is due at a fixed offset from
+/// a start, so a late round does not delay the next ones. After the pause
+/// between warm-up and measurement the schedule restarts; otherwise every
+/// round due during the pause would go out at once, a burst of frames the
+/// reflector must queue (and would age out) that no real talker sends.
+#[derive(Debug, Clone, Copy)]
+struct Schedule {
+    start: Instant,
+    first_round: u64,
+    interval: Duration,
+}
+
+impl Schedule {
+    fn new(start: Instant, interval: Duration) -> Self {
+        Self {
+            start,
+            first_round: 0,
+            interval,
+        }
+    }
+
+    /// Round `k` is due at `now`, the later rounds one interval apart.
+    fn restart(&mut self, now: Instant, k: u64) {
+        self.start = now;
+        self.first_round = k;
+    }
+
+    fn due(&self, k: u64) -> Instant {
+        let n = u32::try_from(k.saturating_sub(self.first_round)).unwrap_or(u32::MAX);
+        self.start + self.interval * n
+    }
+}
+
 /// Keeps every device online (the reflector drops devices after 20 s): each
 /// device heartbeats every 2 s, the devices spread evenly over that period
 /// (like real devices, whose phases differ; §7.2 staggers them by SSID), so
@@ -500,5 +533,26 @@ fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
             }
         }
         std::thread::sleep(TICK);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_restarts_without_a_catch_up_burst() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut s = Schedule::new(t0, ms(30));
+        assert_eq!(s.due(0), t0);
+        assert_eq!(s.due(7), t0 + ms(210));
+        // One second of pause after round 7: round 8 is due at the restart,
+        // not 1 s in the past with 33 overdue rounds behind it.
+        let resume = t0 + ms(1_210);
+        s.restart(resume, 8);
+        assert_eq!(s.due(8), resume);
+        assert_eq!(s.due(9), resume + ms(30));
+        assert!((8..50).all(|k| s.due(k) >= resume));
     }
 }
