@@ -12,9 +12,8 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use subtle::ConstantTimeEq;
-
 use super::replies::RejectReason;
+use super::shared::Credential;
 use super::{is_valid_device_password, verify_device_password, DeviceKey, Reflector};
 use crate::codec::{Header, HeartbeatData};
 use crate::directory::UserRecord;
@@ -79,6 +78,16 @@ pub(super) struct PendingLogin {
     started: Instant,
 }
 
+impl PendingLogin {
+    fn credential(&self) -> Credential<'_> {
+        Credential {
+            user_id: self.key.0,
+            phc: &self.phc,
+            password: &self.header.device_password,
+        }
+    }
+}
+
 /// How far [`Reflector::authenticate`] got.
 pub(super) enum AuthStep {
     /// The password is correct (cached from an earlier check).
@@ -107,6 +116,7 @@ impl Reflector {
             return;
         };
         self.pending_devices.remove(&p.key);
+        self.shared.end_check(&p.credential());
         let Some(user) = self.dir.user(p.key.0).cloned() else {
             self.stats.password_checks_stale += 1;
             return;
@@ -121,8 +131,7 @@ impl Reflector {
             return;
         }
         self.shared.record_success(p.src.ip(), &user.name);
-        self.verified
-            .insert(user.id, (p.phc, p.header.device_password));
+        self.shared.set_verified(&p.credential());
         if !user.enabled {
             self.reject(p.src, &p.header, RejectReason::UserDisabled);
             return;
@@ -163,22 +172,20 @@ impl Reflector {
             self.shared.record_failure(src.ip(), &user.name, now);
             return Err(RejectReason::InvalidPassword);
         }
-        if let Some((cached_phc, cached_pw)) = self.verified.get(&user.id) {
-            if cached_phc == phc && bool::from(cached_pw.ct_eq(&h.device_password)) {
-                self.shared.record_success(src.ip(), &user.name);
-                return Ok(AuthStep::Verified);
-            }
+        let credential = Credential {
+            user_id: user.id,
+            phc,
+            password: &h.device_password,
+        };
+        if self.shared.is_verified(&credential) {
+            self.shared.record_success(src.ip(), &user.name);
+            return Ok(AuthStep::Verified);
         }
-        // Another device of this user is being checked with the same password: its
-        // result lands in `verified`, so this one retries instead of spending a slot
-        // and the budget on the same Argon2 work (a user's devices log in together
-        // after a restart).
-        let same_check = self.pending_checks.values().any(|p| {
-            p.key.0 == user.id
-                && p.phc == phc
-                && bool::from(p.header.device_password.ct_eq(&h.device_password))
-        });
-        if same_check {
+        // Another device of this user, on any shard, is being checked with the
+        // same password: its result lands in the verified cache, so this one
+        // retries instead of spending a slot and the budget on the same Argon2
+        // work (a user's devices log in together after a restart).
+        if self.shared.is_checking(&credential) {
             self.stats.password_checks_coalesced += 1;
             return Err(RejectReason::ServerBusy);
         }
@@ -190,6 +197,7 @@ impl Reflector {
             self.stats.password_check_budget_drops += 1;
             return Err(RejectReason::ServerBusy);
         }
+        self.shared.begin_check(&credential);
         let id = self.next_check_id;
         self.next_check_id += 1;
         let key = (user.id, h.ssid);
@@ -217,11 +225,12 @@ impl Reflector {
     /// lost a result must not lock a device out for good).
     pub(super) fn expire_password_checks(&mut self, now: Instant) {
         let before = self.pending_checks.len();
-        let devices = &mut self.pending_devices;
+        let (devices, shared) = (&mut self.pending_devices, &self.shared);
         self.pending_checks.retain(|_, p| {
             let keep = now.saturating_duration_since(p.started) <= PASSWORD_CHECK_TIMEOUT;
             if !keep {
                 devices.remove(&p.key);
+                shared.end_check(&p.credential());
             }
             keep
         });

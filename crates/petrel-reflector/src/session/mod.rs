@@ -43,7 +43,7 @@ pub use shared::SharedState;
 pub use snapshot::{partition_of, Snapshot};
 pub use stats::SessionStats;
 
-use crate::codec::{self, PacketType, PASSWORD_LEN};
+use crate::codec::{self, PacketType};
 use crate::directory::{DeviceRecord, Directory, UNGROUPED};
 use crate::recording::{Recorder, RecorderStats, Recording};
 
@@ -126,9 +126,6 @@ pub struct Reflector {
     /// Sessions of the devices this shard owns.
     sessions: HashMap<DeviceKey, Session>,
     shared: Arc<SharedState>,
-    /// Last verified password per user, so only the first login of a user
-    /// pays for Argon2: (PHC string it was checked against, padded password).
-    verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
     /// Logins parked behind a password check, by check id (at most
     /// `password_checks_in_flight`).
     pending_checks: HashMap<u64, auth::PendingLogin>,
@@ -170,7 +167,6 @@ impl Reflector {
             dir,
             sessions: HashMap::new(),
             shared,
-            verified: HashMap::new(),
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
             checks_out: VecDeque::new(),
@@ -290,12 +286,7 @@ impl Reflector {
             self.move_session(key, group);
         }
         self.stats.snapshot_invalidations += self.shared.invalidate_all();
-        self.verified.retain(|uid, (phc, _)| {
-            self.dir
-                .user(*uid)
-                .and_then(|u| u.device_password_hash.as_deref())
-                == Some(phc.as_str())
-        });
+        self.shared.retain_verified(&self.dir);
     }
 
     /// Moves a device to `group_id` now (admin action), invalidating only the

@@ -1,7 +1,9 @@
 //! State the ingress shards share (draarl-v1 §4.1, §4.2): each shard owns
 //! the sessions of the devices hashed to it, but a domain's receivers, its
 //! floor, the failed-auth ladder of a username (whose SSIDs land on
-//! different shards), the Argon2 budget and the session count span shards.
+//! different shards), the Argon2 budget, the verified-password cache (so a
+//! user's devices on every shard share one check) and the session count
+//! span shards.
 //!
 //! One mutex guards it. Every voice frame takes it once (floor and snapshot
 //! together); logins take it a few times. Snapshots are cached per domain
@@ -13,7 +15,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use subtle::ConstantTimeEq;
+
 use super::{DeviceKey, SessionConfig, Snapshot};
+use crate::codec::PASSWORD_LEN;
 use crate::directory::Directory;
 use crate::policy::{BanCheck, BanLadder, FloorDecision, FloorTable, TokenBucket};
 
@@ -44,6 +49,26 @@ struct Inner {
     floors: FloorTable,
     bans: BanLadder,
     password_checks: TokenBucket,
+    /// Last verified password per user, so only the first login of a user
+    /// pays for Argon2: (PHC string it was checked against, padded password).
+    /// At most one entry per user of the directory.
+    verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
+    /// Checks in flight on any shard: (user id, PHC, padded password). At
+    /// most the shards' in-flight bounds together.
+    checking: Vec<(i64, String, [u8; PASSWORD_LEN])>,
+}
+
+/// A user's password as offered in a heartbeat, for the credential cache.
+pub(super) struct Credential<'a> {
+    pub user_id: i64,
+    pub phc: &'a str,
+    pub password: &'a [u8; PASSWORD_LEN],
+}
+
+impl Credential<'_> {
+    fn matches(&self, user_id: i64, phc: &str, password: &[u8; PASSWORD_LEN]) -> bool {
+        user_id == self.user_id && phc == self.phc && bool::from(password.ct_eq(self.password))
+    }
 }
 
 /// Cross-shard state; see the module docs. Cheap to share as `Arc`.
@@ -65,6 +90,8 @@ impl SharedState {
                 floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
                 bans: BanLadder::new(cfg.ban_table_max),
                 password_checks: TokenBucket::new(cfg.password_checks_per_s, now),
+                verified: HashMap::new(),
+                checking: Vec::new(),
             }),
         }
     }
@@ -171,6 +198,57 @@ impl SharedState {
     /// Takes one Argon2 verification from the per-second budget.
     pub(super) fn take_password_check(&self, now: Instant) -> bool {
         self.lock().password_checks.take(now)
+    }
+
+    /// Whether `c` was verified before (against the same PHC string).
+    pub(super) fn is_verified(&self, c: &Credential<'_>) -> bool {
+        self.lock()
+            .verified
+            .get(&c.user_id)
+            .is_some_and(|(phc, pw)| c.matches(c.user_id, phc, pw))
+    }
+
+    /// Remembers `c` as verified.
+    pub(super) fn set_verified(&self, c: &Credential<'_>) {
+        self.lock()
+            .verified
+            .insert(c.user_id, (c.phc.to_owned(), *c.password));
+    }
+
+    /// Forgets verified passwords whose user or hash changed in `dir`.
+    pub(super) fn retain_verified(&self, dir: &Directory) {
+        self.lock().verified.retain(|uid, (phc, _)| {
+            dir.user(*uid)
+                .and_then(|u| u.device_password_hash.as_deref())
+                == Some(phc.as_str())
+        });
+    }
+
+    /// Whether a check of the same credential is in flight on any shard.
+    pub(super) fn is_checking(&self, c: &Credential<'_>) -> bool {
+        self.lock()
+            .checking
+            .iter()
+            .any(|(uid, phc, pw)| c.matches(*uid, phc, pw))
+    }
+
+    /// Records that a check of `c` is in flight.
+    pub(super) fn begin_check(&self, c: &Credential<'_>) {
+        self.lock()
+            .checking
+            .push((c.user_id, c.phc.to_owned(), *c.password));
+    }
+
+    /// Records that one check of `c` ended (answered or abandoned).
+    pub(super) fn end_check(&self, c: &Credential<'_>) {
+        let mut g = self.lock();
+        if let Some(i) = g
+            .checking
+            .iter()
+            .position(|(uid, phc, pw)| c.matches(*uid, phc, pw))
+        {
+            g.checking.swap_remove(i);
+        }
     }
 
     /// Forgets expired bans and idle floors.

@@ -152,3 +152,23 @@ fn session_limit_counts_every_shard() {
     c.advance(5_000);
     c.login("127.0.0.3:1", "carol", ssid_on("carol", 1, 2));
 }
+
+#[test]
+fn a_users_devices_on_every_shard_share_one_password_check() {
+    let mut c = Cluster::new(2, SessionConfig::default());
+    let on = [ssid_on("alice", 0, 2), ssid_on("alice", 1, 2)];
+    let first = hb("alice", "Secret12", on[0], None);
+    c.shards[0].handle_datagram(c.now, addr("127.0.0.1:1"), &first);
+    let check = c.shards[0].poll_password_check().expect("a check");
+    // While it runs, the device on the other shard is told to retry.
+    let (_, reply) = c.send("127.0.0.2:1", &hb("alice", "Secret12", on[1], None));
+    assert_eq!(reject_of(&reply.unwrap()), (3, "server_busy".into()));
+    assert_eq!(c.shards[1].stats().password_checks_coalesced, 1);
+    c.shards[0].handle_password_check(c.now, check.id(), check.run());
+    // The retry finds the password verified: no second Argon2 check.
+    let (shard, reply) = c.send("127.0.0.2:1", &hb("alice", "Secret12", on[1], None));
+    assert_eq!(shard, 1);
+    assert!(c.shards[1].poll_password_check().is_none());
+    let reply = reply.unwrap();
+    assert_eq!(decode(&reply).unwrap().header.callsign_str(), Some("CALL1"));
+}
