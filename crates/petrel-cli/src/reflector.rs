@@ -331,8 +331,8 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `petrel bench reflector`: fan-out load against an in-process reflector
-/// (draarl-v1 §7, benchmarks §D), one stage per device level, stopping once
-/// loss exceeds 5 %.
+/// (draarl-v1 §7, benchmarks §D), one stage per device level and interval,
+/// stopping once loss exceeds 5 %.
 #[derive(Debug, Args)]
 pub struct ReflectorBenchArgs {
     /// Device counts to run, ascending (each device binds its own 127.x.y.z).
@@ -341,9 +341,12 @@ pub struct ReflectorBenchArgs {
     /// Groups, which is also the number of simultaneous speakers.
     #[arg(long, default_value_t = 1)]
     pub groups: usize,
-    /// Voice interval per speaker, ms.
-    #[arg(long, default_value_t = 120)]
-    pub interval_ms: u64,
+    /// Voice interval per speaker, ms. A comma list, slowest first (e.g.
+    /// 120,60,40,30), searches each level for its fastest zero-loss interval:
+    /// after a stage with loss, the level's faster intervals are skipped and
+    /// a FASTEST line reports the last zero-loss stage.
+    #[arg(long, value_delimiter = ',', default_value = "120")]
+    pub interval_ms: Vec<u64>,
     /// Voice DATA bytes (32-710).
     #[arg(long, default_value_t = 320)]
     pub payload: usize,
@@ -367,7 +370,7 @@ pub struct ReflectorBenchArgs {
 struct ReflectorBenchParameters<'a> {
     levels: &'a [usize],
     groups: usize,
-    interval_ms: u64,
+    interval_ms: &'a [u64],
     payload: usize,
     duration_s: u64,
     writers: usize,
@@ -377,26 +380,38 @@ struct ReflectorBenchParameters<'a> {
 /// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
 /// failed, 2 for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
-    let configs: Vec<LoadConfig> = args
+    let levels: Vec<Vec<LoadConfig>> = args
         .levels
         .iter()
-        .map(|&devices| LoadConfig {
-            devices,
-            groups: args.groups,
-            interval_ms: args.interval_ms,
-            payload: args.payload,
-            duration_s: args.duration_s,
-            writers: args.writers,
-            max_frame_age_ms: args.max_frame_age_ms,
+        .map(|&devices| {
+            args.interval_ms
+                .iter()
+                .map(|&interval_ms| LoadConfig {
+                    devices,
+                    groups: args.groups,
+                    interval_ms,
+                    payload: args.payload,
+                    duration_s: args.duration_s,
+                    writers: args.writers,
+                    max_frame_age_ms: args.max_frame_age_ms,
+                })
+                .collect()
         })
         .collect();
-    let invalid = configs.iter().find_map(|c| c.validate().err());
+    let invalid = levels.iter().flatten().find_map(|c| c.validate().err());
     if let Some(e) = invalid {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    if configs.is_empty() {
-        eprintln!("error: --levels needs at least one device count");
+    if levels.is_empty() || args.interval_ms.is_empty() {
+        eprintln!("error: --levels and --interval-ms need at least one value");
+        return Ok(ExitCode::from(2));
+    }
+    if args.interval_ms.windows(2).any(|w| w[0] <= w[1]) {
+        eprintln!(
+            "error: --interval-ms must list intervals slowest first (strictly decreasing), got {:?}",
+            args.interval_ms
+        );
         return Ok(ExitCode::from(2));
     }
     if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
@@ -406,16 +421,17 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
     let params = ReflectorBenchParameters {
         levels: &args.levels,
         groups: args.groups,
-        interval_ms: args.interval_ms,
+        interval_ms: &args.interval_ms,
         payload: args.payload,
         duration_s: args.duration_s,
         writers: args.writers,
         max_frame_age_ms: args.max_frame_age_ms,
     };
-    let case = format!("reflector-{}g-{}ms", args.groups, args.interval_ms);
+    let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
+    let case = format!("reflector-{}g-{}ms", args.groups, intervals.join("-"));
     let mut record = ResultRecord::begin("reflector", &case, &params)?;
     let to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    let outcome = runtime()?.block_on(bench(&configs, to_stdout, &mut record));
+    let outcome = runtime()?.block_on(bench(&levels, to_stdout, &mut record));
     record.peak_rss_bytes = petrel_bench::measure::peak_rss_bytes();
     record.ok = outcome.is_ok();
     match &args.json {
@@ -427,22 +443,51 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs each level's intervals (slowest first) until one loses packets,
+/// then the next level unless the level's slowest interval lost over 5 %.
 async fn bench(
-    configs: &[LoadConfig],
+    levels: &[Vec<LoadConfig>],
     to_stderr: bool,
     record: &mut ResultRecord,
 ) -> anyhow::Result<()> {
-    for cfg in configs {
-        let r = petrel_reflector::loadgen::run(cfg)
-            .await
-            .with_context(|| format!("stage with {} devices", cfg.devices))?;
+    let say = |line: String| {
         if to_stderr {
-            eprintln!("{}", r.result_line());
+            eprintln!("{line}");
         } else {
-            println!("{}", r.result_line());
+            println!("{line}");
         }
-        record.push_round(&r)?;
-        if r.loss_pct > 5.0 {
+    };
+    for stages in levels {
+        let mut fastest = None;
+        let mut slowest_loss = 0.0;
+        for (i, cfg) in stages.iter().enumerate() {
+            let r = petrel_reflector::loadgen::run(cfg).await.with_context(|| {
+                format!(
+                    "stage with {} devices at {} ms",
+                    cfg.devices, cfg.interval_ms
+                )
+            })?;
+            say(r.result_line());
+            record.push_round(&r)?;
+            if i == 0 {
+                slowest_loss = r.loss_pct;
+            }
+            if r.loss_pct > 0.0 {
+                break;
+            }
+            fastest = Some(r);
+        }
+        if stages.len() > 1 {
+            let devices = stages.first().map_or(0, |c| c.devices);
+            say(match fastest {
+                Some(r) => format!(
+                    "FASTEST clients={devices} zero_loss_interval={}ms output_pps={:.0} latency_avg_ms={:.3} latency_p99_ms={:.3} server_cpu_cores={:.3} process_rss_mb={:.1}",
+                    r.interval_ms, r.output_pps, r.latency_avg_ms, r.latency_p99_ms, r.server_cpu_cores, r.process_rss_mb
+                ),
+                None => format!("FASTEST clients={devices} zero_loss_interval=none"),
+            });
+        }
+        if slowest_loss > 5.0 {
             eprintln!("loss above 5 %; not escalating further");
             break;
         }

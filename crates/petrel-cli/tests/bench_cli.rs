@@ -189,14 +189,45 @@ fn reflector_bench_writes_a_record_with_one_round_per_stage() {
 }
 
 #[test]
+fn reflector_bench_interval_list_finds_the_fastest_zero_loss_interval() {
+    let out = petrel(&[
+        "bench",
+        "reflector",
+        "--levels",
+        "4",
+        "--interval-ms",
+        "60,30",
+        "--duration-s",
+        "1",
+        "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rounds = json["rounds"].as_array().unwrap();
+    let intervals: Vec<u64> = rounds
+        .iter()
+        .map(|r| r["interval_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(intervals, [60, 30]);
+    assert!(rounds.iter().all(|r| r["loss_pct"] == 0.0), "{json}");
+    assert!(
+        stderr.contains("FASTEST clients=4 zero_loss_interval=30ms output_pps="),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn reflector_bench_rejects_invalid_stages() {
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 7] = [
         (&["--groups", "0"], "groups"),
         (&["--levels", "1"], "devices"),
         (&["--payload", "9999"], "payload"),
         (&["--json", "/proc/petrel/x.json"], "/proc/petrel/x.json"),
         (&["--writers", "0"], "writers"),
         (&["--max-frame-age-ms", "0"], "max_frame_age_ms"),
+        (&["--interval-ms", "30,60"], "slowest first"),
     ];
     assert_usage_errors(&["bench", "reflector", "--levels", "4"], &cases);
 }
