@@ -188,26 +188,39 @@ fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadError> {
 /// Pause before the next attempt after a reject (e.g. `server_busy` while the
 /// first device of a user has its password checked).
 const LOGIN_RETRY_PAUSE: Duration = Duration::from_millis(250);
+/// How long a device keeps retrying rejected logins. The reflector answers
+/// `server_busy` while its Argon2 budget (10 checks/s by default) works
+/// through the users; a real device simply heartbeats again, so only a
+/// device still refused after this long counts as failed.
+const LOGIN_DEADLINE: Duration = Duration::from_secs(30);
 
-/// Up to 4 heartbeats, each waiting 2.5 s for a reply (§7.2); a reply with a
-/// callsign logs the device in, a reject is retried after a short pause.
+/// Heartbeats until one is answered with a callsign: up to 4 unanswered
+/// heartbeats, each waiting 2.5 s for a reply (§7.2); a reject is retried
+/// after a short pause until [`LOGIN_DEADLINE`].
 fn login(d: &Device) -> bool {
     let _ = d.sock.set_read_timeout(Some(Duration::from_millis(2500)));
     let mut buf = [0u8; 1500];
-    for _ in 0..4 {
+    let started = Instant::now();
+    let mut unanswered = 0;
+    while unanswered < 4 && started.elapsed() < LOGIN_DEADLINE {
         if d.sock.send(&d.heartbeat).is_err() {
+            unanswered += 1;
             continue;
         }
+        // The heartbeat reply, skipping Type 3 pushes: accepted (a callsign) or not.
+        let mut accepted = None;
         while let Ok(n) = d.sock.recv(&mut buf) {
             if let Ok(p) = decode(&buf[..n]) {
                 if p.header.packet_type == PacketType::Heartbeat {
-                    if p.header.callsign_str().is_some_and(|c| !c.is_empty()) {
-                        return true;
-                    }
-                    std::thread::sleep(LOGIN_RETRY_PAUSE);
+                    accepted = Some(p.header.callsign_str().is_some_and(|c| !c.is_empty()));
                     break;
                 }
             }
+        }
+        match accepted {
+            Some(true) => return true,
+            Some(false) => std::thread::sleep(LOGIN_RETRY_PAUSE),
+            None => unanswered += 1,
         }
     }
     false
