@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use petrel_bench::record::ResultRecord;
-use petrel_reflector::loadgen::LoadConfig;
+use petrel_reflector::loadgen::{LoadConfig, ServerProcess};
 use petrel_reflector::server::{ServerConfig, ServerHandle};
 use petrel_reflector::store::{NewUser, Store, StoreOptions};
 
@@ -313,6 +313,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     println!("reflector listening on udp {}", server.local_addr());
+    if let Some(http) = server.http_addr() {
+        println!("reflector http on {http}");
+    }
     tokio::signal::ctrl_c()
         .await
         .context("waiting for Ctrl-C")?;
@@ -363,6 +366,11 @@ pub struct ReflectorBenchArgs {
     /// the RESULT lines then go to stderr).
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Run the reflector inside this process instead of as a child
+    /// `petrel reflector serve` (its RSS is then not separable from the
+    /// load generator's).
+    #[arg(long)]
+    pub in_process: bool,
 }
 
 /// The parameters a reflector result records.
@@ -375,11 +383,17 @@ struct ReflectorBenchParameters<'a> {
     duration_s: u64,
     writers: usize,
     max_frame_age_ms: u64,
+    in_process: bool,
 }
 
 /// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
 /// failed, 2 for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
+    let server = if args.in_process {
+        ServerProcess::InProcess
+    } else {
+        ServerProcess::Child(std::env::current_exe().context("locating the petrel binary")?)
+    };
     let levels: Vec<Vec<LoadConfig>> = args
         .levels
         .iter()
@@ -394,6 +408,7 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
                     duration_s: args.duration_s,
                     writers: args.writers,
                     max_frame_age_ms: args.max_frame_age_ms,
+                    server: server.clone(),
                 })
                 .collect()
         })
@@ -426,6 +441,7 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         duration_s: args.duration_s,
         writers: args.writers,
         max_frame_age_ms: args.max_frame_age_ms,
+        in_process: args.in_process,
     };
     let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
     let case = format!("reflector-{}g-{}ms", args.groups, intervals.join("-"));
@@ -481,8 +497,9 @@ async fn bench(
             let devices = stages.first().map_or(0, |c| c.devices);
             say(match fastest {
                 Some(r) => format!(
-                    "FASTEST clients={devices} zero_loss_interval={}ms output_pps={:.0} latency_avg_ms={:.3} latency_p99_ms={:.3} server_cpu_cores={:.3} process_rss_mb={:.1}",
-                    r.interval_ms, r.output_pps, r.latency_avg_ms, r.latency_p99_ms, r.server_cpu_cores, r.process_rss_mb
+                    "FASTEST clients={devices} zero_loss_interval={}ms output_pps={:.0} latency_avg_ms={:.3} latency_p99_ms={:.3} server_cpu_cores={:.3} server_rss_mb={} process_rss_mb={:.1}",
+                    r.interval_ms, r.output_pps, r.latency_avg_ms, r.latency_p99_ms, r.server_cpu_cores,
+                    r.server_rss_mb.map_or_else(|| "na".to_owned(), |m| format!("{m:.1}")), r.process_rss_mb
                 ),
                 None => format!("FASTEST clients={devices} zero_loss_interval=none"),
             });

@@ -184,6 +184,9 @@ fn reflector_bench_writes_a_record_with_one_round_per_stage() {
         for key in ["latency_p95_ms", "server_cpu_cores", "loadgen_cpu_cores"] {
             assert!(round[key].as_f64().is_some(), "{key} in {round}");
         }
+        // By default the reflector is a child process, measured on its own.
+        assert_eq!(round["server_process"], "child", "{round}");
+        assert!(round["server_rss_mb"].as_f64().unwrap() > 1.0, "{round}");
     }
     assert_eq!(stderr.matches("RESULT clients=").count(), 2, "{stderr}");
 }
@@ -199,6 +202,7 @@ fn reflector_bench_interval_list_finds_the_fastest_zero_loss_interval() {
         "60,30",
         "--duration-s",
         "1",
+        "--in-process",
         "--json",
         "-",
     ]);
@@ -212,6 +216,12 @@ fn reflector_bench_interval_list_finds_the_fastest_zero_loss_interval() {
         .collect();
     assert_eq!(intervals, [60, 30]);
     assert!(rounds.iter().all(|r| r["loss_pct"] == 0.0), "{json}");
+    assert!(
+        rounds
+            .iter()
+            .all(|r| r["server_process"] == "in-process" && r["server_rss_mb"].is_null()),
+        "{json}"
+    );
     assert!(
         stderr.contains("FASTEST clients=4 zero_loss_interval=30ms output_pps="),
         "{stderr}"

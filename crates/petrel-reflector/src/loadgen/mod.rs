@@ -3,15 +3,18 @@
 //! heartbeats, then one speaker per group sends voice on an absolute
 //! schedule with a marker, stage id, sequence and send time in the payload.
 //!
-//! It starts its own reflector in-process on a fresh temporary store. CPU is
-//! reported three ways, because they differ: the reflector's threads
-//! (`refl-*`), the load generator's threads (its receive threads `lg-recv`
-//! also separately), and the whole host from `/proc/stat` — the last
-//! includes loopback delivery in softirq context and anything else running
-//! on the machine. RSS is the whole process (load generator included).
+//! It starts its own reflector on a fresh temporary store, as a child process
+//! ([`ServerProcess::Child`], measured from `/proc/<child pid>`) or
+//! in-process. CPU is reported three ways, because they differ: the
+//! reflector's (the child, or the `refl-*` threads), the load generator's
+//! threads (its receive threads `lg-recv` also separately), and the whole
+//! host from `/proc/stat` — the last includes loopback delivery in softirq
+//! context and anything else running on the machine. RSS: the child's, and
+//! this process's.
 //!
 //! Not here: the reflector itself ([`crate::server`]).
 
+mod child;
 mod procstat;
 mod receive;
 mod result;
@@ -59,6 +62,20 @@ pub struct LoadConfig {
     pub writers: usize,
     /// Reflector frame-age limit, ms.
     pub max_frame_age_ms: u64,
+    /// Where the reflector under test runs.
+    pub server: ServerProcess,
+}
+
+/// Where the reflector under test runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ServerProcess {
+    /// In this process: its CPU is its threads' (`refl-*`), but its RSS
+    /// cannot be told apart from the load generator's.
+    #[default]
+    InProcess,
+    /// A child process, `<program> reflector serve` (the `petrel` binary),
+    /// measured from `/proc/<child pid>`: CPU and RSS are the reflector's alone.
+    Child(std::path::PathBuf),
 }
 
 impl Default for LoadConfig {
@@ -71,6 +88,7 @@ impl Default for LoadConfig {
             duration_s: 5,
             writers: 2,
             max_frame_age_ms: 120,
+            server: ServerProcess::InProcess,
         }
     }
 }
@@ -267,32 +285,52 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
     }
     store.close().await;
 
-    let server = ServerHandle::start(ServerConfig {
-        listen: "127.0.0.1:0"
-            .parse()
-            .map_err(|_| LoadError::Invalid("listen".into()))?,
-        db: db.into(),
-        fanout: FanoutConfig {
-            writers: cfg.writers,
-            max_frame_age_ms: cfg.max_frame_age_ms,
-            ..FanoutConfig::default()
-        },
-        http_listen: None,
-        ..ServerConfig::default()
-    })
-    .await?;
-    let at = server.local_addr();
-    let cfg2 = cfg.clone();
-    let res = tokio::task::spawn_blocking(move || drive(&cfg2, at))
-        .await
-        .map_err(|e| LoadError::Invalid(e.to_string()))?;
-    let fanout = server.stats().fanout;
-    server.shutdown().await;
+    let fanout = FanoutConfig {
+        writers: cfg.writers,
+        max_frame_age_ms: cfg.max_frame_age_ms,
+        ..FanoutConfig::default()
+    };
+    let (res, counters) = match &cfg.server {
+        ServerProcess::InProcess => {
+            let server = ServerHandle::start(ServerConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                db: db.into(),
+                fanout,
+                http_listen: None,
+                ..ServerConfig::default()
+            })
+            .await?;
+            let (at, cfg2) = (server.local_addr(), cfg.clone());
+            let res = tokio::task::spawn_blocking(move || drive(&cfg2, at, None))
+                .await
+                .map_err(|e| LoadError::Invalid(e.to_string()))?;
+            let f = server.stats().fanout;
+            server.shutdown().await;
+            let counters = child::FanoutCounters {
+                frames_dropped: f.frames_dropped,
+                frames_expired: f.frames_expired,
+                queue_high_water: f.queue_high_water,
+                max_dispatch_ns: f.max_dispatch_ns,
+            };
+            (res, counters)
+        }
+        ServerProcess::Child(program) => {
+            let (program, db, cfg2) = (program.clone(), db.to_owned(), cfg.clone());
+            tokio::task::spawn_blocking(move || {
+                let server = child::ServerChild::start(&program, &db, &fanout)?;
+                let res = drive(&cfg2, server.udp, Some(server.pid()));
+                let counters = server.fanout()?;
+                Ok::<_, LoadError>((res, counters))
+            })
+            .await
+            .map_err(|e| LoadError::Invalid(e.to_string()))??
+        }
+    };
     res.map(|mut r| {
-        r.frames_dropped = fanout.frames_dropped + fanout.frames_expired;
-        r.frames_expired = fanout.frames_expired;
-        r.queue_high_water = fanout.queue_high_water;
-        r.max_dispatch_ms = fanout.max_dispatch_ns as f64 / 1e6;
+        r.frames_dropped = counters.frames_dropped + counters.frames_expired;
+        r.frames_expired = counters.frames_expired;
+        r.queue_high_water = counters.queue_high_water;
+        r.max_dispatch_ms = counters.max_dispatch_ns as f64 / 1e6;
         r
     })
 }
@@ -302,17 +340,26 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
 struct CpuSample {
     at: Instant,
     server_ns: u64,
-    process_ns: u64,
+    loadgen_ns: u64,
     recv_ns: u64,
     host: HostCpu,
 }
 
 impl CpuSample {
-    fn take(pid: u32) -> Self {
+    /// `pid` is this process; `server` the reflector child, if it is one.
+    fn take(pid: u32, server: Option<u32>) -> Self {
+        let process_ns = thread_cpu_ns(pid, "").unwrap_or(0);
+        let (server_ns, loadgen_ns) = match server {
+            Some(child) => (thread_cpu_ns(child, "").unwrap_or(0), process_ns),
+            None => {
+                let refl = thread_cpu_ns(pid, "refl-").unwrap_or(0);
+                (refl, process_ns.saturating_sub(refl))
+            }
+        };
         Self {
             at: Instant::now(),
-            server_ns: thread_cpu_ns(pid, "refl-").unwrap_or(0),
-            process_ns: thread_cpu_ns(pid, "").unwrap_or(0),
+            server_ns,
+            loadgen_ns,
             recv_ns: thread_cpu_ns(pid, RECV_THREAD).unwrap_or(0),
             host: host_cpu().unwrap_or_default(),
         }
@@ -323,13 +370,8 @@ impl CpuSample {
 fn cpu_between(r: &mut LoadResult, a: &CpuSample, b: &CpuSample) {
     let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);
     let cores = |ns: u64| ns as f64 / 1e9 / wall;
-    let server = b.server_ns.saturating_sub(a.server_ns);
-    r.server_cpu_cores = cores(server);
-    r.loadgen_cpu_cores = cores(
-        b.process_ns
-            .saturating_sub(a.process_ns)
-            .saturating_sub(server),
-    );
+    r.server_cpu_cores = cores(b.server_ns.saturating_sub(a.server_ns));
+    r.loadgen_cpu_cores = cores(b.loadgen_ns.saturating_sub(a.loadgen_ns));
     r.loadgen_recv_cpu_cores = cores(b.recv_ns.saturating_sub(a.recv_ns));
     let hz = clock_ticks_per_s() as f64;
     let ticks = |x: u64, y: u64| y.saturating_sub(x) as f64 / hz / wall;
@@ -339,7 +381,13 @@ fn cpu_between(r: &mut LoadResult, a: &CpuSample, b: &CpuSample) {
     r.host_cpus = b.host.cpus;
 }
 
-fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> {
+/// Runs one stage against the reflector at `server`; `server_pid` is its
+/// process when it is a child.
+fn drive(
+    cfg: &LoadConfig,
+    server: SocketAddr,
+    server_pid: Option<u32>,
+) -> Result<LoadResult, LoadError> {
     let devices: Vec<Device> = (0..cfg.devices)
         .map(|i| make_device(i, server))
         .collect::<Result<_, _>>()?;
@@ -411,7 +459,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         for k in 0..rounds {
             if k == WARMUP_ROUNDS {
                 std::thread::sleep(Duration::from_secs(1));
-                first = Some(CpuSample::take(pid));
+                first = Some(CpuSample::take(pid, server_pid));
                 schedule.restart(Instant::now(), k);
             }
             if let Some(wait) = schedule.due(k).checked_duration_since(Instant::now()) {
@@ -436,7 +484,7 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         std::thread::sleep(Duration::from_secs(1));
         // Sampled while the receive threads still run: an exited thread's CPU
         // time leaves /proc/<pid>/task with it.
-        let last = CpuSample::take(pid);
+        let last = CpuSample::take(pid, server_pid);
         samples = first.map(|f| (f, last));
         drop(stopper);
         let mut total = receive::Tally::new()?;
@@ -472,6 +520,14 @@ fn drive(cfg: &LoadConfig, server: SocketAddr) -> Result<LoadResult, LoadError> 
         latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         latency_max_ms: hist.max() as f64 / 1000.0,
         process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        server_rss_mb: server_pid
+            .and_then(rss_bytes)
+            .map(|b| b as f64 / (1024.0 * 1024.0)),
+        server_process: if server_pid.is_some() {
+            "child"
+        } else {
+            "in-process"
+        },
         connect_per_s,
         host_load_1m,
         recv_errors: tally.recv_errors,
