@@ -82,7 +82,7 @@ enum BenchCommand {
     Idle(crate::bench_idle::IdleArgs),
     /// Bulk goodput of one connection, client → server (specs/benchmarks.md §C).
     Goodput(crate::bench_goodput::GoodputArgs),
-    /// DraARLv1 voice fan-out load test against an in-process reflector (§D).
+    /// DraARLv1 voice fan-out load test against a reflector child process (§D).
     Reflector(crate::reflector::ReflectorBenchArgs),
     /// Echo cases from a TOML file, each round in its own process (3 rounds,
     /// seeds 42/43/44 unless the file says otherwise); writes JSON + report.

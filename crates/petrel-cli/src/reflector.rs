@@ -212,14 +212,14 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
             let id = open(&db.db)
                 .await?
                 .add_user(&NewUser {
-                    name,
-                    callsign,
+                    name: name.clone(),
+                    callsign: callsign.clone(),
                     dmrid,
                     device_password,
                     default_group_id: default_group,
                 })
                 .await?;
-            println!("user {id}");
+            println!("user {id}: {name}, callsign {callsign}");
         }
         ReflectorCommand::User(UserCommand::Password {
             db,
@@ -281,6 +281,8 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
 
 async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -333,7 +335,7 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `petrel bench reflector`: fan-out load against an in-process reflector
+/// `petrel bench reflector`: fan-out load against a reflector (a child process by default)
 /// (draarl-v1 §7, benchmarks §D), one stage per device level and interval,
 /// stopping once loss exceeds 5 %.
 #[derive(Debug, Args)]
