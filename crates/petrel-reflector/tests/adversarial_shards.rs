@@ -68,10 +68,7 @@ fn ban_ladder_is_per_username_not_per_ssid_while_the_table_has_room() {
         ladder.check(src, "carol", t0 + Duration::from_millis(5)),
         BanCheck::Blocked(_)
     ));
-    assert!(matches!(
-        ladder.check(ip(10), "carol", t0),
-        BanCheck::Clear
-    ));
+    assert!(matches!(ladder.check(ip(10), "carol", t0), BanCheck::Clear));
 }
 
 /// Live: `ingress_workers = 8` with the default
@@ -165,7 +162,10 @@ fn first_login_succeeds_during_a_wrong_password_flood() {
     const USERS: [&str; 5] = ["alice", "bob", "carol", "dave", "frank"];
     let rt = tokio::runtime::Runtime::new().unwrap();
     let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, "adv_login_starvation"))
+        .block_on(ScratchStore::create(
+            Backend::Sqlite,
+            "adv_login_starvation",
+        ))
         .unwrap()
         .unwrap();
     rt.block_on(async {
