@@ -28,10 +28,11 @@ fn ip(i: u32) -> IpAddr {
 /// `user_not_found` failures, filling the table; afterwards 9 wrong
 /// passwords for a real user from a fresh address all got
 /// `invalid_password` and the right one logged in — no `too_many_failures`.
-/// Suggested fix (policy/ban.rs, session/login.rs): count unknown usernames
-/// under one per-IP key, and when the table is full evict the oldest
-/// unblocked record (or refuse the login as `too_many_failures`) instead
-/// of silently not tracking the new key.
+/// Mitigated in session/login.rs (made-up names from one address now share
+/// one entry), but 65 536 source addresses (one IPv6 /64) still fill the
+/// table. Suggested fix (policy/ban.rs): when full, evict the oldest
+/// unblocked record, or answer `too_many_failures` for untracked keys,
+/// instead of silently not tracking them.
 #[test]
 #[ignore = "finding: a full failed-auth table (filled with unknown usernames) turns the ban ladder off for every new ip+username"]
 fn ban_ladder_still_bans_after_the_table_is_filled_with_unknown_usernames() {
