@@ -76,7 +76,8 @@ fn ban_ladder_is_per_username_not_per_ssid_while_the_table_has_room() {
 /// `password_checks_in_flight = 4` ran 8 Argon2 threads (one per shard,
 /// `(4 / 8).max(1)` in server/mod.rs) and RSS went 13 MB → 169 MB under a
 /// 4 s wrong-password flood, against the documented bound of
-/// 4 × 19 MiB (+ base ≈ 90 MB). Suggested fix (server/mod.rs): refuse the
+/// 4 × 19 MiB (+ base ≈ 90 MB); `ingress_workers = 64` (the reference's
+/// maximum) reached 1 048 MB RSS in an 8 s flood from 100 addresses. Suggested fix (server/mod.rs): refuse the
 /// combination in `validate()` as here, or share one pool between shards.
 #[test]
 #[ignore = "finding: ingress_workers > password_checks_in_flight silently raises the Argon2 memory bound"]
