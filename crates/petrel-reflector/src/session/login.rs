@@ -12,6 +12,14 @@ use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
 use crate::directory::{DeviceRecord, UserRecord, UNGROUPED};
 use crate::policy::BanCheck;
 
+/// Failed-auth ladder key of every username the directory does not know.
+/// The reference keys `ip:username` (draarl-v1 §3.2), so one address sending
+/// made-up names took one table entry per name and filled the table (65 536
+/// entries in about 3 s from 200 addresses), after which no new
+/// `ip:username` was tracked and wrong passwords for real users went
+/// unbanned. No account has this name: it starts with NUL.
+const UNKNOWN_USER: &str = "\0unknown-user";
+
 impl Reflector {
     pub(super) fn reject(&mut self, src: SocketAddr, h: &Header, reason: RejectReason) {
         match reason.code() {
@@ -40,7 +48,7 @@ impl Reflector {
             return;
         };
         let Some(user) = self.dir.user_by_name(&name).cloned() else {
-            self.auth_failure(now, src, h, &name, RejectReason::UserNotFound);
+            self.auth_failure(now, src, h, UNKNOWN_USER, RejectReason::UserNotFound);
             return;
         };
         let key = (user.id, h.ssid);

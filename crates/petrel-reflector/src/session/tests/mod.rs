@@ -262,6 +262,45 @@ fn fourth_failure_bans_ip_and_username() {
     s.login("127.0.0.1:2", "alice", 7);
 }
 
+/// Made-up usernames from one address share one ladder entry, so they can
+/// neither fill the failed-auth table (which would leave later wrong
+/// passwords for real users untracked) nor get four free guesses per name.
+#[test]
+fn unknown_usernames_share_one_ladder_entry_per_address() {
+    let now = Instant::now();
+    let cfg = SessionConfig {
+        ban_table_max: 8,
+        ..SessionConfig::default()
+    };
+    let mut s = Sim {
+        r: Reflector::new(cfg, dir(), now),
+        now,
+    };
+    let mut reasons = Vec::new();
+    for i in 0..100 {
+        let r = s
+            .send(
+                "127.0.0.5:1",
+                &hb(&format!("nobody{i}"), "Secret12", 7, None),
+            )
+            .unwrap();
+        reasons.push(reject_of(&r).1);
+    }
+    assert!(reasons[..4].iter().all(|r| r == "user_not_found"));
+    assert!(reasons[4..].iter().all(|r| r == "too_many_failures"));
+    for _ in 0..4 {
+        let r = s
+            .send("127.0.0.6:1", &hb("alice", "Wrong123", 7, None))
+            .unwrap();
+        assert_eq!(reject_of(&r).1, "invalid_password");
+    }
+    let r = s
+        .send("127.0.0.6:1", &hb("alice", "Secret12", 7, None))
+        .unwrap();
+    assert_eq!(reject_of(&r), (3, "too_many_failures".into()));
+    s.login("127.0.0.7:1", "alice", 7);
+}
+
 #[test]
 fn conflicting_address_is_refused_unless_mac_matches_or_silent_20s() {
     let mut s = Sim::new();
