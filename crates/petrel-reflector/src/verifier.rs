@@ -235,7 +235,8 @@ struct Shared {
 #[derive(Debug)]
 pub struct PasswordVerifier {
     jobs: Option<SyncSender<PasswordCheck>>,
-    results: Option<Receiver<(u64, bool)>>,
+    /// Behind a mutex so shards can share the pool (`Receiver` is not `Sync`).
+    results: Option<Mutex<Receiver<(u64, bool)>>>,
     threads: Vec<JoinHandle<()>>,
     shared: Arc<Shared>,
 }
@@ -250,7 +251,7 @@ impl PasswordVerifier {
         let jobs_rx = Arc::new(Mutex::new(jobs_rx));
         let mut pool = Self {
             jobs: Some(jobs_tx),
-            results: Some(results_rx),
+            results: Some(Mutex::new(results_rx)),
             threads: Vec::with_capacity(cfg.threads),
             shared: Arc::new(Shared::default()),
         };
@@ -285,7 +286,12 @@ impl PasswordVerifier {
 
     /// A finished check: `(check id, password matched)`.
     pub fn try_recv(&self) -> Option<(u64, bool)> {
-        self.results.as_ref()?.try_recv().ok()
+        self.results
+            .as_ref()?
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .try_recv()
+            .ok()
     }
 
     /// Current counters.

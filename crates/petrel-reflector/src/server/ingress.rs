@@ -5,9 +5,11 @@
 //!
 //! A device's packets all go to one shard and one queue, so they are
 //! handled in arrival order; shards run in parallel. Argon2 never runs on
-//! these threads: each shard has a fixed [`PasswordVerifier`] pool of its
-//! share of `session.password_checks_in_flight` threads, whose results it
-//! reads every loop turn (≤ 20 ms).
+//! these threads: all shards share one fixed [`PasswordVerifier`] pool of
+//! `session.password_checks_in_flight` threads (so its memory bound does
+//! not grow with the shard count); a shard that reads a result routes it to
+//! the shard that owns the check (`id % shards`), and every shard handles
+//! its own results each loop turn (≤ 20 ms).
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -97,8 +99,12 @@ pub(super) struct ShardIo {
     /// For replies (a clone of the listening socket).
     pub sock: UdpSocket,
     pub engine: Arc<FanoutEngine>,
-    /// Where this shard's password checks run.
-    pub verifier: PasswordVerifier,
+    /// Where every shard's password checks run.
+    pub verifier: Arc<PasswordVerifier>,
+    /// Every shard's result channel, indexed by shard.
+    pub routes: Arc<Vec<SyncSender<(u64, bool)>>>,
+    /// This shard's results.
+    pub results: Receiver<(u64, bool)>,
     pub events: tmpsc::Sender<Persist>,
     pub events_dropped: Arc<AtomicU64>,
     pub dirs: Receiver<Directory>,
@@ -124,6 +130,14 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             core.replace_directory(d);
         }
         while let Some((id, ok)) = io.verifier.try_recv() {
+            let shard = (id % io.routes.len().max(1) as u64) as usize;
+            if let Some(route) = io.routes.get(shard) {
+                // Each channel holds every check in flight, so this fits;
+                // a result lost anyway is abandoned after 10 s.
+                let _ = route.try_send((id, ok));
+            }
+        }
+        while let Ok((id, ok)) = io.results.try_recv() {
             core.handle_password_check(now, id, ok);
         }
         while let Some(check) = core.poll_password_check() {
@@ -156,7 +170,6 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             last_publish = now;
             let mut p = io.published.lock().unwrap_or_else(PoisonError::into_inner);
             p.session = core.stats().clone();
-            p.password_checks = io.verifier.stats();
             if let Some(r) = core.recorder_stats() {
                 p.recording = r.clone();
             }

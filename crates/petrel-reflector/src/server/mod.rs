@@ -199,7 +199,7 @@ pub struct ServerStats {
     pub store_events_dropped: u64,
     /// Recorder counters, summed over shards (all zero when recording is off).
     pub recording: RecorderStats,
-    /// Argon2 verifier pools, summed over shards.
+    /// The Argon2 verifier pool shared by the shards.
     pub password_checks: VerifierStats,
     /// Socket buffer sizes.
     pub socket: SocketBuffers,
@@ -210,7 +210,6 @@ pub struct ServerStats {
 struct Published {
     session: SessionStats,
     recording: RecorderStats,
-    password_checks: VerifierStats,
 }
 
 /// Where a running server's counters are read from (cheap to clone).
@@ -220,6 +219,7 @@ pub(crate) struct StatsSource {
     shards: Vec<Arc<Mutex<Published>>>,
     shared: Arc<SharedState>,
     socket: SocketBuffers,
+    verifier: Arc<PasswordVerifier>,
     fanout: Arc<crate::fanout::FanoutStats>,
     reloads_skipped: Arc<AtomicU64>,
     store_errors: Arc<AtomicU64>,
@@ -230,12 +230,10 @@ impl StatsSource {
     pub(crate) fn read(&self) -> ServerStats {
         let mut session = SessionStats::default();
         let mut recording = RecorderStats::default();
-        let mut password_checks = VerifierStats::default();
         for shard in &self.shards {
             let p = shard.lock().unwrap_or_else(PoisonError::into_inner);
             session.add(&p.session);
             recording.add(&p.recording);
-            password_checks.add(&p.password_checks);
         }
         ServerStats {
             ingress: self
@@ -251,7 +249,7 @@ impl StatsSource {
             store_errors: self.store_errors.load(Relaxed),
             store_events_dropped: self.store_events_dropped.load(Relaxed),
             recording,
-            password_checks,
+            password_checks: self.verifier.stats(),
             socket: self.socket,
         }
     }
@@ -312,6 +310,16 @@ impl ServerHandle {
         let (sock, socket) = bind(&cfg)?;
         let local_addr = sock.local_addr()?;
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
+        let verifier = Arc::new(
+            PasswordVerifier::start(&VerifierConfig {
+                threads: cfg.session.password_checks_in_flight,
+                ..VerifierConfig::default()
+            })
+            .map_err(|e| match e {
+                VerifierError::Config(e) => ServerError::Config(e),
+                VerifierError::Spawn(e) => ServerError::Io(e),
+            })?,
+        );
         let workers = cfg.ingress_workers;
         let shared = Arc::new(SharedState::new(&cfg.session, Instant::now()));
         let stats = StatsSource {
@@ -319,6 +327,7 @@ impl ServerHandle {
             shards: (0..workers).map(|_| Arc::default()).collect(),
             shared: Arc::clone(&shared),
             socket,
+            verifier: Arc::clone(&verifier),
             fanout: Arc::clone(engine.stats()),
             reloads_skipped: Arc::default(),
             store_errors: Arc::default(),
@@ -344,19 +353,23 @@ impl ServerHandle {
         let mut threads = Vec::new();
         let mut queues = Vec::new();
         let queue_len = (cfg.ingress_queue / workers).max(MIN_SHARD_QUEUE);
-        // Each shard's share of the in-flight Argon2 bound (at least one).
-        let mut shard_cfg = cfg.session.clone();
-        shard_cfg.password_checks_in_flight =
-            (cfg.session.password_checks_in_flight / workers).max(1);
+        // One result channel per shard, each able to hold every check in
+        // flight; results from the shared pool are routed by check id.
+        let in_flight = cfg.session.password_checks_in_flight;
+        let (routes, mut results): (Vec<_>, Vec<_>) = (0..workers)
+            .map(|_| mpsc::sync_channel::<(u64, bool)>(in_flight))
+            .unzip();
+        let routes = Arc::new(routes);
         for (i, published) in stats.shards.iter().enumerate() {
             let (dir_tx, dirs) = mpsc::sync_channel::<Directory>(1);
             let (queue_tx, queue) = mpsc::sync_channel(queue_len);
             let mut core = Reflector::shard(
-                shard_cfg.clone(),
+                cfg.session.clone(),
                 dir.clone(),
                 Instant::now(),
                 Arc::clone(&shared),
-            );
+            )
+            .with_check_ids(i as u64, workers as u64);
             if cfg.recording.enabled {
                 let mut rec = cfg.recording.clone();
                 rec.max_active = (rec.max_active / workers).max(1);
@@ -366,14 +379,9 @@ impl ServerHandle {
                 queue,
                 sock: sock.try_clone()?,
                 engine: Arc::clone(&engine),
-                verifier: PasswordVerifier::start(&VerifierConfig {
-                    threads: shard_cfg.password_checks_in_flight,
-                    ..VerifierConfig::default()
-                })
-                .map_err(|e| match e {
-                    VerifierError::Config(e) => ServerError::Config(e),
-                    VerifierError::Spawn(e) => ServerError::Io(e),
-                })?,
+                verifier: Arc::clone(&verifier),
+                routes: Arc::clone(&routes),
+                results: results.remove(0),
                 events: event_tx.clone(),
                 events_dropped: Arc::clone(&stats.store_events_dropped),
                 dirs,

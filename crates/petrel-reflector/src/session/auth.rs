@@ -189,7 +189,7 @@ impl Reflector {
             self.stats.password_checks_coalesced += 1;
             return Err(RejectReason::ServerBusy);
         }
-        if self.pending_checks.len() >= self.cfg.password_checks_in_flight {
+        if self.shared.checks_in_flight() >= self.cfg.password_checks_in_flight {
             self.stats.password_checks_in_flight_drops += 1;
             return Err(RejectReason::ServerBusy);
         }
@@ -199,7 +199,7 @@ impl Reflector {
         }
         self.shared.begin_check(&credential);
         let id = self.next_check_id;
-        self.next_check_id += 1;
+        self.next_check_id += self.check_id_stride;
         let key = (user.id, h.ssid);
         self.checks_out.push_back(PasswordCheck {
             id,

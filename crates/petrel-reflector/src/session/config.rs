@@ -60,8 +60,9 @@ pub struct SessionConfig {
     /// ingress). Already-verified passwords do not count.
     pub password_checks_per_s: u32,
     /// Argon2 verifications running at once (1–256); a login needing one
-    /// beyond it gets reject code 3 `server_busy`. Split evenly between
-    /// ingress shards (at least 1 each); checks never run on ingress threads.
+    /// beyond it gets reject code 3 `server_busy`. One pool of this many
+    /// threads serves every ingress shard; checks never run on ingress
+    /// threads.
     pub password_checks_in_flight: usize,
     /// Send paths the receiver snapshots are partitioned for (1–32); the
     /// server sets it to the fan-out writer count, so it is not read from TOML.

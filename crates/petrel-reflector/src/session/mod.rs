@@ -127,13 +127,15 @@ pub struct Reflector {
     sessions: HashMap<DeviceKey, Session>,
     shared: Arc<SharedState>,
     /// Logins parked behind a password check, by check id (at most
-    /// `password_checks_in_flight`).
+    /// `password_checks_in_flight` over all shards).
     pending_checks: HashMap<u64, auth::PendingLogin>,
     /// Devices with a check in flight.
     pending_devices: HashSet<DeviceKey>,
     /// Checks not yet taken by the runtime (a subset of `pending_checks`).
     checks_out: VecDeque<PasswordCheck>,
     next_check_id: u64,
+    /// Step between this shard's check ids (the number of shards).
+    check_id_stride: u64,
     transmits: VecDeque<Transmit>,
     frames: VecDeque<Frame>,
     events: VecDeque<StoreEvent>,
@@ -153,8 +155,8 @@ impl Reflector {
     }
 
     /// One shard among those sharing `shared`. `cfg.password_checks_in_flight`
-    /// applies to this shard alone, so divide it between shards;
-    /// `cfg.max_sessions` counts every shard's sessions.
+    /// and `cfg.max_sessions` count every shard's checks and sessions. Give
+    /// shards distinct check ids with [`Reflector::with_check_ids`].
     pub fn shard(
         cfg: SessionConfig,
         dir: Directory,
@@ -171,6 +173,7 @@ impl Reflector {
             pending_devices: HashSet::new(),
             checks_out: VecDeque::new(),
             next_check_id: 0,
+            check_id_stride: 1,
             transmits: VecDeque::new(),
             frames: VecDeque::new(),
             events: VecDeque::new(),
@@ -225,6 +228,15 @@ impl Reflector {
     pub fn poll_timeout(&self) -> Instant {
         let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
         rec.map_or(self.next_sweep, |r| r.min(self.next_sweep))
+    }
+
+    /// Numbers this shard's password checks `first`, `first + stride`, … so
+    /// that a result from a pool shared by `stride` shards finds its shard
+    /// as `id % stride` (`first` < `stride`).
+    pub fn with_check_ids(mut self, first: u64, stride: u64) -> Self {
+        self.next_check_id = first;
+        self.check_id_stride = stride.max(1);
+        self
     }
 
     /// Records voice with `recorder` (spec §5.3).

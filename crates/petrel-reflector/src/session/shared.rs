@@ -232,6 +232,11 @@ impl SharedState {
             .any(|(uid, phc, pw)| c.matches(*uid, phc, pw))
     }
 
+    /// Password checks in flight on every shard.
+    pub(super) fn checks_in_flight(&self) -> usize {
+        self.lock().checking.len()
+    }
+
     /// Records that a check of `c` is in flight.
     pub(super) fn begin_check(&self, c: &Credential<'_>) {
         self.lock()
