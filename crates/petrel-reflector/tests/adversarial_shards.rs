@@ -102,7 +102,14 @@ fn argon2_threads_do_not_grow_with_the_shard_count() {
     };
     assert_eq!(cfg.session.password_checks_in_flight, 4);
     let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    assert_eq!(argon2_threads() - before, 4);
+    // A thread names itself once it runs, after `spawn` has returned: wait
+    // for the pool to appear, then check that no more threads follow.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while argon2_threads().saturating_sub(before) < 4 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(argon2_threads().saturating_sub(before), 4);
     rt.block_on(srv.shutdown());
     rt.block_on(scratch.remove()).unwrap();
 }
