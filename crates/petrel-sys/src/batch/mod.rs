@@ -34,8 +34,8 @@ mod send;
 pub use recv::{enable_gro, Received, RecvBatch};
 pub use send::{SendBatch, SendReport, Transmit};
 
-/// Largest UDP payload over IPv4 (65 535 − 20 − 8 bytes); also the size of each
-/// [`RecvBatch`] slot, so no datagram (or GRO train) is ever truncated.
+/// Largest UDP payload over IPv4 (65 535 − 20 − 8 bytes): the most one GSO send
+/// carries.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Most segments the kernel accepts in one GSO send (`UDP_MAX_SEGMENTS`).

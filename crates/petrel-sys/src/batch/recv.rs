@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 
 use socket2::{SockAddr, SockRef};
 
-use super::MAX_UDP_PAYLOAD;
+/// Bytes per receive slot: the largest UDP payload of any IP version (IPv6
+/// jumbograms aside) and the most a GRO train holds, so nothing is ever truncated.
+const SLOT_BYTES: usize = u16::MAX as usize;
 
 /// Asks the kernel to coalesce consecutive datagrams of one flow into one read
 /// (`UDP_GRO`, Linux ≥ 5.0). [`Received::segment_size`] then tells how to split
@@ -52,8 +54,8 @@ pub struct Received<'a> {
     /// The bytes read: one datagram, or `data.len() / segment_size` (rounded up)
     /// datagrams when `segment_size` is set.
     pub data: &'a [u8],
-    /// The datagram was longer than the slot and cut (never with the default
-    /// [`MAX_UDP_PAYLOAD`]-byte slots).
+    /// The datagram was longer than its 65 535-byte slot and cut (not possible
+    /// without IPv6 jumbograms; reported rather than assumed).
     pub truncated: bool,
     /// With GRO: the size of each coalesced datagram (the last may be shorter).
     pub segment_size: Option<usize>,
@@ -68,7 +70,7 @@ impl<'a> Received<'a> {
 }
 
 /// Buffers for reading up to `batch` datagrams (or GRO trains) per system call,
-/// each into its own [`MAX_UDP_PAYLOAD`]-byte slot. Reuse it: reads do not allocate.
+/// each into its own 65 535-byte slot. Reuse it: reads do not allocate.
 pub struct RecvBatch {
     bufs: Vec<Box<[u8]>>,
     lens: Vec<usize>,
@@ -95,7 +97,7 @@ impl RecvBatch {
         let batch = batch.max(1);
         Self {
             bufs: (0..batch)
-                .map(|_| vec![0u8; MAX_UDP_PAYLOAD].into_boxed_slice())
+                .map(|_| vec![0u8; SLOT_BYTES].into_boxed_slice())
                 .collect(),
             lens: vec![0; batch],
             sources: vec![None; batch],
@@ -137,9 +139,9 @@ impl RecvBatch {
                     as *mut [std::mem::MaybeUninit<u8>])
             };
             let (len, addr) = socket.recv_from(buf)?;
-            self.lens[0] = len.min(MAX_UDP_PAYLOAD);
+            self.lens[0] = len.min(SLOT_BYTES);
             self.sources[0] = addr.as_socket();
-            self.truncated[0] = len > MAX_UDP_PAYLOAD;
+            self.truncated[0] = len > SLOT_BYTES;
             self.segments[0] = None;
             1
         };
