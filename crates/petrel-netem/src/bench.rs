@@ -1,20 +1,21 @@
 //! Measurements of the relay itself (`petrel bench netem`): its forwarding ceiling and
 //! its delay accuracy, on loopback, with the load generator and the sink in one
-//! thread so that the relay thread has the other core of a 2-core machine.
+//! thread so that the relay thread keeps a core of its own even on a 2-core machine.
 //!
 //! Topology: generator socket → relay → sink socket, one route. Both measurements
 //! are bounded in time.
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
+use petrel_sys::batch::{RecvBatch, SendBatch};
+use petrel_sys::proc::process_cpu_time;
+use petrel_sys::socket::{set_buffers, BufferRequest, OnRefusal};
 use serde::Serialize;
 
 use crate::config::{LinkConfig, RouteConfig};
-use crate::relay::sys::{process_cpu_time, RecvBatch, SendBatch};
 use crate::relay::{Lateness, Relay, RelayConfig, RelayError, RelayStats};
 
 /// Why a measurement could not run.
@@ -174,10 +175,9 @@ impl Rig {
         let relay = Relay::start(cfg)?;
         for s in [&tx, &rx] {
             s.set_nonblocking(true).map_err(io_err("socket options"))?;
-            let r = socket2::SockRef::from(s);
             // Best effort, as in the relay.
-            let _ = r.set_recv_buffer_size(4 << 20);
-            let _ = r.set_send_buffer_size(4 << 20);
+            set_buffers(s, BufferRequest::both(4 << 20), OnRefusal::Ignore)
+                .map_err(io_err("socket options"))?;
         }
         tx.connect(relay.local_addr())
             .map_err(io_err("connect generator"))?;
@@ -192,7 +192,8 @@ impl Rig {
 
     /// Sends up to `packets.len()` datagrams; returns how many left.
     fn send(&mut self, packets: &[Vec<u8>]) -> Result<usize, BenchError> {
-        match self.send.send(self.tx.as_raw_fd(), packets, None) {
+        let packets = &packets[..packets.len().min(self.send.capacity())];
+        match self.send.send_to(&self.tx, packets, None) {
             Ok(n) => Ok(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
             Err(e) => Err(io_err("generator send")(e)),
@@ -203,10 +204,11 @@ impl Rig {
     fn drain(&mut self, mut each: impl FnMut(&[u8])) -> Result<u64, BenchError> {
         let mut total = 0;
         loop {
-            let n = self
-                .recv
-                .recv(self.rx.as_raw_fd())
-                .map_err(io_err("sink receive"))?;
+            let n = match self.recv.recv(&self.rx) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+                Err(e) => return Err(io_err("sink receive")(e)),
+            };
             for i in 0..n {
                 if let Some(d) = self.recv.get(i) {
                     each(d.data);
@@ -251,7 +253,7 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
     let start = Instant::now();
     let end = start + cfg.duration;
     let mut last_progress = start;
-    let cpu_start = process_cpu_time();
+    let cpu_start = process_cpu_time().unwrap_or_default();
     while Instant::now() < end {
         let in_flight = (sent - received - lost) as usize;
         let room = cfg.window.saturating_sub(in_flight).min(cfg.batch);
@@ -269,7 +271,7 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = (process_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
+    let cpu_seconds = (process_cpu_time().unwrap_or_default().saturating_sub(cpu_start)).as_secs_f64();
     std::thread::sleep(Duration::from_millis(50));
     received += rig.drain(|_| ())?;
     let relay = rig.relay.stop()?;
@@ -307,7 +309,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
     let delay_ns = cfg.delay.as_nanos() as i128;
     let start = Instant::now();
     let end = start + cfg.duration;
-    let cpu_start = process_cpu_time();
+    let cpu_start = process_cpu_time().unwrap_or_default();
     let (mut sent, mut received) = (0u64, 0u64);
     let mut record = |data: &[u8]| {
         let now = Instant::now();
@@ -343,7 +345,7 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
         std::thread::sleep(Duration::from_micros(50));
     }
     let offered_pps = sent as f64 / start.elapsed().as_secs_f64();
-    let cpu_seconds = (process_cpu_time().saturating_sub(cpu_start)).as_secs_f64();
+    let cpu_seconds = (process_cpu_time().unwrap_or_default().saturating_sub(cpu_start)).as_secs_f64();
     let settle = Instant::now() + cfg.delay + Duration::from_millis(100);
     while Instant::now() < settle {
         received += rig.drain(&mut record)?;

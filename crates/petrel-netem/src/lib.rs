@@ -41,7 +41,8 @@
 //! ```
 //!
 //! Not here: the CLI (`petrel-cli`), transport benchmarks that *use* the relay
-//! (`petrel-bench`), and kernel `tc netem` (unavailable on the machines this is built
+//! (`petrel-bench`), the system calls themselves (`epoll`, `recvmmsg`, `sendmmsg`,
+//! CPU time: `petrel-sys`, so this crate has no `unsafe`), and kernel `tc netem` (unavailable on the machines this is built
 //! for — the reason this crate exists).
 //!
 //! # Order of conditions
@@ -60,8 +61,8 @@
 //! 1 ms, which alone would break the ≤ 1 ms p99 bar). A min-heap keeps each link's
 //! next deadline. The thread sleeps in `ppoll` on its epoll descriptor, with
 //! nanosecond timeouts and the thread's timer slack set to 1 ns, until
-//! [`RelayConfig::spin`] (default 100 µs; `ppoll` overshoots ~40 µs here
-//! with 1 ns slack, more under load) before the earliest deadline, then polls
+//! [`RelayConfig::spin`] (default 100 µs, which covers `ppoll`'s overshoot with
+//! 1 ns slack; `petrel bench netem` measures it) before the earliest deadline, then polls
 //! sockets without blocking until the deadline passes and sends what is due with
 //! `sendmmsg`. Reads use `recvmmsg`, at most 4 batches per socket per turn so a flood
 //! cannot hold back due packets. With no traffic the thread blocks without timeout

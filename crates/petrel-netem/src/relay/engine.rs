@@ -10,19 +10,22 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use socket2::{SockAddr, SockRef};
+use petrel_sys::batch::{RecvBatch, SendBatch};
+use petrel_sys::poll::Epoll;
+use petrel_sys::proc::thread_cpu_time;
+use petrel_sys::socket::{set_buffers, BufferRequest, OnRefusal};
+use petrel_sys::thread::tighten_timer_slack;
 
 use super::report::{Lateness, RelayStats};
 use super::routes::{RouteTable, Slot};
 use super::spin::SpinBudget;
-use super::sys::{thread_cpu_time, tighten_timer_slack, Epoll, RecvBatch, SendBatch};
 use super::{io_err, RelayConfig, RelayError, Shared};
 use crate::route::{Direction, Route};
 
@@ -76,12 +79,14 @@ impl Io {
         }
     }
 
-    /// Sends `out` to `dest` in batches, recording each datagram's lateness.
-    fn flush(&mut self, fd: RawFd, dest: Option<&SockAddr>) {
+    /// Sends `out` to `dest` (`None`: the connected peer) in batches, recording each
+    /// datagram's lateness.
+    fn flush(&mut self, socket: &UdpSocket, dest: Option<SocketAddr>) {
         let mut i = 0;
         while i < self.out.len() {
             let at = Instant::now();
-            match self.send.send(fd, &self.out[i..], dest) {
+            let end = self.out.len().min(i + self.send.capacity());
+            match self.send.send_to(socket, &self.out[i..end], dest) {
                 Ok(k) if k > 0 => {
                     for s in &self.scheduled[i..i + k] {
                         let ns = at.saturating_duration_since(*s).as_nanos();
@@ -129,10 +134,8 @@ pub(crate) struct Engine {
 
 fn tune(socket: &UdpSocket, buffer: usize) -> io::Result<()> {
     socket.set_nonblocking(true)?;
-    let s = SockRef::from(socket);
     // Best effort: the kernel caps the sizes at its configured maxima.
-    let _ = s.set_recv_buffer_size(buffer);
-    let _ = s.set_send_buffer_size(buffer);
+    set_buffers(socket, BufferRequest::both(buffer), OnRefusal::Ignore)?;
     Ok(())
 }
 
@@ -245,11 +248,10 @@ impl Engine {
     }
 
     fn recv_listen(&mut self) {
-        let fd = self.listen.as_raw_fd();
         for _ in 0..RECV_ROUNDS {
-            let n = match self.io.recv.recv(fd) {
-                Ok(0) => break,
+            let n = match self.io.recv.recv(&self.listen) {
                 Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
                     self.io.counters.recv_errors += 1;
                     break;
@@ -286,13 +288,13 @@ impl Engine {
     }
 
     fn recv_route(&mut self, idx: usize) {
-        let Some(fd) = self.routes.get(idx).map(|s| s.socket.as_raw_fd()) else {
-            return;
-        };
         for _ in 0..RECV_ROUNDS {
-            let n = match self.io.recv.recv(fd) {
-                Ok(0) => break,
+            let Some(slot) = self.routes.get(idx) else {
+                return;
+            };
+            let n = match self.io.recv.recv(&slot.socket) {
                 Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
                     self.io.counters.recv_errors += 1;
                     break;
@@ -354,7 +356,6 @@ impl Engine {
         Ok(self.routes.insert(Slot {
             index,
             client,
-            client_addr: SockAddr::from(client),
             socket,
             route: Route::new(&self.config.route, self.config.seed, index),
             armed: [None, None],
@@ -400,11 +401,8 @@ impl Engine {
                 self.io.scheduled.push(tx.scheduled);
             }
             match dir {
-                Direction::Upstream => self.io.flush(slot.socket.as_raw_fd(), None),
-                Direction::Downstream => {
-                    self.io
-                        .flush(self.listen.as_raw_fd(), Some(&slot.client_addr));
-                }
+                Direction::Upstream => self.io.flush(&slot.socket, None),
+                Direction::Downstream => self.io.flush(&self.listen, Some(slot.client)),
             }
             if let Some(next) = slot.route.next_deadline(dir) {
                 slot.armed[d] = Some(next);
@@ -418,7 +416,7 @@ impl Engine {
         let c = &self.io.counters;
         let stats = RelayStats {
             uptime_ms: now.saturating_duration_since(self.started).as_secs_f64() * 1e3,
-            thread_cpu_ms: thread_cpu_time().as_secs_f64() * 1e3,
+            thread_cpu_ms: thread_cpu_time().unwrap_or_default().as_secs_f64() * 1e3,
             max_routes: self.config.max_routes,
             routes_rejected: c.routes_rejected,
             truncated: c.truncated,

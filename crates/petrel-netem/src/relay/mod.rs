@@ -6,7 +6,6 @@ mod engine;
 mod report;
 mod routes;
 mod spin;
-pub(crate) mod sys;
 
 use std::io;
 use std::net::{SocketAddr, UdpSocket};

@@ -4,8 +4,6 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
-use socket2::SockAddr;
-
 use super::report::{DirectionReport, RouteReport};
 use crate::route::{Direction, Route};
 use crate::stats::LinkStats;
@@ -15,7 +13,6 @@ pub(crate) struct Slot {
     /// new route from its old one.
     pub(crate) index: u64,
     pub(crate) client: SocketAddr,
-    pub(crate) client_addr: SockAddr,
     pub(crate) socket: UdpSocket,
     pub(crate) route: Route<Vec<u8>>,
     pub(crate) armed: [Option<Instant>; 2],

@@ -2,9 +2,9 @@
 //!
 //! Spinning buys precision (no wake-up overshoot) but at high packet rates deadlines
 //! are closer together than the spin window, and an uncapped spin would hold a whole
-//! core — which on a shared 2-core machine (or under real-time throttling, which
-//! stops a thread at 95 % of a core) turns into multi-ms stalls, far worse than the
-//! ~40 µs overshoot of a plain sleep. Credit accrues at 1/[`SHARE`] of the time spent
+//! core — which on a machine with few, shared cores (or under real-time throttling,
+//! which stops a thread at 95 % of a core) turns into multi-ms stalls, far worse than
+//! the tens-of-µs overshoot of a plain sleep. Credit accrues at 1/[`SHARE`] of the time spent
 //! not spinning and is spent by spinning, so spinning stays near 1/(SHARE+1) of a
 //! core; dense traffic falls back to sleeping, sparse traffic keeps exact timing.
 
