@@ -14,8 +14,8 @@ use std::time::Instant;
 use petrel_proto::handshake::{ControlEvent, Established};
 use petrel_proto::session::{Session, SessionError};
 
-use crate::endpoint::EndpointIo;
 use crate::error::ConnectionError;
+use crate::io::EndpointIo;
 use crate::stats::{ConnectionStats, EndpointCounters};
 
 /// State shared by a connection's handles, its timer task and the endpoint reader.
@@ -230,7 +230,8 @@ impl ConnShared {
 }
 
 /// The connection's timer task: sleeps until the earliest deadline of its state machines,
-/// runs their timers, and exits (unregistering the connection) once the connection ended.
+/// runs their timers, and exits once the connection ended (the router, which spawned it,
+/// then unregisters the connection).
 pub(crate) async fn run_timer(shared: Arc<ConnShared>) {
     loop {
         let notified = shared.timer.notified();
@@ -266,5 +267,4 @@ pub(crate) async fn run_timer(shared: Arc<ConnShared>) {
             None => notified.await,
         }
     }
-    shared.io.unregister(shared.peer, shared.conv);
 }

@@ -5,12 +5,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
-use petrel_proto::handshake::{ClientHandshake, HandshakeError};
+use petrel_proto::handshake::{ClientHandshake, Established, HandshakeError};
 
 use crate::conn::ConnShared;
-use crate::endpoint::{wall_clock_ms, EndpointIo};
 use crate::error::ConnectError;
-use crate::stats::EndpointCounters;
+use crate::io::EndpointIo;
 
 /// A `connect` in progress; the reader task feeds it the server's replies.
 #[derive(Debug)]
@@ -26,19 +25,28 @@ struct PendingState {
 }
 
 impl PendingConnect {
+    pub(crate) fn new(handshake: ClientHandshake) -> Self {
+        Self {
+            state: Mutex::new(PendingState {
+                handshake,
+                outcome: None,
+            }),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, PendingState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Feeds a reply from `peer`; returns true if this handshake consumed it. Once the
-    /// server accepts, the connection is registered right here so data that follows the
-    /// ACCEPT is never dropped for lack of a connection.
+    /// Feeds a reply; returns true if this handshake consumed it. Once the server
+    /// accepts, `create` registers the connection right here, under this handshake's
+    /// lock, so data that follows the ACCEPT is never dropped for lack of a connection.
     pub(crate) fn handle_input(
         &self,
-        io: &Arc<EndpointIo>,
         now: Instant,
-        peer: SocketAddr,
         dg: &[u8],
+        create: impl FnOnce(&Established) -> Result<Arc<ConnShared>, ConnectError>,
     ) -> bool {
         let mut st = self.lock();
         if st.outcome.is_some() {
@@ -47,7 +55,7 @@ impl PendingConnect {
         let before = st.handshake.ignored();
         match st.handshake.handle_input(now, dg) {
             Ok(Some(established)) => {
-                st.outcome = Some(io.create_connection(now, peer, &established));
+                st.outcome = Some(create(&established));
             }
             Ok(None) => {
                 if st.handshake.ignored() > before {
@@ -78,55 +86,10 @@ fn handshake_error(err: HandshakeError) -> ConnectError {
     }
 }
 
-/// Runs the client handshake with `peer` to completion.
-pub(crate) async fn run(
-    io: &Arc<EndpointIo>,
-    peer: SocketAddr,
-) -> Result<Arc<ConnShared>, ConnectError> {
-    if io.is_gone() {
-        return Err(ConnectError::EndpointGone);
-    }
-    let now = Instant::now();
-    let handshake = ClientHandshake::new(io.mode, now, wall_clock_ms(), io.next_seed())
-        .map_err(|e| ConnectError::Handshake(e.to_string()))?;
-    if let Some(established) = handshake.established() {
-        // Raw KCP: nothing to negotiate.
-        let established = *established;
-        let conn = io.create_connection(now, peer, &established)?;
-        EndpointCounters::add(&io.counters.connections_connected, 1);
-        return Ok(conn);
-    }
-    let pending = Arc::new(PendingConnect {
-        state: Mutex::new(PendingState {
-            handshake,
-            outcome: None,
-        }),
-        notify: tokio::sync::Notify::new(),
-    });
-    io.pending
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .entry(peer)
-        .or_default()
-        .push(pending.clone());
-    let result = drive(io, peer, &pending).await;
-    {
-        let mut map = io.pending.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(list) = map.get_mut(&peer) {
-            list.retain(|p| !Arc::ptr_eq(p, &pending));
-            if list.is_empty() {
-                map.remove(&peer);
-            }
-        }
-    }
-    if result.is_ok() {
-        EndpointCounters::add(&io.counters.connections_connected, 1);
-    }
-    result
-}
-
-async fn drive(
-    io: &Arc<EndpointIo>,
+/// Resends the opening datagram on the handshake's timer until the reader task sets
+/// an outcome (or the handshake times out).
+pub(crate) async fn drive(
+    io: &EndpointIo,
     peer: SocketAddr,
     pending: &PendingConnect,
 ) -> Result<Arc<ConnShared>, ConnectError> {

@@ -8,8 +8,8 @@ use bytes::Bytes;
 use petrel_proto::kcp::SendError;
 
 use crate::conn::ConnShared;
-use crate::endpoint::EndpointGuard;
 use crate::error::ConnectionError;
+use crate::router::EndpointGuard;
 use crate::stats::ConnectionStats;
 
 /// A reliable, ordered, message-oriented connection (KCP message mode).

@@ -35,8 +35,15 @@
 //! ```
 //!
 //! What lives here: the socket, the datagram router, per-connection timer tasks, the
-//! application handles. What does not: protocol logic (`petrel-proto`), impairment
-//! (`petrel-netem`), benchmarks (`petrel-bench`).
+//! application handles. What does not: protocol logic (`petrel-proto`), system calls
+//! and socket creation (`petrel-sys`), impairment (`petrel-netem`), benchmarks
+//! (`petrel-bench`).
+//!
+//! Modules, bottom to top (each imports only those before it): `config`, `error`,
+//! `stats`; `io` (the socket, sending, counters); `conn` (one connection's state and
+//! timer task); `connect` (a client handshake in progress); `router` (connections by
+//! peer and conv, the server handshake, the reader task); `connection` (the
+//! application's [`Connection`]); `endpoint` (the public [`Endpoint`]).
 
 mod config;
 mod conn;
@@ -44,7 +51,8 @@ mod connect;
 mod connection;
 mod endpoint;
 mod error;
-mod socket;
+mod io;
+mod router;
 mod stats;
 
 pub use config::{ConfigError, EndpointConfig, Mode};
@@ -55,5 +63,5 @@ pub use petrel_proto::fec::{FecConfig, FecScheme};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
 pub use petrel_proto::kcp::{KcpConfig, KcpStats};
 pub use petrel_proto::session::FecStats;
-pub use socket::SocketBuffers;
+pub use petrel_sys::SocketBuffers;
 pub use stats::{ConnectionStats, EndpointStats};

@@ -1,0 +1,488 @@
+//! The datagram router: connections by peer and conv, the server handshake, the
+//! `connect`s in progress, and the reader task that feeds them.
+//!
+//! The reader task owns the receive side of the socket. It routes each datagram by
+//! its kind: KCP data to the connection keyed by `(peer address, conv)`, control
+//! datagrams to that connection's control plane, handshake replies to a pending
+//! `connect`, and opening datagrams to the stateless server handshake. Sending is
+//! done by whoever holds a connection's lock, straight on the shared socket
+//! ([`EndpointIo`]).
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use petrel_proto::fec::FecBudget;
+use petrel_proto::handshake::{
+    Binding, ClientHandshake, DatagramKind, Established, HandshakeMode, LegacyMessage,
+    NativeMessage, ServerEvent, ServerHandshake,
+};
+use petrel_proto::session::{peek_conv, Session};
+use tokio::sync::mpsc;
+
+use crate::config::EndpointConfig;
+use crate::conn::{run_timer, ConnShared};
+use crate::connect::{self, PendingConnect};
+use crate::error::ConnectError;
+use crate::io::{wall_clock_ms, EndpointIo};
+use crate::stats::EndpointCounters;
+
+/// The cookie secret is replaced this often; cookies stay valid across one rotation.
+const SECRET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Keeps the endpoint's reader task alive while any handle exists; dropping the last
+/// one stops the reader and ends every connection.
+#[derive(Debug)]
+pub(crate) struct EndpointGuard {
+    pub(crate) router: Arc<Router>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl EndpointGuard {
+    /// Starts the reader task of `router`.
+    pub(crate) fn start(router: Arc<Router>) -> Self {
+        let reader = tokio::spawn(run_reader(router.clone()));
+        Self { router, reader }
+    }
+}
+
+impl Drop for EndpointGuard {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.router.shutdown();
+    }
+}
+
+/// Connections by `(peer, conv)`, and by `(peer, opening id)` — the nonce (native) or
+/// sync_id (legacy) of the datagram that opened them — to answer repeated openings in
+/// constant time.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub(crate) conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
+    by_opening: HashMap<(SocketAddr, u64), u32>,
+    /// Connections per peer address and per peer IP, for the per-peer limits.
+    per_address: HashMap<SocketAddr, usize>,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+impl Registry {
+    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>) {
+        if let Some(id) = opening_id(conn.established.binding) {
+            self.by_opening.insert((peer, id), conn.conv);
+        }
+        *self.per_address.entry(peer).or_default() += 1;
+        *self.per_ip.entry(peer.ip()).or_default() += 1;
+        self.conns.insert((peer, conn.conv), conn);
+    }
+
+    fn remove(&mut self, peer: SocketAddr, conv: u32) {
+        let Some(conn) = self.conns.remove(&(peer, conv)) else {
+            return;
+        };
+        if let Some(id) = opening_id(conn.established.binding) {
+            self.by_opening.remove(&(peer, id));
+        }
+        decrement(&mut self.per_address, peer);
+        decrement(&mut self.per_ip, peer.ip());
+    }
+
+    /// Whether `peer` may open one more incoming connection.
+    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> bool {
+        self.per_address.get(&peer).copied().unwrap_or(0) < config.max_connections_per_address
+            && self.per_ip.get(&peer.ip()).copied().unwrap_or(0) < config.max_connections_per_ip
+    }
+}
+
+fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
+    if let std::collections::hash_map::Entry::Occupied(mut e) = map.entry(key) {
+        *e.get_mut() -= 1;
+        if *e.get() == 0 {
+            e.remove();
+        }
+    }
+}
+
+/// The id an opening datagram (INITIAL / SYN) and the connection it opened share.
+fn opening_id(binding: Binding) -> Option<u64> {
+    match binding {
+        Binding::Native { nonce, .. } => Some(nonce),
+        Binding::Legacy { sync_id } => Some(u64::from(sync_id)),
+        Binding::Raw => None,
+    }
+}
+
+/// The opening id carried by an INITIAL or SYN datagram.
+fn opening_id_of(mode: &HandshakeMode, dg: &[u8]) -> Option<u64> {
+    match mode {
+        HandshakeMode::Native(_) => match NativeMessage::decode(dg) {
+            Ok(NativeMessage::Initial { nonce, .. }) => Some(nonce),
+            _ => None,
+        },
+        HandshakeMode::Legacy(_) => match LegacyMessage::decode(dg) {
+            Ok(LegacyMessage::Syn { sync_id }) => Some(u64::from(sync_id)),
+            _ => None,
+        },
+        HandshakeMode::Raw { .. } => None,
+    }
+}
+
+/// The connections, handshakes and queues of one endpoint, above its [`EndpointIo`].
+#[derive(Debug)]
+pub(crate) struct Router {
+    pub(crate) io: Arc<EndpointIo>,
+    pub(crate) registry: Mutex<Registry>,
+    pub(crate) server: Option<Mutex<ServerState>>,
+    pending: Mutex<HashMap<SocketAddr, Vec<Arc<PendingConnect>>>>,
+    accept_tx: mpsc::Sender<Arc<ConnShared>>,
+    /// Retained FEC shards of every connection, bounded by `config.fec.budget`.
+    pub(crate) fec_budget: FecBudget,
+}
+
+#[derive(Debug)]
+pub(crate) struct ServerState {
+    pub(crate) handshake: ServerHandshake,
+    rotated_at: Instant,
+}
+
+impl ServerState {
+    pub(crate) fn new(handshake: ServerHandshake, now: Instant) -> Self {
+        Self {
+            handshake,
+            rotated_at: now,
+        }
+    }
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Router {
+    pub(crate) fn new(
+        io: Arc<EndpointIo>,
+        server: Option<ServerState>,
+        accept_tx: mpsc::Sender<Arc<ConnShared>>,
+    ) -> Self {
+        let fec_budget = FecBudget::new(io.config.fec.budget);
+        Self {
+            io,
+            registry: Mutex::default(),
+            server: server.map(Mutex::new),
+            pending: Mutex::default(),
+            accept_tx,
+            fec_budget,
+        }
+    }
+
+    /// Creates, registers and starts a connection for a finished handshake.
+    pub(crate) fn create_connection(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        established: &Established,
+    ) -> Result<Arc<ConnShared>, ConnectError> {
+        let session = Session::with_fec_budget(
+            established,
+            &self.io.config.session_config(),
+            now,
+            self.fec_budget.clone(),
+        )
+        .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+        let shared = Arc::new(ConnShared::new(
+            peer,
+            *established,
+            session,
+            self.io.clone(),
+        ));
+        {
+            let mut reg = lock(&self.registry);
+            if reg.conns.len() >= self.io.config.max_connections {
+                EndpointCounters::add(&self.io.counters.refused_max_connections, 1);
+                return Err(ConnectError::TooManyConnections(
+                    self.io.config.max_connections,
+                ));
+            }
+            if reg.conns.contains_key(&(peer, established.conv)) {
+                return Err(ConnectError::Handshake(format!(
+                    "conv {} already in use with {peer}",
+                    established.conv
+                )));
+            }
+            reg.insert(peer, shared.clone());
+        }
+        let router = self.clone();
+        let conn = shared.clone();
+        tokio::spawn(async move {
+            run_timer(conn.clone()).await;
+            router.unregister(conn.peer, conn.conv);
+        });
+        Ok(shared)
+    }
+
+    pub(crate) fn unregister(&self, peer: SocketAddr, conv: u32) {
+        lock(&self.registry).remove(peer, conv);
+    }
+
+    pub(crate) fn lookup(&self, peer: SocketAddr, conv: u32) -> Option<Arc<ConnShared>> {
+        lock(&self.registry).conns.get(&(peer, conv)).cloned()
+    }
+
+    pub(crate) fn shutdown(&self) {
+        self.io.mark_gone();
+        let conns: Vec<_> = lock(&self.registry).conns.values().cloned().collect();
+        for conn in conns {
+            conn.abort(crate::error::ConnectionError::EndpointGone);
+        }
+        for pending in lock(&self.pending).values().flatten() {
+            pending.fail(ConnectError::EndpointGone);
+        }
+    }
+
+    /// Routes one received datagram.
+    pub(crate) fn dispatch(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        match self.io.mode.classify(dg) {
+            DatagramKind::Data => self.on_data(now, peer, dg, reply),
+            DatagramKind::NativeControl => self.on_native_control(now, peer, dg, reply),
+            DatagramKind::LegacyControl => self.on_legacy_control(now, peer, dg, reply),
+        }
+    }
+
+    fn on_data(self: &Arc<Self>, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) {
+        let Some(conv) = peek_conv(dg) else {
+            EndpointCounters::add(&self.io.counters.dropped_malformed, 1);
+            return;
+        };
+        if let Some(conn) = self.lookup(peer, conv) {
+            conn.on_data(now, dg);
+        } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
+            // Raw KCP has no handshake: the first datagram with our conv opens the connection.
+            if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
+                conn.on_data(now, dg);
+            }
+        } else {
+            EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
+        }
+    }
+
+    fn on_native_control(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        match NativeMessage::decode(dg) {
+            Ok(
+                NativeMessage::Keepalive(r)
+                | NativeMessage::KeepaliveAck(r)
+                | NativeMessage::Close(r)
+                | NativeMessage::CloseAck(r),
+            ) => match self.lookup(peer, r.conv) {
+                Some(conn) => conn.on_control(now, dg),
+                None => EndpointCounters::add(&self.io.counters.dropped_unknown, 1),
+            },
+            Ok(
+                NativeMessage::Retry { .. }
+                | NativeMessage::Accept { .. }
+                | NativeMessage::VersionNegotiation { .. },
+            ) => self.to_pending(now, peer, dg),
+            // INITIAL, and datagrams of versions we do not speak: the server decides.
+            _ => {
+                if self.repeat_reply(peer, dg, reply) {
+                    return;
+                }
+                self.server_handshake(now, peer, dg, reply);
+            }
+        }
+    }
+
+    fn on_legacy_control(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        match LegacyMessage::decode(dg) {
+            Ok(LegacyMessage::Syn { .. }) => {
+                if !self.repeat_reply(peer, dg, reply) {
+                    self.server_handshake(now, peer, dg, reply);
+                }
+            }
+            Ok(LegacyMessage::SynAck { .. }) => self.to_pending(now, peer, dg),
+            Ok(LegacyMessage::Fin { conv, .. }) => match self.lookup(peer, conv) {
+                Some(conn) => conn.on_control(now, dg),
+                None => EndpointCounters::add(&self.io.counters.dropped_unknown, 1),
+            },
+            Err(_) => EndpointCounters::add(&self.io.counters.dropped_malformed, 1),
+        }
+    }
+
+    /// A handshake reply for a `connect` in progress.
+    fn to_pending(self: &Arc<Self>, now: Instant, peer: SocketAddr, dg: &[u8]) {
+        let pendings: Vec<_> = lock(&self.pending).get(&peer).cloned().unwrap_or_default();
+        if pendings.is_empty() {
+            EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
+            return;
+        }
+        for pending in pendings {
+            if pending.handle_input(now, dg, |e| self.create_connection(now, peer, e)) {
+                return;
+            }
+        }
+    }
+
+    /// Answers an opening datagram (INITIAL / SYN) repeated by a peer that is already
+    /// connected because our ACCEPT / SYN-ACK was lost.
+    fn repeat_reply(&self, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
+        let Some(server) = self.server.as_ref() else {
+            return false;
+        };
+        let Some(id) = opening_id_of(&self.io.mode, dg) else {
+            return false;
+        };
+        let conn = {
+            let reg = lock(&self.registry);
+            let Some(conv) = reg.by_opening.get(&(peer, id)) else {
+                return false;
+            };
+            reg.conns.get(&(peer, *conv)).cloned()
+        };
+        let Some(conn) = conn else {
+            return false;
+        };
+        if !lock(server)
+            .handshake
+            .repeat_reply(&conn.established, dg, reply)
+        {
+            return false;
+        }
+        self.io.send_unattached(reply, peer);
+        EndpointCounters::add(&self.io.counters.handshake_replies, 1);
+        true
+    }
+
+    /// Feeds an opening datagram to the stateless server handshake; registers and queues
+    /// the connection it accepts.
+    fn server_handshake(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) -> Option<Arc<ConnShared>> {
+        let Some(server) = self.server.as_ref() else {
+            EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
+            return None;
+        };
+        let event = {
+            let mut server = lock(server);
+            if now.duration_since(server.rotated_at) >= SECRET_ROTATION {
+                let secret = self.io.random();
+                server.handshake.rotate_secret(secret);
+                server.rotated_at = now;
+            }
+            server.handshake.handle(now, peer, dg, reply)
+        };
+        match event {
+            ServerEvent::Drop(_) => {
+                EndpointCounters::add(&self.io.counters.dropped_handshake, 1);
+                None
+            }
+            ServerEvent::Reply(_) => {
+                self.io.send_unattached(reply, peer);
+                EndpointCounters::add(&self.io.counters.handshake_replies, 1);
+                None
+            }
+            ServerEvent::Accept(established) => {
+                if self.accept_tx.capacity() == 0 {
+                    EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);
+                    return None;
+                }
+                if !lock(&self.registry).peer_has_room(peer, &self.io.config) {
+                    EndpointCounters::add(&self.io.counters.refused_per_peer, 1);
+                    return None;
+                }
+                let conn = self.create_connection(now, peer, &established).ok()?;
+                if self.accept_tx.try_send(conn.clone()).is_err() {
+                    EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);
+                    conn.abort(crate::error::ConnectionError::Closed);
+                    return None;
+                }
+                if !reply.is_empty() {
+                    self.io.send_unattached(reply, peer);
+                }
+                EndpointCounters::add(&self.io.counters.connections_accepted, 1);
+                Some(conn)
+            }
+        }
+    }
+
+    /// Runs the client handshake with `peer` to completion.
+    pub(crate) async fn connect(
+        self: &Arc<Self>,
+        peer: SocketAddr,
+    ) -> Result<Arc<ConnShared>, ConnectError> {
+        let io = &self.io;
+        if io.is_gone() {
+            return Err(ConnectError::EndpointGone);
+        }
+        let now = Instant::now();
+        let handshake = ClientHandshake::new(io.mode, now, wall_clock_ms(), io.next_seed())
+            .map_err(|e| ConnectError::Handshake(e.to_string()))?;
+        if let Some(established) = handshake.established() {
+            // Raw KCP: nothing to negotiate.
+            let established = *established;
+            let conn = self.create_connection(now, peer, &established)?;
+            EndpointCounters::add(&io.counters.connections_connected, 1);
+            return Ok(conn);
+        }
+        let pending = Arc::new(PendingConnect::new(handshake));
+        lock(&self.pending)
+            .entry(peer)
+            .or_default()
+            .push(pending.clone());
+        let result = connect::drive(io, peer, &pending).await;
+        {
+            let mut map = lock(&self.pending);
+            if let Some(list) = map.get_mut(&peer) {
+                list.retain(|p| !Arc::ptr_eq(p, &pending));
+                if list.is_empty() {
+                    map.remove(&peer);
+                }
+            }
+        }
+        if result.is_ok() {
+            EndpointCounters::add(&io.counters.connections_connected, 1);
+        }
+        result
+    }
+}
+
+/// Reads datagrams until the endpoint is dropped.
+async fn run_reader(router: Arc<Router>) {
+    let mut buf = vec![0u8; 65_536];
+    let mut reply = Vec::with_capacity(2048);
+    loop {
+        match router.io.recv_from(&mut buf).await {
+            Ok((len, peer)) => {
+                EndpointCounters::add(&router.io.counters.datagrams_received, 1);
+                EndpointCounters::add(&router.io.counters.bytes_received, len as u64);
+                router.dispatch(Instant::now(), peer, &buf[..len], &mut reply);
+            }
+            Err(e) => {
+                // ICMP errors surface here on some platforms; they say nothing about other
+                // peers, so count them and keep serving.
+                EndpointCounters::add(&router.io.counters.recv_errors, 1);
+                tracing::debug!(error = %e, "udp recv error");
+            }
+        }
+    }
+}
