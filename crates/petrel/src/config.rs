@@ -6,6 +6,7 @@ use petrel_proto::fec::{FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS
 use petrel_proto::handshake::ControlConfig;
 use petrel_proto::kcp::{KcpConfig, MIN_MTU};
 use petrel_proto::session::{SessionConfig, CONV_PREFIX};
+use petrel_sys::range::{check_range, RangeError};
 
 /// How connections are set up (see `specs/kcp.md` §3–§4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,12 +128,14 @@ impl EndpointConfig {
                 self.kcp.mtu
             )));
         }
-        if self.fec_max_data > MAX_DATA_SHARDS {
-            return Err(ConfigError("fec_max_data must be in 0..=64".into()));
-        }
-        if self.fec_max_parity > MAX_PARITY_SHARDS {
-            return Err(ConfigError("fec_max_parity must be in 0..=16".into()));
-        }
+        let range = |e: RangeError| ConfigError(e.to_string());
+        check_range("fec_max_data", self.fec_max_data, &(0..=MAX_DATA_SHARDS)).map_err(range)?;
+        check_range(
+            "fec_max_parity",
+            self.fec_max_parity,
+            &(0..=MAX_PARITY_SHARDS),
+        )
+        .map_err(range)?;
         if self.max_connections == 0 {
             return Err(ConfigError("max_connections must be ≥ 1".into()));
         }
@@ -168,3 +171,29 @@ const FEC_OVERHEAD: usize = CONV_PREFIX + petrel_proto::fec::wire::NATIVE_OVERHE
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
 #[error("invalid endpoint configuration: {0}")]
 pub struct ConfigError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_of_range_shard_limits_name_the_field_and_range() {
+        let config = EndpointConfig {
+            fec_max_data: MAX_DATA_SHARDS + 1,
+            ..EndpointConfig::default()
+        };
+        assert_eq!(
+            config.validate(),
+            Err(ConfigError("fec_max_data = 65 is outside 0..=64".into()))
+        );
+        let config = EndpointConfig {
+            fec_max_parity: MAX_PARITY_SHARDS + 1,
+            ..EndpointConfig::default()
+        };
+        assert_eq!(
+            config.validate().map_err(|e| e.to_string()),
+            Err("invalid endpoint configuration: fec_max_parity = 17 is outside 0..=16".into())
+        );
+        assert_eq!(EndpointConfig::default().validate(), Ok(()));
+    }
+}
