@@ -15,11 +15,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use petrel_proto::cc::CongestionKind;
+use petrel_sys::range::{check_range_in, RangeError};
+use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
 use quinn::congestion::{BbrConfig, ControllerFactory, CubicConfig, NewRenoConfig};
+use quinn::VarInt;
 use quinn::{ClientConfig, Endpoint, EndpointConfig, ServerConfig, TokioRuntime, TransportConfig};
-use quinn::{VarInt, VarIntBoundsExceeded};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
-use socket2::{Domain, Protocol, Socket, Type};
 
 use crate::PetrelControllerFactory;
 
@@ -105,19 +106,14 @@ impl Default for QuicTransportConfig {
     }
 }
 
-/// A [`QuicTransportConfig`] field outside its range.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {field} = {value}: must be in {range}")]
-pub struct ConfigError {
-    /// The field's name.
-    pub field: &'static str,
-    /// The rejected value.
-    pub value: u64,
-    /// The allowed range, in words.
-    pub range: &'static str,
-}
+/// A [`QuicTransportConfig`] field outside its range (the workspace's one
+/// range-checked configuration error).
+pub type ConfigError = RangeError;
 
+/// Allowed stream, connection and send windows, bytes.
 const WINDOW_RANGE: std::ops::RangeInclusive<u64> = (64 << 10)..=(1 << 30);
+/// Allowed socket buffer request, bytes.
+const SOCKET_BUFFER_RANGE: std::ops::RangeInclusive<usize> = 4096..=(1 << 30);
 
 impl QuicTransportConfig {
     /// Checks every field's range.
@@ -130,22 +126,14 @@ impl QuicTransportConfig {
             ("receive_window", self.receive_window),
             ("send_window", self.send_window),
         ] {
-            if !WINDOW_RANGE.contains(&value) {
-                return Err(ConfigError {
-                    field,
-                    value,
-                    range: "65536..=1073741824 bytes",
-                });
-            }
+            check_range_in(field, value, &WINDOW_RANGE, "bytes")?;
         }
-        if !(4096..=1 << 30).contains(&self.socket_buffer) {
-            return Err(ConfigError {
-                field: "socket_buffer",
-                value: self.socket_buffer as u64,
-                range: "4096..=1073741824 bytes",
-            });
-        }
-        Ok(())
+        check_range_in(
+            "socket_buffer",
+            self.socket_buffer,
+            &SOCKET_BUFFER_RANGE,
+            "bytes",
+        )
     }
 
     /// quinn's transport configuration for these settings; every other parameter
@@ -155,17 +143,12 @@ impl QuicTransportConfig {
     /// A [`ConfigError`] when a field is out of range.
     pub fn transport_config(&self) -> Result<TransportConfig, ConfigError> {
         self.validate()?;
-        let varint = |field, value| {
-            VarInt::from_u64(value).map_err(|_: VarIntBoundsExceeded| ConfigError {
-                field,
-                value,
-                range: "65536..=1073741824 bytes",
-            })
-        };
+        // Validated windows are at most 1 GiB, far below VarInt's 2^62 bound.
+        let varint = |value| VarInt::from_u64(value).unwrap_or(VarInt::MAX);
         let mut transport = TransportConfig::default();
         transport
-            .stream_receive_window(varint("stream_receive_window", self.stream_receive_window)?)
-            .receive_window(varint("receive_window", self.receive_window)?)
+            .stream_receive_window(varint(self.stream_receive_window))
+            .receive_window(varint(self.receive_window))
             .send_window(self.send_window)
             .congestion_controller_factory(self.congestion.factory(self.seed));
         Ok(transport)
@@ -278,23 +261,22 @@ fn bind(
     server: Option<ServerConfig>,
     config: &QuicTransportConfig,
 ) -> Result<BoundEndpoint, QuicError> {
-    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
     // A refused size is not fatal: the granted size is read back and reported.
-    let _ = socket.set_send_buffer_size(config.socket_buffer);
-    let _ = socket.set_recv_buffer_size(config.socket_buffer);
-    socket.bind(&addr.into())?;
-    let send_buffer = socket.send_buffer_size()?;
-    let recv_buffer = socket.recv_buffer_size()?;
+    let (socket, buffers) = bind_udp(&UdpOptions {
+        buffers: BufferRequest::both(config.socket_buffer),
+        on_refusal: OnRefusal::Ignore,
+        ..UdpOptions::new(addr)
+    })?;
     let endpoint = Endpoint::new(
         EndpointConfig::default(),
         server,
-        socket.into(),
+        socket,
         Arc::new(TokioRuntime),
     )?;
     Ok(BoundEndpoint {
         endpoint,
-        send_buffer,
-        recv_buffer,
+        send_buffer: buffers.send_actual,
+        recv_buffer: buffers.recv_actual,
     })
 }
 
