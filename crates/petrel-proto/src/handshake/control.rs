@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use thiserror::Error;
 
 use super::legacy::LegacyMessage;
-use super::params::ConfigError;
+use super::params::{check, ConfigError};
 use super::wire::{ConnRef, NativeMessage};
 use super::{Binding, Established};
 
@@ -44,43 +44,30 @@ impl Default for ControlConfig {
 impl ControlConfig {
     /// Checks every field against its documented range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field, value: &dyn std::fmt::Debug, allowed| ConfigError {
-            field,
-            value: format!("{value:?}"),
-            allowed,
-        };
         let ms = Duration::from_millis;
-        if !(ms(100)..=ms(60_000)).contains(&self.keepalive_interval) {
-            return Err(err(
-                "control.keepalive_interval",
-                &self.keepalive_interval,
-                "100ms..=60s",
-            ));
-        }
-        if !(ms(1000)..=ms(3_600_000)).contains(&self.idle_timeout) {
-            return Err(err(
-                "control.idle_timeout",
-                &self.idle_timeout,
-                "1s..=3600s",
-            ));
-        }
+        check(
+            "control.keepalive_interval",
+            self.keepalive_interval,
+            &(ms(100)..=ms(60_000)),
+        )?;
+        check(
+            "control.idle_timeout",
+            self.idle_timeout,
+            &(ms(1000)..=ms(3_600_000)),
+        )?;
         if self.keepalive_interval >= self.idle_timeout {
-            return Err(err(
-                "control.keepalive_interval",
-                &self.keepalive_interval,
-                "less than control.idle_timeout",
-            ));
+            return Err(ConfigError {
+                field: "control.keepalive_interval",
+                value: format!("{:?}", self.keepalive_interval),
+                allowed: "less than control.idle_timeout".into(),
+            });
         }
-        if !(ms(10)..=ms(10_000)).contains(&self.close_resend_interval) {
-            return Err(err(
-                "control.close_resend_interval",
-                &self.close_resend_interval,
-                "10ms..=10s",
-            ));
-        }
-        if self.close_resends > 10 {
-            return Err(err("control.close_resends", &self.close_resends, "0..=10"));
-        }
+        check(
+            "control.close_resend_interval",
+            self.close_resend_interval,
+            &(ms(10)..=ms(10_000)),
+        )?;
+        check("control.close_resends", self.close_resends, &(0..=10))?;
         Ok(())
     }
 }

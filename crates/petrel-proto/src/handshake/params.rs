@@ -3,6 +3,7 @@
 use std::ops::RangeInclusive;
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, RangeError};
 use thiserror::Error;
 
 /// Allowed `mtu` (bytes of UDP payload). The lower bound leaves room for the
@@ -15,7 +16,10 @@ pub const DATA_SHARDS_RANGE: RangeInclusive<u8> = 1..=128;
 /// Allowed parity shards per FEC group.
 pub const PARITY_SHARDS_RANGE: RangeInclusive<u8> = 1..=127;
 
-/// A configuration value outside its documented range.
+/// A configuration value outside its documented range or rule.
+///
+/// Range checks build it from [`petrel_sys::RangeError`], so `allowed` is rendered
+/// from the range that was checked (`256..=9000`, `10ms..=10s`).
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error("invalid handshake config: `{field}` = {value}, allowed {allowed}")]
 pub struct ConfigError {
@@ -24,41 +28,26 @@ pub struct ConfigError {
     /// The rejected value, rendered.
     pub value: String,
     /// The allowed range or rule, rendered.
-    pub allowed: &'static str,
+    pub allowed: String,
 }
 
-pub(crate) fn check<T: PartialOrd + std::fmt::Display>(
+impl From<RangeError> for ConfigError {
+    fn from(e: RangeError) -> Self {
+        Self {
+            field: e.field,
+            value: e.value,
+            allowed: e.range,
+        }
+    }
+}
+
+/// `value` of `field` must lie in `range`.
+pub(crate) fn check<T: PartialOrd + std::fmt::Debug>(
     field: &'static str,
     value: T,
     range: &RangeInclusive<T>,
-    allowed: &'static str,
 ) -> Result<(), ConfigError> {
-    if range.contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError {
-            field,
-            value: value.to_string(),
-            allowed,
-        })
-    }
-}
-
-fn check_duration(
-    field: &'static str,
-    value: Duration,
-    range: RangeInclusive<Duration>,
-    allowed: &'static str,
-) -> Result<(), ConfigError> {
-    if range.contains(&value) {
-        Ok(())
-    } else {
-        Err(ConfigError {
-            field,
-            value: format!("{value:?}"),
-            allowed,
-        })
-    }
+    check_range(field, value, range).map_err(ConfigError::from)
 }
 
 /// The FEC configuration announced in the handshake, so the receiver never has
@@ -91,20 +80,15 @@ impl FecDescriptor {
         match *self {
             Self::None => Ok(()),
             Self::Fixed { data, parity } => {
-                check("fec.data", data, &DATA_SHARDS_RANGE, "1..=128")?;
-                check("fec.parity", parity, &PARITY_SHARDS_RANGE, "1..=127")
+                check("fec.data", data, &DATA_SHARDS_RANGE)?;
+                check("fec.parity", parity, &PARITY_SHARDS_RANGE)
             }
             Self::Adaptive {
                 max_data,
                 max_parity,
             } => {
-                check("fec.max_data", max_data, &DATA_SHARDS_RANGE, "1..=128")?;
-                check(
-                    "fec.max_parity",
-                    max_parity,
-                    &PARITY_SHARDS_RANGE,
-                    "1..=127",
-                )
+                check("fec.max_data", max_data, &DATA_SHARDS_RANGE)?;
+                check("fec.max_parity", max_parity, &PARITY_SHARDS_RANGE)
             }
         }
     }
@@ -177,39 +161,26 @@ impl Default for NativeConfig {
 impl NativeConfig {
     /// Checks every field against its documented range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check("native.mtu", self.mtu, &MTU_RANGE, "256..=9000")?;
-        check("native.snd_wnd", self.snd_wnd, &WND_RANGE, "1..=32768")?;
-        check("native.rcv_wnd", self.rcv_wnd, &WND_RANGE, "1..=32768")?;
+        check("native.mtu", self.mtu, &MTU_RANGE)?;
+        check("native.snd_wnd", self.snd_wnd, &WND_RANGE)?;
+        check("native.rcv_wnd", self.rcv_wnd, &WND_RANGE)?;
         self.fec.validate()?;
+        check("native.fec_max_data", self.fec_max_data, &(0..=128))?;
+        check("native.fec_max_parity", self.fec_max_parity, &(0..=127))?;
         check(
-            "native.fec_max_data",
-            self.fec_max_data,
-            &(0..=128),
-            "0..=128",
-        )?;
-        check(
-            "native.fec_max_parity",
-            self.fec_max_parity,
-            &(0..=127),
-            "0..=127",
-        )?;
-        check_duration(
             "native.resend_interval",
             self.resend_interval,
-            Duration::from_millis(10)..=Duration::from_secs(10),
-            "10ms..=10s",
+            &(Duration::from_millis(10)..=Duration::from_secs(10)),
         )?;
-        check_duration(
+        check(
             "native.connect_timeout",
             self.connect_timeout,
-            Duration::from_millis(100)..=Duration::from_secs(120),
-            "100ms..=120s",
+            &(Duration::from_millis(100)..=Duration::from_secs(120)),
         )?;
-        check_duration(
+        check(
             "native.cookie_lifetime",
             self.cookie_lifetime,
-            Duration::from_secs(1)..=Duration::from_secs(120),
-            "1s..=120s",
+            &(Duration::from_secs(1)..=Duration::from_secs(120)),
         )
     }
 }
@@ -245,20 +216,18 @@ impl Default for LegacyConfig {
 impl LegacyConfig {
     /// Checks every field against its documented range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check("legacy.mtu", self.mtu, &MTU_RANGE, "256..=9000")?;
-        check("legacy.snd_wnd", self.snd_wnd, &WND_RANGE, "1..=32768")?;
-        check("legacy.rcv_wnd", self.rcv_wnd, &WND_RANGE, "1..=32768")?;
-        check_duration(
+        check("legacy.mtu", self.mtu, &MTU_RANGE)?;
+        check("legacy.snd_wnd", self.snd_wnd, &WND_RANGE)?;
+        check("legacy.rcv_wnd", self.rcv_wnd, &WND_RANGE)?;
+        check(
             "legacy.resend_interval",
             self.resend_interval,
-            Duration::from_millis(10)..=Duration::from_secs(10),
-            "10ms..=10s",
+            &(Duration::from_millis(10)..=Duration::from_secs(10)),
         )?;
-        check_duration(
+        check(
             "legacy.connect_timeout",
             self.connect_timeout,
-            Duration::from_millis(100)..=Duration::from_secs(120),
-            "100ms..=120s",
+            &(Duration::from_millis(100)..=Duration::from_secs(120)),
         )
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use thiserror::Error;
+use petrel_sys::range::{check_range, check_range_in, RangeError};
 
 use crate::cc::CongestionKind;
 
@@ -77,34 +77,10 @@ impl Default for KcpConfig {
     }
 }
 
-/// A configuration field outside its allowed range.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("invalid KCP config: {field} = {value} is outside {allowed}")]
-pub struct ConfigError {
-    /// The field's name in [`KcpConfig`].
-    pub field: &'static str,
-    /// The rejected value, formatted.
-    pub value: String,
-    /// The allowed range, in words.
-    pub allowed: &'static str,
-}
-
-fn check(
-    ok: bool,
-    field: &'static str,
-    value: String,
-    allowed: &'static str,
-) -> Result<(), ConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(ConfigError {
-            field,
-            value,
-            allowed,
-        })
-    }
-}
+/// A configuration field outside its allowed range: the workspace's one
+/// range-checked configuration error, its message built from the checked range
+/// (`mtu = 20 bytes is outside 50..=65507 bytes`).
+pub type ConfigError = RangeError;
 
 impl KcpConfig {
     /// The reference's conservative profile: nodelay off (backoff ×2), 100 ms RTO floor,
@@ -128,47 +104,18 @@ impl KcpConfig {
     /// # Errors
     /// A [`ConfigError`] naming the first field out of range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        check(
-            (MIN_MTU..=MAX_MTU).contains(&self.mtu),
-            "mtu",
-            format!("{} bytes", self.mtu),
-            "50..=65507 bytes",
-        )?;
-        check(
-            self.snd_wnd >= 1,
-            "snd_wnd",
-            self.snd_wnd.to_string(),
-            "1..=65535 segments",
-        )?;
-        check(
-            self.rcv_wnd >= 1,
-            "rcv_wnd",
-            self.rcv_wnd.to_string(),
-            "1..=65535 segments",
-        )?;
-        check(
-            (Duration::from_millis(1)..=Duration::from_secs(5)).contains(&self.interval),
-            "interval",
-            format!("{:?}", self.interval),
-            "1 ms..=5 s",
-        )?;
-        check(
-            (Duration::from_millis(1)..=MAX_RTO).contains(&self.min_rto),
-            "min_rto",
-            format!("{:?}", self.min_rto),
-            "1 ms..=60 s",
-        )?;
-        check(
-            (1..=1000).contains(&self.dead_link),
-            "dead_link",
-            self.dead_link.to_string(),
-            "1..=1000 retransmissions",
-        )?;
-        check(
-            (1..=1 << 20).contains(&self.send_queue_limit),
+        let ms = Duration::from_millis;
+        check_range_in("mtu", self.mtu, &(MIN_MTU..=MAX_MTU), "bytes")?;
+        check_range_in("snd_wnd", self.snd_wnd, &(1..=u16::MAX), "segments")?;
+        check_range_in("rcv_wnd", self.rcv_wnd, &(1..=u16::MAX), "segments")?;
+        check_range("interval", self.interval, &(ms(1)..=Duration::from_secs(5)))?;
+        check_range("min_rto", self.min_rto, &(ms(1)..=MAX_RTO))?;
+        check_range_in("dead_link", self.dead_link, &(1..=1000), "retransmissions")?;
+        check_range_in(
             "send_queue_limit",
-            self.send_queue_limit.to_string(),
-            "1..=1048576 segments",
+            self.send_queue_limit,
+            &(1..=1 << 20),
+            "segments",
         )
     }
 }
