@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, check_range_in, RangeError};
+
 /// Largest `data_shards` (or `max_data`) a Petrel group may have, in packets.
 ///
 /// Bounds the decoder's per-group state; kcp-go mode uses the same bound.
@@ -113,19 +115,22 @@ pub enum ConfigError {
         field: &'static str,
         /// The rejected value, formatted.
         value: String,
-        /// The allowed range, human readable.
-        range: &'static str,
+        /// The allowed range or rule, rendered (from the checked range where there
+        /// is one).
+        range: String,
     },
     /// A descriptor was not 8 bytes or carried an unknown scheme tag.
     #[error("fec descriptor: {0}")]
     BadDescriptor(&'static str),
 }
 
-fn out_of_range(field: &'static str, value: impl ToString, range: &'static str) -> ConfigError {
-    ConfigError::OutOfRange {
-        field,
-        value: value.to_string(),
-        range,
+impl From<RangeError> for ConfigError {
+    fn from(e: RangeError) -> Self {
+        Self::OutOfRange {
+            field: e.field,
+            value: e.value,
+            range: e.range,
+        }
     }
 }
 
@@ -135,55 +140,33 @@ impl FecConfig {
     /// # Errors
     /// [`ConfigError::OutOfRange`] naming the first bad field.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let data_range = "1..=64";
+        let ms = Duration::from_millis;
         match self.scheme {
             FecScheme::None => {}
             FecScheme::Fixed {
                 data_shards,
                 parity_shards,
             } => {
-                if data_shards == 0 || data_shards > MAX_DATA_SHARDS {
-                    return Err(out_of_range("data_shards", data_shards, data_range));
-                }
-                if parity_shards > MAX_PARITY_SHARDS {
-                    return Err(out_of_range("parity_shards", parity_shards, "0..=16"));
-                }
+                check_range("data_shards", data_shards, &(1..=MAX_DATA_SHARDS))?;
+                check_range("parity_shards", parity_shards, &(0..=MAX_PARITY_SHARDS))?;
             }
             FecScheme::Adaptive {
                 max_data,
                 max_parity,
                 target,
             } => {
-                if max_data == 0 || max_data > MAX_DATA_SHARDS {
-                    return Err(out_of_range("max_data", max_data, data_range));
-                }
-                if max_parity == 0 || max_parity > MAX_PARITY_SHARDS {
-                    return Err(out_of_range("max_parity", max_parity, "1..=16"));
-                }
-                if !(1e-9..=0.1).contains(&target) {
-                    return Err(out_of_range("target", target, "1e-9..=0.1"));
-                }
+                check_range("max_data", max_data, &(1..=MAX_DATA_SHARDS))?;
+                check_range("max_parity", max_parity, &(1..=MAX_PARITY_SHARDS))?;
+                check_range("target", target, &(1e-9..=0.1))?;
             }
         }
-        if self.group_wait > Duration::from_millis(65) {
-            return Err(out_of_range(
-                "group_wait",
-                format!("{:?}", self.group_wait),
-                "0..=65 ms",
-            ));
-        }
-        if !(16 << 10..=64 << 20).contains(&self.budget) {
-            return Err(out_of_range("budget", self.budget, "16 KiB..=64 MiB"));
-        }
-        if self.group_expiry < Duration::from_millis(1)
-            || self.group_expiry > Duration::from_secs(60)
-        {
-            return Err(out_of_range(
-                "group_expiry",
-                format!("{:?}", self.group_expiry),
-                "1 ms..=60 s",
-            ));
-        }
+        check_range("group_wait", self.group_wait, &(Duration::ZERO..=ms(65)))?;
+        check_range_in("budget", self.budget, &(16 << 10..=64 << 20), "bytes")?;
+        check_range(
+            "group_expiry",
+            self.group_expiry,
+            &(ms(1)..=Duration::from_secs(60)),
+        )?;
         Ok(())
     }
 

@@ -129,7 +129,7 @@ impl FecDecoder {
                 return Err(ConfigError::OutOfRange {
                     field: "scheme",
                     value: format!("{s:?}"),
-                    range: "Fixed with parity_shards >= 1 in kcp-go framing",
+                    range: "Fixed with parity_shards >= 1 in kcp-go framing".into(),
                 })
             }
             (Framing::Native, _) => (0, 0),

@@ -111,7 +111,7 @@ impl FecEncoder {
                 return Err(ConfigError::OutOfRange {
                     field: "scheme",
                     value: format!("{:?}", config.scheme),
-                    range: "Fixed with parity_shards >= 1 in kcp-go framing",
+                    range: "Fixed with parity_shards >= 1 in kcp-go framing".into(),
                 })
             }
         };
