@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use hdrhistogram::Histogram;
 use petrel_sys::batch::{RecvBatch, SendBatch};
 use petrel_sys::proc::process_cpu_time;
+use petrel_sys::range::{check_range, check_range_in, RangeError};
 use petrel_sys::socket::{set_buffers, BufferRequest, OnRefusal};
 use serde::Serialize;
 
-use crate::config::{LinkConfig, RouteConfig};
+use crate::config::{LinkConfig, RouteConfig, MAX_DELAY};
 use crate::relay::{Lateness, Relay, RelayConfig, RelayError, RelayStats};
 
 /// Why a measurement could not run.
@@ -33,6 +34,9 @@ pub enum BenchError {
         source: io::Error,
     },
     /// A parameter is out of range.
+    #[error("invalid {0}")]
+    Range(#[from] RangeError),
+    /// A parameter breaks a rule other than a range.
     #[error("invalid {0}")]
     Parameter(&'static str),
 }
@@ -223,14 +227,8 @@ impl Rig {
 }
 
 fn check(payload: usize, batch: usize) -> Result<(), BenchError> {
-    if !(16..=65_507).contains(&payload) {
-        return Err(BenchError::Parameter(
-            "payload: must be in 16..=65507 bytes",
-        ));
-    }
-    if !(1..=1024).contains(&batch) {
-        return Err(BenchError::Parameter("batch: must be in 1..=1024"));
-    }
+    check_range_in("payload", payload, &(16..=65_507), "bytes")?;
+    check_range("batch", batch, &(1..=1024))?;
     Ok(())
 }
 
@@ -271,7 +269,10 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
         }
     }
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = (process_cpu_time().unwrap_or_default().saturating_sub(cpu_start)).as_secs_f64();
+    let cpu_seconds = (process_cpu_time()
+        .unwrap_or_default()
+        .saturating_sub(cpu_start))
+    .as_secs_f64();
     std::thread::sleep(Duration::from_millis(50));
     received += rig.drain(|_| ())?;
     let relay = rig.relay.stop()?;
@@ -293,15 +294,12 @@ pub fn forwarding_ceiling(cfg: &CeilingConfig) -> Result<CeilingResult, BenchErr
 /// [`BenchError`] when a parameter is out of range or a socket or the relay fails.
 pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError> {
     check(cfg.payload, cfg.batch)?;
-    if !(1..=10_000_000).contains(&cfg.pps) {
-        return Err(BenchError::Parameter("pps: must be in 1..=10000000"));
-    }
+    check_range("pps", cfg.pps, &(1..=10_000_000))?;
+    check_range("delay", cfg.delay, &(Duration::ZERO..=MAX_DELAY))?;
     let link = LinkConfig {
         delay: cfg.delay,
         ..LinkConfig::default()
     };
-    link.validate()
-        .map_err(|_| BenchError::Parameter("delay: must be at most 60000 ms"))?;
     let mut rig = Rig::new(link, cfg.batch, Duration::from_micros(cfg.spin_us))?;
     let mut excess = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)
         .map_err(|_| BenchError::Parameter("histogram bounds"))?;
@@ -345,7 +343,10 @@ pub fn delay_accuracy(cfg: &AccuracyConfig) -> Result<AccuracyResult, BenchError
         std::thread::sleep(Duration::from_micros(50));
     }
     let offered_pps = sent as f64 / start.elapsed().as_secs_f64();
-    let cpu_seconds = (process_cpu_time().unwrap_or_default().saturating_sub(cpu_start)).as_secs_f64();
+    let cpu_seconds = (process_cpu_time()
+        .unwrap_or_default()
+        .saturating_sub(cpu_start))
+    .as_secs_f64();
     let settle = Instant::now() + cfg.delay + Duration::from_millis(100);
     while Instant::now() < settle {
         received += rig.drain(&mut record)?;

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, RangeError};
 use serde::Serialize;
 
 /// The longest delay, jitter or reorder extra delay accepted (60 s): packets held
@@ -13,7 +14,7 @@ use serde::Serialize;
 /// arithmetic far from overflow.
 pub const MAX_DELAY: Duration = Duration::from_secs(60);
 
-/// A configuration value outside its allowed range.
+/// A configuration value outside its allowed range or rule.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("invalid {field} = {value}: must be {range}")]
 pub struct ConfigError {
@@ -21,16 +22,31 @@ pub struct ConfigError {
     pub field: &'static str,
     /// The rejected value, rendered.
     pub value: String,
-    /// The allowed range, in words.
-    pub range: &'static str,
+    /// The allowed range (rendered from the checked range, `in 0.0..=1.0`) or rule
+    /// (`at least 1 packet`), in words.
+    pub range: String,
 }
 
 impl ConfigError {
-    fn new(field: &'static str, value: impl std::fmt::Display, range: &'static str) -> Self {
+    pub(crate) fn new(
+        field: &'static str,
+        value: impl std::fmt::Display,
+        rule: impl Into<String>,
+    ) -> Self {
         Self {
             field,
             value: value.to_string(),
-            range,
+            range: rule.into(),
+        }
+    }
+}
+
+impl From<RangeError> for ConfigError {
+    fn from(e: RangeError) -> Self {
+        Self {
+            field: e.field,
+            value: e.value,
+            range: format!("in {}", e.range),
         }
     }
 }
@@ -136,23 +152,11 @@ impl Default for LinkConfig {
 }
 
 fn check_probability(field: &'static str, v: f64) -> Result<(), ConfigError> {
-    if v.is_finite() && (0.0..=1.0).contains(&v) {
-        Ok(())
-    } else {
-        Err(ConfigError::new(field, v, "a probability in 0.0..=1.0"))
-    }
+    Ok(check_range(field, v, &(0.0..=1.0))?)
 }
 
 fn check_delay(field: &'static str, v: Duration) -> Result<(), ConfigError> {
-    if v <= MAX_DELAY {
-        Ok(())
-    } else {
-        Err(ConfigError::new(
-            field,
-            format!("{} ms", v.as_millis()),
-            "at most 60000 ms",
-        ))
-    }
+    Ok(check_range(field, v, &(Duration::ZERO..=MAX_DELAY))?)
 }
 
 impl LinkConfig {

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, check_range_in};
+
 use crate::config::{ConfigError, RouteConfig};
 
 pub use report::{DirectionReport, Lateness, RelayStats, RouteReport};
@@ -90,11 +92,7 @@ impl RelayConfig {
     /// # Errors
     /// The first field out of range.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let err = |field, value: String, range| ConfigError {
-            field,
-            value,
-            range,
-        };
+        let err = |field, value: String, rule: &str| ConfigError::new(field, value, rule);
         if self.upstream.port() == 0 || self.upstream.ip().is_unspecified() {
             return Err(err(
                 "upstream",
@@ -109,39 +107,23 @@ impl RelayConfig {
                 "an address other than the relay's own listen address",
             ));
         }
-        if !(1..=65_536).contains(&self.max_routes) {
-            return Err(err(
-                "max_routes",
-                self.max_routes.to_string(),
-                "in 1..=65536",
-            ));
-        }
+        let ms = Duration::from_millis;
+        check_range("max_routes", self.max_routes, &(1..=65_536))?;
         if let Some(idle) = self.route_idle_timeout {
-            if !(Duration::from_millis(10)..=Duration::from_secs(86_400)).contains(&idle) {
-                return Err(err(
-                    "route_idle_timeout",
-                    format!("{} ms", idle.as_millis()),
-                    "in 10..=86400000 ms",
-                ));
-            }
+            check_range(
+                "route_idle_timeout",
+                idle,
+                &(ms(10)..=Duration::from_secs(86_400)),
+            )?;
         }
-        if !(1..=1024).contains(&self.batch) {
-            return Err(err("batch", self.batch.to_string(), "in 1..=1024"));
-        }
-        if self.spin > Duration::from_millis(10) {
-            return Err(err(
-                "spin",
-                format!("{} µs", self.spin.as_micros()),
-                "at most 10 ms",
-            ));
-        }
-        if !(4096..=1 << 30).contains(&self.socket_buffer) {
-            return Err(err(
-                "socket_buffer",
-                self.socket_buffer.to_string(),
-                "in 4096..=1073741824 bytes",
-            ));
-        }
+        check_range("batch", self.batch, &(1..=1024))?;
+        check_range("spin", self.spin, &(Duration::ZERO..=ms(10)))?;
+        check_range_in(
+            "socket_buffer",
+            self.socket_buffer,
+            &(4096..=1 << 30),
+            "bytes",
+        )?;
         self.route.validate()
     }
 }
