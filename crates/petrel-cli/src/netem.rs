@@ -377,9 +377,7 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    let loadavg_at_start = std::fs::read_to_string("/proc/loadavg")
-        .ok()
-        .map(|l| l.trim().to_owned());
+    let loadavg_at_start = petrel_sys::proc::loadavg_line();
     let batch = usize::from(args.batch);
     let ceiling_cfg = CeilingConfig {
         payload: usize::from(args.payload),
