@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, RangeError};
 use thiserror::Error;
 
 use crate::fec::{FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
@@ -64,9 +65,10 @@ pub enum SessionConfigError {
     /// The FEC configuration.
     #[error(transparent)]
     Fec(#[from] crate::fec::ConfigError),
-    /// `loss_report_interval` outside 10 ms..=10 s.
-    #[error("session: `loss_report_interval` = {0:?} is outside 10 ms..=10 s")]
-    LossReportInterval(Duration),
+    /// `loss_report_interval` outside its allowed range (10 ms..=10 s; the message
+    /// renders the range that was checked).
+    #[error("session: {0}")]
+    LossReportInterval(RangeError),
     /// `mtu` leaves no room for a KCP header after the FEC overhead.
     #[error("session: `mtu` = {mtu} bytes is too small for {overhead} bytes of FEC overhead")]
     MtuTooSmall {
@@ -86,12 +88,12 @@ impl SessionConfig {
         self.kcp.validate()?;
         self.control.validate()?;
         self.fec.validate()?;
-        if !REPORT_INTERVAL_RANGE.contains(&self.loss_report_interval) {
-            return Err(SessionConfigError::LossReportInterval(
-                self.loss_report_interval,
-            ));
-        }
-        Ok(())
+        check_range(
+            "loss_report_interval",
+            self.loss_report_interval,
+            &REPORT_INTERVAL_RANGE,
+        )
+        .map_err(SessionConfigError::LossReportInterval)
     }
 }
 
