@@ -19,9 +19,7 @@ use tokio::net::UdpSocket;
 use tokio::time::timeout;
 
 fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
+    petrel_sys::proc::rss_bytes(std::process::id()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
