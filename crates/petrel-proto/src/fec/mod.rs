@@ -37,34 +37,22 @@
 //!
 //! # Reed–Solomon library choice
 //!
-//! Measured with `cargo bench -p petrel-proto --bench fec_rs` (criterion, this
-//! 2-core machine under shared load; median per group):
+//! Two pure-Rust libraries were compared on Petrel's group shapes (4+2, 8+2, 8+4 with
+//! 64–1200-byte shards; `cargo bench -p petrel-proto --bench fec_rs` reproduces the
+//! comparison, see the README's benchmark section). `reed-solomon-simd` 3 encodes
+//! several times faster, but every decode pays a fixed cost of the order of a
+//! millisecond whatever the shard size or count, and it needs equal, even-sized
+//! shards. `reed-solomon-erasure` 6 (no `simd-accel`) decodes one to two orders of
+//! magnitude faster on these shapes, still encodes a group in microseconds, and
+//! uses the same systematic Vandermonde GF(2^8) matrix as
+//! klauspost/reedsolomon, so its parity is byte-identical to kcp-go's (checked
+//! against captured kcptun traffic in `tests/fec_kcptun.rs`). **Chosen:
+//! `reed-solomon-erasure`** for both framings: recovery is the path FEC exists for,
+//! and kcp-go compatibility needs its matrix.
 //!
-//! | shape / shard | encode erasure | encode simd | decode erasure | decode simd |
-//! |---|---:|---:|---:|---:|
-//! | 4+2 / 64 B | 0.86 µs | 0.26 µs | 1.9 µs | 863 µs |
-//! | 4+2 / 1200 B | 11.7 µs | 1.6 µs | 19.2 µs | 925 µs |
-//! | 8+2 / 64 B | 2.5 µs | 0.75 µs | 4.2 µs | 944 µs |
-//! | 8+2 / 256 B | 7.5 µs | 1.1 µs | 7.5 µs | 925 µs |
-//! | 8+2 / 1200 B | 26.3 µs | 3.1 µs | 34.6 µs | 968 µs |
-//! | 8+4 / 64 B | 4.1 µs | 0.74 µs | 6.3 µs | 935 µs |
-//! | 8+4 / 1200 B | 49.6 µs | 4.4 µs | 46.7 µs | 744 µs |
-//!
-//! "decode" rebuilds `parity_shards` lost data shards. `reed-solomon-simd` 3.1
-//! encodes 4–11× faster, but every decode costs 0.66–1.0 ms whatever the shard
-//! size or count (a fixed cost, confirmed; larger here than the ~125 µs reported
-//! elsewhere because the machine ran at load ≈ 10 on 2 cores), and it needs equal,
-//! even-sized shards. `reed-solomon-erasure` 6 (pure Rust, no `simd-accel`)
-//! decodes 16–450× faster on these shapes, encodes 8×1200 B in ~26 µs
-//! (≈ 370 MB/s, ≈ 3 Gbit/s of data per core), and uses the same systematic
-//! Vandermonde GF(2^8) matrix as klauspost/reedsolomon, so its parity is
-//! byte-identical to kcp-go's (checked against captured kcptun traffic in
-//! `tests/fec_kcptun.rs`). **Chosen: `reed-solomon-erasure`** for both framings.
-//!
-//! Whole layer (`cargo bench -p petrel-proto --bench fec_layer`, encoder → decoder,
-//! 8 × 1200 B per group): fixed 8+2 lossless 17 µs per group (≈ 530 MiB/s), with
-//! one data shard rebuilt per group 32 µs, adaptive pass-through at zero loss
-//! 1.3 µs. After warm-up neither side allocates per packet (`tests/fec_alloc.rs`).
+//! The whole layer's cost per group (encoder → decoder, lossless, with one shard
+//! rebuilt, adaptive pass-through) is `cargo bench -p petrel-proto --bench
+//! fec_layer`. After warm-up neither side allocates per packet (`tests/fec_alloc.rs`).
 //!
 //! What lives elsewhere: the ARQ (`kcp`), congestion control (`cc`), the handshake
 //! that carries the descriptor, and the sockets and timers (`petrel`).
