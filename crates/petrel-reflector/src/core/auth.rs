@@ -13,8 +13,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::cross_shard::Credential;
+use super::reflector::{PendingLogin, Reflector};
 use super::replies::RejectReason;
-use super::Reflector;
 use crate::codec::{Header, HeartbeatData};
 use crate::model::{is_valid_device_password, DeviceKey, PasswordCheck, UserRecord};
 use crate::policy::BanCheck;
@@ -22,19 +22,6 @@ use crate::policy::BanCheck;
 /// A check whose result has not come back after this long is abandoned
 /// (its device may log in again).
 pub(super) const PASSWORD_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A heartbeat waiting for its password check.
-#[derive(Debug)]
-pub(crate) struct PendingLogin {
-    key: DeviceKey,
-    src: SocketAddr,
-    header: Header,
-    data: Vec<u8>,
-    /// The hash it is checked against; a different one at completion means
-    /// the password changed meanwhile and the result is discarded.
-    phc: String,
-    started: Instant,
-}
 
 impl PendingLogin {
     fn credential(&self) -> Credential<'_> {

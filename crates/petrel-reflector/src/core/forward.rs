@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use super::cross_shard::SnapshotSource;
-use super::Reflector;
+use super::reflector::Reflector;
 use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, PacketType};
 use crate::model::{DeviceKey, Frame, StoreEvent, Transmit};
 

@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::auth::AuthStep;
+use super::reflector::Reflector;
 use super::reflector::DEV_MODEL_ANDROID;
 use super::replies::{self, RejectReason};
-use super::Reflector;
 use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
 use crate::model::{
     is_reserved_ssid, DeviceKey, DeviceRecord, StoreEvent, Transmit, UserRecord, UNGROUPED,

@@ -5,11 +5,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
-use super::auth::PendingLogin;
 use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
-use crate::codec::{self, PacketType};
+use crate::codec::{self, Header, PacketType};
 use crate::model::{
     DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
     Transmit, UNGROUPED,
@@ -25,6 +24,19 @@ pub(super) struct Session {
     pub(super) addr: SocketAddr,
     pub(super) last_seen: Instant,
     pub(super) group_id: i64,
+}
+
+/// A heartbeat waiting for its password check.
+#[derive(Debug)]
+pub(super) struct PendingLogin {
+    pub(super) key: DeviceKey,
+    pub(super) src: SocketAddr,
+    pub(super) header: Header,
+    pub(super) data: Vec<u8>,
+    /// The hash it is checked against; a different one at completion means
+    /// the password changed meanwhile and the result is discarded.
+    pub(super) phc: String,
+    pub(super) started: Instant,
 }
 
 /// The session core of one ingress shard. See the [module docs](super).
