@@ -8,16 +8,15 @@
 //! instead. A device's packets therefore always reach the same shard and
 //! stay in order, wherever they come from.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+
+use petrel_sys::hash::fnv1a64;
 use std::time::Instant;
 
 use crate::codec::{MAGIC, OFF_SSID, OFF_USERNAME, USERNAME_LEN};
 use crate::policy::{RateDecision, RateLimiter};
 
-use crate::model::SessionConfig;
-
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+use crate::model::{endpoint_hash, SessionConfig};
 
 /// Counters of the ingress front (spec §4.5 `ingress`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -105,28 +104,17 @@ pub fn shard_of(datagram: &[u8], src: SocketAddr, shards: usize) -> usize {
         (Some(magic), Some(name), Some(&ssid))
             if magic == MAGIC.as_slice() && name.iter().any(|&b| b != 0) =>
         {
-            fnv1a_from(FNV_OFFSET, name.iter().copied().chain([ssid]))
+            fnv1a64(name.iter().copied().chain([ssid]))
         }
-        _ => {
-            let h = match src.ip() {
-                IpAddr::V4(v) => fnv1a_from(FNV_OFFSET, v.octets()),
-                IpAddr::V6(v) => fnv1a_from(FNV_OFFSET, v.octets()),
-            };
-            fnv1a_from(h, src.port().to_be_bytes())
-        }
+        _ => endpoint_hash(src),
     };
     (h % n) as usize
 }
 
-/// Continues an FNV-1a-64 hash `h` over `bytes`.
-fn fnv1a_from(h: u64, bytes: impl IntoIterator<Item = u8>) -> u64 {
-    bytes
-        .into_iter()
-        .fold(h, |h, b| (h ^ u64::from(b)).wrapping_mul(FNV_PRIME))
-}
-
 #[cfg(test)]
 mod tests {
+    use petrel_sys::hash::{fnv1a64_from as fnv1a_from, FNV1A64_OFFSET as FNV_OFFSET};
+
     use super::*;
     use crate::codec::{encode, Header, PacketType};
 

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{check, ConfigRangeError};
+use petrel_sys::range::{check_range, RangeError};
 
 /// Fan-out knobs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -31,16 +31,10 @@ impl Default for FanoutConfig {
 
 impl FanoutConfig {
     /// Checks every field against its range.
-    pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check("writers", self.writers, 1, 32, "1..=32")?;
-        check("frame_queue", self.frame_queue, 1, 4096, "1..=4096")?;
-        check(
-            "max_frame_age_ms",
-            self.max_frame_age_ms,
-            1,
-            10_000,
-            "1..=10000",
-        )?;
-        check("batch", self.batch, 1, 1024, "1..=1024")
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range("writers", self.writers, &(1..=32))?;
+        check_range("frame_queue", self.frame_queue, &(1..=4096))?;
+        check_range("max_frame_age_ms", self.max_frame_age_ms, &(1..=10_000))?;
+        check_range("batch", self.batch, &(1..=1024))
     }
 }

@@ -8,7 +8,6 @@
 //! [`crate::runtime`] build on it.
 
 mod argon2_memory;
-mod config_range;
 pub(crate) mod db_location;
 mod device;
 mod directory;
@@ -25,8 +24,6 @@ mod store_event;
 mod verifier_config;
 
 pub use argon2_memory::{Argon2Memory, Verdict};
-pub(crate) use config_range::check;
-pub use config_range::ConfigRangeError;
 pub use db_location::{redact, Backend};
 pub use device::{is_reserved_ssid, DeviceKey};
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
@@ -41,6 +38,6 @@ pub use recording::{relative_path, Recording};
 pub use recording_config::RecordingConfig;
 pub use server_config::ServerConfig;
 pub use session_config::SessionConfig;
-pub use snapshot::{partition_of, Snapshot};
+pub use snapshot::{endpoint_hash, partition_of, Snapshot};
 pub use store_event::StoreEvent;
 pub use verifier_config::VerifierConfig;

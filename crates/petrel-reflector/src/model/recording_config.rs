@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{check, ConfigRangeError};
+use petrel_sys::range::{check_range, RangeError};
 
 /// Recording settings; defaults are the reference's `comm.*` site settings.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -38,23 +38,15 @@ impl Default for RecordingConfig {
 
 impl RecordingConfig {
     /// Checks every field against its range.
-    pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check(
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range(
             "recording.min_duration_ms",
             self.min_duration_ms,
-            0,
-            3_600_000,
-            "0..=3600000",
+            &(0..=3_600_000),
         )?;
-        check(
-            "recording.max_duration_s",
-            self.max_duration_s,
-            1,
-            3600,
-            "1..=3600",
-        )?;
-        check("recording.gap_ms", self.gap_ms, 100, 10_000, "100..=10000")?;
-        check("recording.max_active", self.max_active, 1, 4096, "1..=4096")
+        check_range("recording.max_duration_s", self.max_duration_s, &(1..=3600))?;
+        check_range("recording.gap_ms", self.gap_ms, &(100..=10_000))?;
+        check_range("recording.max_active", self.max_active, &(1..=4096))
     }
 
     /// The share of one of `shards` recorders: `max_active` divided evenly,

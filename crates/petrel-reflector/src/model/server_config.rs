@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::{check, redact, ConfigRangeError, FanoutConfig, RecordingConfig, SessionConfig};
+use petrel_sys::range::{check_range, RangeError};
+
+use super::{redact, FanoutConfig, RecordingConfig, SessionConfig};
 
 /// Server configuration: the TOML file's shape, with documented defaults.
 /// Its `Debug` output redacts the database password and the admin token.
@@ -90,36 +92,20 @@ impl std::fmt::Debug for ServerConfig {
 
 impl ServerConfig {
     /// Checks every field against its range.
-    pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check(
-            "default_group_id",
-            self.default_group_id,
-            1,
-            i64::MAX,
-            "1..",
-        )?;
-        check(
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range("default_group_id", self.default_group_id, &(1..=i64::MAX))?;
+        check_range(
             "reload_interval_ms",
             self.reload_interval_ms,
-            1_000,
-            3_600_000,
-            "1000..=3600000",
+            &(1_000..=3_600_000),
         )?;
-        check(
+        check_range(
             "socket_buffer_bytes",
             self.socket_buffer_bytes,
-            64 << 10,
-            256 << 20,
-            "65536..=268435456",
+            &(64 << 10..=256 << 20),
         )?;
-        check("ingress_workers", self.ingress_workers, 1, 64, "1..=64")?;
-        check(
-            "ingress_queue",
-            self.ingress_queue,
-            64,
-            1 << 20,
-            "64..=1048576",
-        )?;
+        check_range("ingress_workers", self.ingress_workers, &(1..=64))?;
+        check_range("ingress_queue", self.ingress_queue, &(64..=1 << 20))?;
         self.session.validate()?;
         self.fanout.validate()?;
         self.recording.validate()

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::{check, ConfigRangeError};
+use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
 /// Policy knobs of the session core. Durations are in ms, rates in packets/s.
@@ -62,72 +62,30 @@ impl Default for SessionConfig {
 
 impl SessionConfig {
     /// Checks every field against its range.
-    pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check(
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range(
             "offline_timeout_ms",
             self.offline_timeout_ms,
-            1_000,
-            600_000,
-            "1000..=600000",
+            &(1_000..=600_000),
         )?;
-        check(
-            "sweep_interval_ms",
-            self.sweep_interval_ms,
-            100,
-            60_000,
-            "100..=60000",
-        )?;
-        check(
-            "floor_hold_ms",
-            self.floor_hold_ms,
-            100,
-            10_000,
-            "100..=10000",
-        )?;
-        check("per_ip_pps", self.per_ip_pps, 1, 1_000_000, "1..=1000000")?;
-        check(
-            "per_endpoint_pps",
-            self.per_endpoint_pps,
-            1,
-            1_000_000,
-            "1..=1000000",
-        )?;
-        check(
-            "rate_table_max",
-            self.rate_table_max,
-            16,
-            10_000_000,
-            "16..=10000000",
-        )?;
-        check(
-            "ban_table_max",
-            self.ban_table_max,
-            16,
-            10_000_000,
-            "16..=10000000",
-        )?;
-        check(
-            "max_sessions",
-            self.max_sessions,
-            1,
-            10_000_000,
-            "1..=10000000",
-        )?;
-        check(
+        check_range("sweep_interval_ms", self.sweep_interval_ms, &(100..=60_000))?;
+        check_range("floor_hold_ms", self.floor_hold_ms, &(100..=10_000))?;
+        check_range("per_ip_pps", self.per_ip_pps, &(1..=1_000_000))?;
+        check_range("per_endpoint_pps", self.per_endpoint_pps, &(1..=1_000_000))?;
+        check_range("rate_table_max", self.rate_table_max, &(16..=10_000_000))?;
+        check_range("ban_table_max", self.ban_table_max, &(16..=10_000_000))?;
+        check_range("max_sessions", self.max_sessions, &(1..=10_000_000))?;
+        check_range(
             "password_checks_per_s",
             self.password_checks_per_s,
-            1,
-            10_000,
-            "1..=10000",
+            &(1..=10_000),
         )?;
-        check(
+        check_range(
             "password_checks_in_flight",
             self.password_checks_in_flight,
-            1,
-            256,
-            "1..=256",
+            &(1..=256),
         )?;
-        check("partitions", self.partitions, 1, 32, "1..=32")
+        check_range("partitions", self.partitions, &(1..=32))
     }
 
     pub(crate) fn offline_timeout(&self) -> Duration {

@@ -4,6 +4,8 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use petrel_sys::hash::{fnv1a64, fnv1a64_from};
+
 /// The receivers of one domain at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
@@ -45,19 +47,19 @@ impl Snapshot {
     }
 }
 
-/// FNV-1a over the address bytes and port; stable across runs.
+/// The send path of `a` among `n`: [`endpoint_hash`] modulo `n`.
 pub fn partition_of(a: SocketAddr, n: usize) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    (endpoint_hash(a) % n.max(1) as u64) as usize
+}
+
+/// FNV-1a-64 over the address bytes (4 or 16) and the big-endian port;
+/// stable across runs and processes.
+pub fn endpoint_hash(a: SocketAddr) -> u64 {
+    let h = match a.ip() {
+        IpAddr::V4(v) => fnv1a64(v.octets()),
+        IpAddr::V6(v) => fnv1a64(v.octets()),
     };
-    match a.ip() {
-        IpAddr::V4(v) => v.octets().into_iter().for_each(&mut eat),
-        IpAddr::V6(v) => v.octets().into_iter().for_each(&mut eat),
-    }
-    a.port().to_be_bytes().into_iter().for_each(&mut eat);
-    (h % n.max(1) as u64) as usize
+    fnv1a64_from(h, a.port().to_be_bytes())
 }
 
 #[cfg(test)]

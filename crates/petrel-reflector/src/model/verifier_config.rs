@@ -2,7 +2,7 @@
 
 use argon2::Params;
 
-use super::{check, ConfigRangeError};
+use petrel_sys::range::{check_range, RangeError};
 
 /// Pool size and the largest Argon2 cost it will run.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,15 +29,13 @@ impl Default for VerifierConfig {
 
 impl VerifierConfig {
     /// Checks every field against its range.
-    pub fn validate(&self) -> Result<(), ConfigRangeError> {
-        check("threads", self.threads, 1, 256, "1..=256")?;
-        check(
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range("threads", self.threads, &(1..=256))?;
+        check_range(
             "max_m_cost_kib",
             self.max_m_cost_kib,
-            Params::MIN_M_COST,
-            1 << 20,
-            "8..=1048576",
+            &(Params::MIN_M_COST..=1 << 20),
         )?;
-        check("max_t_cost", self.max_t_cost, 1, 64, "1..=64")
+        check_range("max_t_cost", self.max_t_cost, &(1..=64))
     }
 }

@@ -79,7 +79,7 @@ pub fn render_metrics(s: &ServerStats) -> String {
         );
     }
     for (n, v) in [
-        ("requested", s.socket.requested),
+        ("requested", s.socket.recv_requested.unwrap_or_default()),
         ("recv_actual", s.socket.recv_actual),
         ("send_actual", s.socket.send_actual),
     ] {
@@ -162,7 +162,7 @@ async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response 
         "session": serde_json::Value::Object(map(s.session.counters())),
         "recording": serde_json::Value::Object(map(s.recording.counters())),
         "socket_buffer_bytes": {
-            "requested": s.socket.requested,
+            "requested": s.socket.recv_requested.unwrap_or_default(),
             "recv_actual": s.socket.recv_actual,
             "send_actual": s.socket.send_actual,
         },

@@ -11,20 +11,22 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use socket2::{Domain, Protocol, Socket, Type};
+use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpOptions};
 use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::fanout::FanoutEngine;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
-use super::stats::{ServerStats, SocketBuffers, StatsSource};
+use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
 use super::store_writer::spawn_store_writer;
 use super::unix_ms;
 use super::verifier::{PasswordVerifier, VerifierError};
 use crate::core::{Ingress, Recorder, Reflector};
-use crate::model::{ConfigRangeError, Directory, VerifierConfig};
+use petrel_sys::range::RangeError;
+
+use crate::model::{Directory, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -36,7 +38,7 @@ const MIN_SHARD_QUEUE: usize = 64;
 pub enum ServerError {
     /// A configuration value is out of range.
     #[error("config: {0}")]
-    Config(#[from] ConfigRangeError),
+    Config(#[from] RangeError),
     /// Opening or loading the store failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),
@@ -60,24 +62,13 @@ pub struct ServerHandle {
 }
 
 fn bind(cfg: &ServerConfig) -> std::io::Result<(UdpSocket, SocketBuffers)> {
-    let s = Socket::new(
-        Domain::for_address(cfg.listen),
-        Type::DGRAM,
-        Some(Protocol::UDP),
-    )?;
-    if cfg.listen.is_ipv6() {
-        s.set_only_v6(false)?;
-    }
     // Buffers are a request; the kernel may clamp them (net.core.rmem_max).
-    let _ = s.set_recv_buffer_size(cfg.socket_buffer_bytes);
-    let _ = s.set_send_buffer_size(cfg.socket_buffer_bytes);
-    s.bind(&cfg.listen.into())?;
-    let buffers = SocketBuffers {
-        requested: cfg.socket_buffer_bytes,
-        recv_actual: s.recv_buffer_size().unwrap_or(0),
-        send_actual: s.send_buffer_size().unwrap_or(0),
-    };
-    let sock: UdpSocket = s.into();
+    let (sock, buffers) = bind_udp(&UdpOptions {
+        buffers: BufferRequest::both(cfg.socket_buffer_bytes),
+        on_refusal: OnRefusal::Ignore,
+        dual_stack: true,
+        ..UdpOptions::new(cfg.listen)
+    })?;
     sock.set_read_timeout(Some(shard::READ_TICK))?;
     Ok((sock, buffers))
 }

@@ -3,22 +3,12 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use petrel_sys::socket::SocketBuffers;
+
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
-
-/// Requested and actual socket buffer sizes, bytes (Linux reports twice
-/// the usable size, as the reference notes).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SocketBuffers {
-    /// `socket_buffer_bytes` as configured.
-    pub requested: usize,
-    /// SO_RCVBUF read back.
-    pub recv_actual: usize,
-    /// SO_SNDBUF read back.
-    pub send_actual: usize,
-}
 
 /// Counters of a running server.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -43,7 +33,7 @@ pub struct ServerStats {
     pub recording: RecorderStats,
     /// The Argon2 verifier pool shared by the shards.
     pub password_checks: VerifierStats,
-    /// Socket buffer sizes.
+    /// Socket buffer sizes: both directions request `socket_buffer_bytes`.
     pub socket: SocketBuffers,
 }
 

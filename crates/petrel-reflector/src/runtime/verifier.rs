@@ -18,7 +18,9 @@ use std::thread::JoinHandle;
 
 use thiserror::Error;
 
-use crate::model::{Argon2Memory, ConfigRangeError, PasswordCheck, Verdict, VerifierConfig};
+use petrel_sys::range::RangeError;
+
+use crate::model::{Argon2Memory, PasswordCheck, Verdict, VerifierConfig};
 
 #[cfg(test)]
 mod tests;
@@ -28,7 +30,7 @@ mod tests;
 pub enum VerifierError {
     /// A configuration value is out of range.
     #[error(transparent)]
-    Config(#[from] ConfigRangeError),
+    Config(#[from] RangeError),
     /// A thread could not be spawned.
     #[error("spawning a verifier thread: {0}")]
     Spawn(#[from] io::Error),

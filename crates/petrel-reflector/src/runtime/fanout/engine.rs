@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{send_to_many, FanoutConfig, FanoutStats, FrameQueue, Push, SendReport, SendScratch};
+use super::{send_to_many, FanoutConfig, FanoutStats, FrameQueue, Push, SendBatch, SendReport};
 use crate::model::Frame;
 
 #[derive(Debug)]
@@ -47,12 +47,11 @@ fn send_partition(
     sock: &UdpSocket,
     frame: &Frame,
     part: usize,
-    batch: usize,
-    scratch: &mut SendScratch,
+    batch: &mut SendBatch,
     stats: &FanoutStats,
 ) {
     if let Some(targets) = frame.snapshot.partitions.get(part) {
-        let r = send_to_many(sock, &frame.packet, targets, frame.exclude, batch, scratch);
+        let r = send_to_many(sock, &frame.packet, targets, frame.exclude, batch);
         add(stats, &r);
     }
 }
@@ -82,9 +81,9 @@ impl FanoutEngine {
                 std::thread::Builder::new()
                     .name("refl-writer".into())
                     .spawn(move || {
-                        let mut scratch = SendScratch::new(batch);
+                        let mut batch = SendBatch::new(batch);
                         while let Ok((frame, part)) = rx.recv() {
-                            send_partition(&sock, &frame, part, batch, &mut scratch, &stats);
+                            send_partition(&sock, &frame, part, &mut batch, &stats);
                             if done.send(()).is_err() {
                                 break;
                             }
@@ -163,7 +162,7 @@ fn dispatch_loop(
     done: &Receiver<()>,
     batch: usize,
 ) {
-    let mut scratch = SendScratch::new(batch);
+    let mut batch = SendBatch::new(batch);
     loop {
         let frame = {
             let mut q = shared.queue.lock().unwrap_or_else(PoisonError::into_inner);
@@ -193,7 +192,7 @@ fn dispatch_loop(
                 pending += 1;
             }
         }
-        send_partition(sock, &frame, 0, batch, &mut scratch, stats);
+        send_partition(sock, &frame, 0, &mut batch, stats);
         for _ in 0..pending {
             if done.recv().is_err() {
                 return;

@@ -10,5 +10,5 @@ mod stats;
 pub use crate::model::FanoutConfig;
 pub use engine::FanoutEngine;
 pub use queue::{FrameQueue, Push};
-pub use send::{send_to_many, SendReport, SendScratch};
+pub use send::{send_to_many, SendBatch, SendReport};
 pub use stats::{FanoutStats, FanoutStatsSnapshot};
