@@ -51,23 +51,30 @@
 //!
 //! # Where the next features plug in
 //!
-//! Each is a new kind of endpoint of the same core, not a new server:
+//! Each is a new kind of endpoint of the same core, not a new server; the
+//! cross-shard tables, floors, snapshots and fan-out stay as they are.
 //!
+//! - **An endpoint type.** Today an endpoint is a `SocketAddr` in
+//!   [`core::Member`], in the partitions of [`model::Snapshot`] and in
+//!   [`model::Transmit`]. The first of the features below brings an
+//!   `Endpoint` enum in `model/endpoint.rs` (`Udp(SocketAddr)`,
+//!   `WebSocket(ConnectionId)`, `Edge(LinkId)`) in those three places.
 //! - **Type 1 app ("ghost") sessions** (JWT login, `source_group_id`
-//!   downlink): a login path beside `core/login.rs` in `core/app_login.rs`,
-//!   and an endpoint kind on the session record of `core/reflector.rs`
-//!   (today every session is a device; the datagram dispatch in
-//!   `Reflector::handle_datagram` counts Type 1 as unsupported). Receivers
-//!   publish themselves through the same [`core::Member`], so snapshots and
-//!   floors need no change.
-//! - **WebSocket receivers**: a transport, so a runtime piece
-//!   (`runtime/websocket.rs`) that feeds the same core and takes frames from
-//!   `poll_frame`; the snapshot gains an endpoint kind ([`model::Snapshot`]
-//!   holds UDP addresses today) so the fan-out writers hand WebSocket
-//!   targets to their connection tasks.
+//!   downlink): `core/app_login.rs` beside `core/login.rs`, emitting a token
+//!   check polled like [`model::PasswordCheck`] and run in the runtime; a
+//!   `SessionKind` enum (`Device`, `App { source_group_id }`) in
+//!   `model/session_kind.rs` on the session record of `core/reflector.rs`,
+//!   whose dispatch in [`core::Reflector::handle_datagram`] counts Type 1
+//!   as unsupported today; the downlink rule in `core/forward.rs`.
+//! - **WebSocket receivers**: `runtime/websocket.rs`, an upgrade route
+//!   beside `runtime/http.rs` whose connection tasks feed the shard of
+//!   their device as `Endpoint::WebSocket` and receive the replies and
+//!   frames addressed to it; the fan-out writers hand such targets to those
+//!   tasks instead of `sendmmsg`.
 //! - **Edge links (Type 0 interconnect)**: a peer reflector is one more
-//!   member of a domain; its state machine goes in `core/edge.rs`, its wire
-//!   format in `codec/`, and its socket in `runtime/edge.rs`.
+//!   member (`Endpoint::Edge`) of the domains it carries: its wire format in
+//!   `codec/interconnect.rs`, its link state machine (hello, keepalive, loop
+//!   prevention) in `core/edge.rs`, its socket in `runtime/edge.rs`.
 //!
 //! # Departures from the reference server
 //!

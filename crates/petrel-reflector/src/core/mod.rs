@@ -8,12 +8,24 @@
 //!
 //! Ingress is sharded (§4.1): an [`Ingress`] front rate-limits each datagram
 //! and picks the shard owning its device (username + SSID); each shard is
-//! one [`Reflector`] with the sessions of its devices. What spans shards
-//! (domain receivers and snapshots, floors, the ban ladder, the Argon2
-//! budget, the verified-password cache, the session count) is reached
-//! through the [`CrossShard`] port each shard is given; see
-//! [`cross_shard`](CrossShard) for the tables and why they are split the
-//! way they are. With one shard, [`Reflector::new`] owns them itself.
+//! one [`Reflector`] with the sessions of its devices. With one shard,
+//! [`Reflector::new`] owns everything itself.
+//!
+//! # Cross-shard state
+//!
+//! What spans shards (domain receivers and snapshots, floors, the ban
+//! ladder, the Argon2 budget, the verified-password cache, the session
+//! count) lives in three sans-IO tables split by traffic: a
+//! [`DomainCache`] per domain (snapshot and floor: the only one the voice
+//! path touches, once per frame, for the frame's own domain), the
+//! [`Membership`] (touched when devices come, move or go) and the
+//! [`LoginGuard`] (touched by logins). A shard reaches them through the
+//! [`CrossShard`] port it is given, so their owner is the runtime's
+//! choice: [`LocalTables`] for one shard, the runtime's `SharedTables` for
+//! many, with a lock per stripe of domains rather than one lock per frame
+//! for all of them. Password checks leave the core as
+//! [`PasswordCheck`](crate::model::PasswordCheck)s numbered per shard; the
+//! runtime answers each on the queue of the shard that emitted it.
 //!
 //! Files: `reflector.rs` (the shard's sessions and the dispatch),
 //! `login.rs` (Type 2), `auth.rs` (password checks off the ingress path),

@@ -230,7 +230,7 @@ impl Reflector {
         true
     }
 
-    /// Handles one datagram from `src` at `now` that passed the [`Ingress`]
+    /// Handles one datagram from `src` at `now` that passed the [`Ingress`](super::Ingress)
     /// rate limits and belongs to this shard.
     pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, datagram: &[u8]) {
         self.stats.received += 1;

@@ -11,15 +11,16 @@
 //! typed pools, would need every query dispatched twice.
 //!
 //! The hot path never touches it: the server loads a
-//! [`Directory`](crate::model::Directory) at start
-//! and every reload interval, and persists
-//! [`StoreEvent`](crate::model::StoreEvent)s in the background.
+//! [`Directory`](crate::model::Directory) at start and every reload
+//! interval, and persists [`StoreEvent`](crate::model::StoreEvent)s in the
+//! background.
 //!
 //! Concurrent first starts on one PostgreSQL database are serialised by an
 //! advisory lock; SQLite is embedded and expects one server per file.
 //!
-//! [`test_support`] holds throwaway stores for tests (this crate's and
-//! its integration tests); it is not meant for production code.
+//! Throwaway stores for tests live in `tests/support/scratch_store.rs`,
+//! shared by the unit tests here and the integration tests; the library
+//! does not ship them.
 
 mod accounts;
 mod events;
