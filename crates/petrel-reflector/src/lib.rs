@@ -14,7 +14,8 @@
 //! argument; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
 //! recordings, and every configuration section with its validation. None
-//! of it performs I/O, reads a clock or knows a thread exists.
+//! of it touches a socket, a file or a clock, or knows a thread exists
+//! (hashing a new device password draws its salt from the OS).
 //!
 //! **[`core`]** is the protocol as sans-IO state machines, in the style of
 //! `petrel-proto`: a [`core::Reflector`] per ingress shard is fed
@@ -42,6 +43,8 @@
 //!   shard choice).
 //! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store,
 //!   HTTP (`/healthz`, Prometheus `/metrics`, the token-auth admin API).
+//! - [`loadgen`]: the `petrel bench reflector` load generator, until it
+//!   moves to `petrel-bench` with the paths re-exported for it below.
 //!
 //! # What does not
 //!
