@@ -19,7 +19,7 @@ use argon2::password_hash::{Output, PasswordHash, Salt};
 use argon2::{Algorithm, Argon2, Block, Params, Version};
 use subtle::ConstantTimeEq;
 
-use super::VerifierConfig;
+use super::verifier_config::VerifierConfig;
 
 /// Outcome of one verification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

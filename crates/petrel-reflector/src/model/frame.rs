@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::Snapshot;
+use super::snapshot::Snapshot;
 
 /// A datagram to send to one address.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -8,7 +8,8 @@ use argon2::password_hash::{PasswordHasher, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use thiserror::Error;
 
-use super::{Argon2Memory, Verdict, VerifierConfig};
+use super::argon2_memory::{Argon2Memory, Verdict};
+use super::verifier_config::VerifierConfig;
 
 /// Why a password could not be hashed.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

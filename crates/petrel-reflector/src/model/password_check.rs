@@ -1,7 +1,8 @@
 //! One Argon2id verification request, as the core emits it and the
 //! verifier pool runs it (draarl-v1 §3.1 step 2).
 
-use super::{verify_device_password, Argon2Memory, Verdict};
+use super::argon2_memory::{Argon2Memory, Verdict};
+use super::password::verify_device_password;
 
 /// One Argon2id verification for the runtime to run off the ingress thread.
 pub struct PasswordCheck {

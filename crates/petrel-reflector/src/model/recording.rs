@@ -1,6 +1,6 @@
 //! A finished voice recording (draarl-v1 §5.3) and where its file goes.
 
-use super::DeviceKey;
+use super::device::DeviceKey;
 
 /// Duration of one Opus frame, ms (16 kHz, 960 samples).
 pub(crate) const FRAME_MS: u64 = 60;

@@ -7,7 +7,10 @@ use serde::Deserialize;
 
 use petrel_sys::range::{check_range, RangeError};
 
-use super::{redact, FanoutConfig, RecordingConfig, SessionConfig};
+use super::db_location::redact;
+use super::fanout_config::FanoutConfig;
+use super::recording_config::RecordingConfig;
+use super::session_config::SessionConfig;
 
 /// Server configuration: the TOML file's shape, with documented defaults.
 /// Its `Debug` output redacts the database password and the admin token.

@@ -1,6 +1,7 @@
 //! Changes the core asks the runtime to persist (draarl-v1 §2.5, §2.8, §5.3).
 
-use super::{DeviceKey, DeviceRecord};
+use super::device::DeviceKey;
+use super::directory::DeviceRecord;
 use crate::codec;
 
 /// A change the runtime should persist.

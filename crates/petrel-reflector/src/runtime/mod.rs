@@ -20,12 +20,6 @@ pub mod stats;
 pub mod store;
 mod store_writer;
 pub mod verifier;
+mod wall_clock;
 
 pub use shared_tables::{SharedTables, DOMAIN_STRIPES};
-
-/// The wall clock, Unix ms (0 before 1970; saturates).
-pub(crate) fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}

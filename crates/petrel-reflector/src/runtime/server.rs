@@ -21,8 +21,8 @@ use super::shared_tables::SharedTables;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
 use super::store_writer::spawn_store_writer;
-use super::unix_ms;
 use super::verifier::{PasswordVerifier, VerifierError};
+use super::wall_clock::unix_ms;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 

@@ -22,8 +22,8 @@ use tokio::sync::mpsc as tmpsc;
 use super::fanout::FanoutEngine;
 use super::stats::Published;
 use super::store_writer::Persist;
-use super::unix_ms;
 use super::verifier::{Answer, PasswordVerifier};
+use super::wall_clock::unix_ms;
 use crate::core::{Ingress, IngressStats, Reflector};
 use crate::model::Directory;
 

@@ -12,7 +12,10 @@ use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{send_to_many, FanoutConfig, FanoutStats, FrameQueue, Push, SendBatch, SendReport};
+use super::queue::{FrameQueue, Push};
+use super::send::{send_to_many, SendBatch, SendReport};
+use super::stats::FanoutStats;
+use crate::model::FanoutConfig;
 use crate::model::Frame;
 
 #[derive(Debug)]

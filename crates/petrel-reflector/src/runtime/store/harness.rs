@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use super::test_support::ScratchStore;
-use super::Backend;
+use crate::model::Backend;
 
 /// Runs `body` with the location of a fresh, empty store on `backend`,
 /// then removes that store, even if `body` panicked.

@@ -9,7 +9,7 @@
 //! (`MAX(id) + 1`, as SQLite's rowid does), so explicit ids such as 999
 //! never collide with a PostgreSQL sequence.
 
-use super::Backend;
+use crate::model::Backend;
 
 /// The bookkeeping table, then (version, SQL) for `backend`.
 pub(super) fn for_backend(backend: Backend) -> (&'static str, &'static [(i64, &'static str)]) {
