@@ -9,8 +9,9 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use petrel_bench::record::ResultRecord;
 use petrel_reflector::loadgen::{LoadConfig, ServerProcess};
-use petrel_reflector::server::{ServerConfig, ServerHandle};
-use petrel_reflector::store::{NewUser, Store, StoreOptions};
+use petrel_reflector::model::ServerConfig;
+use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 
 const DEFAULT_DB: &str = "petrel-reflector.db";
 
