@@ -15,6 +15,8 @@
 //! - [`goodput`]: bulk goodput of one connection over loopback or the `p2p`
 //!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
+//! - [`reflector`]: the reflector fan-out load generator (§D), which runs
+//!   the reflector under test in-process or as a `petrel reflector serve` child;
 //! - [`table`]: the side-by-side summary table;
 //! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
 //!   the cases of one run;
@@ -26,7 +28,7 @@
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
 //! runtime of the loopback suite and the command line (`petrel-cli` builds
-//! both). The fan-out benchmark (§D) lives with the reflector.
+//! both).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -36,6 +38,7 @@ pub mod idle;
 pub mod matrix;
 pub mod measure;
 pub mod ratios;
+pub mod reflector;
 pub mod record;
 pub mod report;
 pub mod rudp_bench;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use petrel_bench::record::ResultRecord;
-use petrel_reflector::loadgen::{LoadConfig, ServerProcess};
+use petrel_bench::reflector::{LoadConfig, ServerProcess};
 use petrel_reflector::server::{ServerConfig, ServerHandle};
 use petrel_reflector::store::{NewUser, Store, StoreOptions};
 
@@ -479,7 +479,7 @@ async fn bench(
         let mut fastest = None;
         let mut slowest_loss = 0.0;
         for (i, cfg) in stages.iter().enumerate() {
-            let r = petrel_reflector::loadgen::run(cfg).await.with_context(|| {
+            let r = petrel_bench::reflector::run(cfg).await.with_context(|| {
                 format!(
                     "stage with {} devices at {} ms",
                     cfg.devices, cfg.interval_ms

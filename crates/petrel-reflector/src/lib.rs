@@ -16,10 +16,9 @@
 //! - [`store`]: SQLite or PostgreSQL persistence (sqlx) with versioned migrations.
 //! - [`server`]: the threads and tasks that run all of the above on a UDP socket.
 //! - [`http`]: `/healthz`, Prometheus `/metrics` and the token-auth admin API.
-//! - [`loadgen`]: the `petrel bench reflector` fan-out load generator.
 //!
 //! What does not: generic UDP transport (`petrel`), link emulation
-//! (`petrel-netem`), load-generation reports (`petrel-bench`), the CLI
+//! (`petrel-netem`), the `petrel bench reflector` load generator and its reports (`petrel-bench`), the CLI
 //! (`petrel-cli`), HTML/JSON benchmark reports (`petrel-bench`).
 //!
 //! Not implemented (yet): ghost app sessions (Type 1 JWT, `source_group_id`
@@ -39,7 +38,6 @@ pub mod codec;
 pub mod directory;
 pub mod fanout;
 pub mod http;
-pub mod loadgen;
 pub mod policy;
 pub mod recording;
 pub mod server;

@@ -10,7 +10,7 @@ use std::fs;
 
 /// ns on CPU of the threads of `pid` whose name starts with `prefix` (all
 /// threads for an empty prefix); `None` if `/proc` is unavailable.
-pub fn thread_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
+pub(super) fn thread_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
     let mut total = 0u64;
     for entry in fs::read_dir(format!("/proc/{pid}/task")).ok()? {
         let path = entry.ok()?.path();
@@ -29,7 +29,7 @@ pub fn thread_cpu_ns(pid: u32, prefix: &str) -> Option<u64> {
 }
 
 /// Resident set size of `pid` in bytes.
-pub fn rss_bytes(pid: u32) -> Option<u64> {
+pub(super) fn rss_bytes(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
@@ -38,7 +38,7 @@ pub fn rss_bytes(pid: u32) -> Option<u64> {
 
 /// Whole-host CPU time summed over all CPUs, in clock ticks (`USER_HZ`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct HostCpu {
+pub(super) struct HostCpu {
     /// user + nice + system + irq + softirq.
     pub busy: u64,
     /// softirq alone (tick-sampled; included in `busy`).
@@ -51,7 +51,7 @@ pub struct HostCpu {
 
 /// Parses `/proc/stat` text; `None` if the aggregate `cpu` line is missing
 /// or has fewer than the 8 fields every kernel since 2.6.11 writes.
-pub fn parse_proc_stat(text: &str) -> Option<HostCpu> {
+pub(super) fn parse_proc_stat(text: &str) -> Option<HostCpu> {
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
     let f: Vec<u64> = line
         .split_whitespace()
@@ -77,19 +77,19 @@ pub fn parse_proc_stat(text: &str) -> Option<HostCpu> {
 }
 
 /// The host's CPU counters now.
-pub fn host_cpu() -> Option<HostCpu> {
+pub(super) fn host_cpu() -> Option<HostCpu> {
     parse_proc_stat(&fs::read_to_string("/proc/stat").ok()?)
 }
 
 /// Clock ticks per second of `/proc/stat` (`USER_HZ`, 100 on Linux).
-pub fn clock_ticks_per_s() -> u64 {
+pub(super) fn clock_ticks_per_s() -> u64 {
     // SAFETY: sysconf only reads a constant; no pointers are involved.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     u64::try_from(hz).ok().filter(|&h| h > 0).unwrap_or(100)
 }
 
 /// The 1-minute load average (`/proc/loadavg`, first field).
-pub fn load_avg_1m() -> Option<f64> {
+pub(super) fn load_avg_1m() -> Option<f64> {
     fs::read_to_string("/proc/loadavg")
         .ok()?
         .split_whitespace()
