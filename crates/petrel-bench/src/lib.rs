@@ -2,8 +2,10 @@
 //! (`specs/benchmarks.md`).
 //!
 //! What lives here:
-//! - [`record`]: the result envelope every Petrel benchmark writes (build,
-//!   host, command line, parameters, rounds, min/median/max, errors, `ok`);
+//! - [`record`]: every field of every benchmark's JSON result, in one place:
+//!   the envelope (build, host, command line, parameters, rounds,
+//!   min/median/max, errors, `ok`) and one file of typed parameter and round
+//!   structs per benchmark (`RESULTS.md` lists them with units);
 //! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
@@ -38,8 +40,8 @@ pub mod idle;
 pub mod matrix;
 pub mod measure;
 pub mod ratios;
-pub mod reflector;
 pub mod record;
+pub mod reflector;
 pub mod report;
 pub mod rudp_bench;
 pub mod table;

@@ -8,7 +8,8 @@
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+
+pub use crate::record::Percentiles;
 
 /// Highest latency a [`LatencyHistogram`] tracks exactly (60 s, in µs);
 /// larger samples are clamped to it.
@@ -153,23 +154,6 @@ impl LatencyHistogram {
             max_us: self.hist.max(),
         }
     }
-}
-
-/// Latency percentiles in µs (HDR histogram, 3 significant digits).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    /// Number of samples.
-    pub count: u64,
-    /// Mean (µs).
-    pub mean_us: f64,
-    /// Median (µs).
-    pub p50_us: u64,
-    /// 95th percentile (µs).
-    pub p95_us: u64,
-    /// 99th percentile (µs).
-    pub p99_us: u64,
-    /// Maximum (µs).
-    pub max_us: u64,
 }
 
 #[cfg(test)]

@@ -41,10 +41,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
+pub use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
 pub use config::{
     EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
 };
-pub use report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+pub use report::{EchoError, EchoReport};
 pub use run::run_echo;
 
 /// How long after the measured interval the harness waits for outstanding

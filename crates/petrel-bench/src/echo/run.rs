@@ -9,9 +9,10 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::message::{self, Header, Phase};
-use super::report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+use super::report::{EchoError, EchoReport};
 use super::{EchoClient, EchoConfig, EchoTransport, DRAIN_LIMIT};
 use crate::measure::{peak_rss_bytes, CpuSample, LatencyHistogram};
+use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
 use crate::record::{ResultRecord, SocketBuffers, Spread};
 
 /// Runs the echo benchmark of `specs/benchmarks.md` §A over `transport` on

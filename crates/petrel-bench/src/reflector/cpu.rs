@@ -3,8 +3,8 @@
 
 use std::time::Instant;
 
-use super::receive::RECV_THREAD;
 use super::procstat::{clock_ticks_per_s, host_cpu, thread_cpu_ns, HostCpu};
+use super::receive::RECV_THREAD;
 use super::LoadResult;
 
 /// Name prefix of the in-process reflector's threads.

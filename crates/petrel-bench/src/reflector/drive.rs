@@ -172,7 +172,8 @@ pub(super) fn drive(
             "child"
         } else {
             "in-process"
-        },
+        }
+        .to_owned(),
         connect_per_s,
         host_load_1m,
         recv_errors: tally.recv_errors,

@@ -18,7 +18,8 @@
 //! (`store_setup`), the reflector child (`child`), one stage's send loop
 //! (`drive`), its receive threads (`receive`), the send schedule and the
 //! heartbeats (`schedule`), CPU samples (`cpu`) and the `/proc` readers
-//! (`procstat`); the figures are [`LoadResult`].
+//! (`procstat`); the `RESULT` line (`result`). The recorded figures are
+//! [`LoadResult`], defined with every other result field in [`crate::record`].
 //!
 //! Not here: the reflector itself (`petrel_reflector::server`).
 
@@ -35,9 +36,9 @@ mod store_setup;
 
 use std::net::SocketAddr;
 
+pub use crate::record::reflector::LoadResult;
 pub use config::{LoadConfig, LoadError, ServerProcess};
 pub use device::device_ip;
-pub use result::LoadResult;
 
 use petrel_reflector::server::{ServerConfig, ServerHandle};
 

@@ -29,12 +29,11 @@ use petrel::EndpointConfig;
 use petrel_netem::RelayConfig;
 use tokio::runtime::{Builder, Handle, Runtime};
 
+pub use crate::record::rudp::{FecFigures, KcpSummary, RelayFigures, RudpParameters, RudpRound};
 pub use config::{
     FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpConfigError, MAX_IO_THREADS,
 };
-pub use report::{
-    FecFigures, KcpSummary, RelayFigures, RudpBenchReport, RudpParameters, RudpRound,
-};
+pub use report::RudpBenchReport;
 
 use crate::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use crate::echo::{run_echo, EchoConfig, EchoError, EchoErrors, RequestedBuffers, DRAIN_LIMIT};

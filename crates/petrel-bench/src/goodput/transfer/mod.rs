@@ -80,22 +80,7 @@ impl Receipt {
     }
 }
 
-/// What the sender's connection counted, when the transport exposes it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct SenderStats {
-    /// Datagrams (or TCP segments) sent.
-    pub packets_sent: Option<u64>,
-    /// Packets declared lost (QUIC) or retransmitted (RUDP: timeout + fast).
-    pub packets_lost_or_retransmitted: Option<u64>,
-    /// Congestion window at the end, bytes.
-    pub cwnd_bytes: Option<u64>,
-    /// Smoothed RTT at the end, ms.
-    pub srtt_ms: Option<f64>,
-    /// `SO_SNDBUF` granted to the sender's socket, bytes.
-    pub send_buffer: Option<usize>,
-    /// `SO_RCVBUF` granted to the receiver's socket, bytes.
-    pub recv_buffer: Option<usize>,
-}
+pub use crate::record::goodput::SenderStats;
 
 /// One completed transfer.
 #[derive(Debug, Clone)]

@@ -5,8 +5,10 @@
 //! files alone, so it carries the exact command line, build (git revision,
 //! rustc), host (CPU model, logical cores, kernel), start time, all parameters,
 //! socket buffers, per-round figures with min/median/max, error counters and
-//! the `ok` verdict. Benchmark-specific parts (`parameters`, `rounds`) are
-//! `serde_json::Value`s so every benchmark shares one envelope.
+//! the `ok` verdict. The benchmark-specific parts (`parameters`, `rounds`) are
+//! written from the typed structs of the sibling modules and held here as
+//! `serde_json::Value`s, so one envelope reads the files of every benchmark,
+//! old ones included.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -173,6 +175,23 @@ impl Spread {
     }
 }
 
+/// Latency percentiles in µs (HDR histogram, 3 significant digits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean (µs).
+    pub mean_us: f64,
+    /// Median (µs).
+    pub p50_us: u64,
+    /// 95th percentile (µs).
+    pub p95_us: u64,
+    /// 99th percentile (µs).
+    pub p99_us: u64,
+    /// Maximum (µs).
+    pub max_us: u64,
+}
+
 /// One benchmark result: the envelope shared by every Petrel benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRecord {
@@ -192,11 +211,13 @@ pub struct ResultRecord {
     pub host: HostInfo,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,
-    /// Every parameter of the run.
+    /// Every parameter of the run: the benchmark's parameters struct
+    /// (see the table in [`crate::record`]).
     pub parameters: serde_json::Value,
     /// Socket buffers, when the benchmark owns sockets.
     pub socket_buffers: Option<SocketBuffers>,
-    /// Per-round figures, in round order.
+    /// Per-round figures, in round order: the benchmark's round struct
+    /// (see the table in [`crate::record`]).
     pub rounds: Vec<serde_json::Value>,
     /// Min/median/max across rounds of each headline figure.
     pub summary: BTreeMap<String, Spread>,
