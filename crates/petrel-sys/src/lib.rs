@@ -1,0 +1,71 @@
+//! Petrel's system I/O layer: every system call the other crates make lives here.
+//!
+//! # Layers
+//!
+//! Petrel follows quinn's split. `petrel-proto` is the protocol with no I/O: it is
+//! fed datagrams and the time, and polled for datagrams to send and the next
+//! deadline. The runtimes (`petrel`, `petrel-quic`, `petrel-netem`'s relay, the
+//! reflector's server, the benchmarks) own threads, sockets and clocks. This crate
+//! sits under all of them, as `quinn-udp` sits under `quinn`: it turns "send these
+//! datagrams", "read what is waiting", "how much CPU did that take" into the
+//! system calls that do it fastest on Linux, with a portable fallback elsewhere,
+//! and reports what the kernel actually did (granted buffer sizes, partial sends,
+//! `WouldBlock`) instead of what was asked.
+//!
+//! Dependencies point down only: this crate depends on `libc`, `socket2`, `serde`
+//! and `thiserror`, never on another Petrel crate. Two small pure helpers live here
+//! too, because every crate needs them and a leaf is the only place all can share
+//! without a cycle: the FNV-1a hash and the range-checked configuration error.
+//!
+//! # What lives here
+//!
+//! - [`socket`]: UDP socket creation with requested buffer sizes and the sizes the
+//!   kernel granted ([`SocketBuffers`], one type for every crate; the benchmarks'
+//!   server + client pair is [`ServerClientBuffers`]).
+//! - [`batch`]: batched send — many payloads to many destinations (`sendmmsg`), one
+//!   payload split in segments for one destination (UDP GSO, falling back to
+//!   `sendmmsg` when the kernel refuses) — and batched receive (`recvmmsg`, UDP
+//!   GRO with the segment size reported); one `send_to`/`recv_from` per datagram
+//!   where these do not exist.
+//! - [`poll`] (Linux): an epoll set waited on with nanosecond timeouts.
+//! - [`thread`]: per-thread timer slack.
+//! - [`proc`]: process and thread CPU time, RSS and peak RSS, host CPU from
+//!   `/proc/stat`, load average, CPU model and kernel release.
+//! - [`hash`]: FNV-1a-64, the stable hash of shard and partition keys.
+//! - [`range`]: [`RangeError`] and [`check_range`], the one range-checked
+//!   configuration error, its message rendered from the range that was checked.
+//!
+//! # What does not
+//!
+//! - Protocol logic, framing, timers and policy (`petrel-proto`): nothing here
+//!   decides what to send or when.
+//! - Async runtimes: sockets are plain `std`/`socket2` ones and every batch call
+//!   takes anything `socket2::SockRef` can borrow (std, tokio, mio sockets), so a
+//!   runtime wraps a call in its own readiness (`tokio::net::UdpSocket::try_io`).
+//! - Threads, channels, clocks and counters of the callers: readers return the
+//!   kernel's numbers; turning two readings into a rate is the caller's job.
+//! - Configuration types: each crate keeps its own and validates with [`range`].
+//!
+//! # `quinn-udp`
+//!
+//! `quinn-udp` covers the one-destination GSO/GRO/ECN path of QUIC. Petrel also
+//! needs many-destination `sendmmsg` (fan-out, relays), partial sends reported per
+//! datagram and the same calls on blocking sockets, which `quinn-udp` does not
+//! expose; the one-destination path here is a single `sendmsg` with `UDP_SEGMENT`,
+//! the same system call `quinn-udp` makes.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod batch;
+pub mod hash;
+#[cfg(target_os = "linux")]
+pub mod poll;
+pub mod proc;
+pub mod range;
+pub mod socket;
+pub mod thread;
+
+pub use batch::{Received, RecvBatch, SendBatch, SendReport, Transmit};
+pub use range::{check_range, check_range_in, RangeError};
+pub use socket::{
+    bind_udp, BufferRequest, OnRefusal, ServerClientBuffers, SocketBuffers, UdpOptions,
+};
