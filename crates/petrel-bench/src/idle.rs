@@ -58,15 +58,9 @@ fn run_err(e: impl std::fmt::Display) -> IdleError {
     IdleError::Run(e.to_string())
 }
 
-/// Current resident set size from `/proc/self/statm`, bytes.
+/// Current resident set size of this process, bytes (0 if `/proc` is unreadable).
 fn current_rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+    petrel_sys::proc::rss_bytes(std::process::id()).unwrap_or(0)
 }
 
 fn totals(a: EndpointStats, b: EndpointStats) -> (u64, u64) {

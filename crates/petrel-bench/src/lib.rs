@@ -28,7 +28,8 @@
 //!   result files.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
-//! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
+//! emulator (`petrel-netem`), the reflector (`petrel-reflector`), socket
+//! creation with buffer sizes and the `/proc` readers (`petrel-sys`), the tokio
 //! runtime of the loopback suite and the command line (`petrel-cli` builds
 //! both).
 

@@ -18,12 +18,13 @@ use petrel_bench::record::reflector::{LoadResult, ReflectorParameters};
 use petrel_bench::record::rudp::{
     FecFigures, FecMode, IoModel, KcpSummary, RelayFigures, RudpParameters, RudpRound,
 };
-use petrel_bench::record::{Percentiles, ResultRecord, SocketBuffers, Spread};
+use petrel_bench::record::{Percentiles, ResultRecord, ServerClientBuffers, Spread};
 use petrel_netem::bench::{AccuracyConfig, AccuracyResult, CeilingConfig, CeilingResult};
 use petrel_netem::{
     BurstLoss, DirectionReport, GilbertElliott, Lateness, LinkConfig, LinkStats, RelayStats,
     RouteReport,
 };
+use petrel_sys::socket::SocketBuffers;
 use serde::Serialize;
 
 /// Every object key in `value`, at any depth.
@@ -119,13 +120,15 @@ fn relay_stats() -> RelayStats {
 #[test]
 fn the_envelope_is_documented() {
     let mut r = ResultRecord::begin("echo", "case", &serde_json::json!({})).unwrap();
-    r.socket_buffers = Some(SocketBuffers {
-        requested_send: Some(1),
-        requested_recv: Some(1),
-        server_send: 1,
-        server_recv: 1,
-        client_send: 1,
-        client_recv: 1,
+    let side = SocketBuffers {
+        send_requested: Some(1),
+        send_actual: 1,
+        recv_requested: Some(1),
+        recv_actual: 1,
+    };
+    r.socket_buffers = Some(ServerClientBuffers {
+        server: side,
+        client: side,
     });
     let one = Spread {
         min: 1.0,

@@ -15,6 +15,7 @@ use std::io;
 use std::path::Path;
 use std::time::SystemTime;
 
+use petrel_sys::socket::ServerClientBuffers;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON layout below; bumped on any incompatible change.
@@ -91,55 +92,22 @@ pub struct HostInfo {
 impl HostInfo {
     /// Reads the host description; fields that cannot be read become `"unknown"`.
     pub fn current() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpu_model_from_cpuinfo(&cpuinfo).unwrap_or_else(|| "unknown".to_owned());
+        let unknown = || "unknown".to_owned();
         let logical_cores = std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or_else(|_| {
-                cpuinfo
+                std::fs::read_to_string("/proc/cpuinfo")
+                    .unwrap_or_default()
                     .lines()
                     .filter(|l| l.starts_with("processor"))
                     .count()
             });
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".to_owned());
         Self {
-            cpu_model,
+            cpu_model: petrel_sys::proc::cpu_model().unwrap_or_else(unknown),
             logical_cores,
-            kernel,
+            kernel: petrel_sys::proc::kernel_release().unwrap_or_else(unknown),
         }
     }
-}
-
-/// The `model name` of the first processor in `/proc/cpuinfo` text.
-pub fn cpu_model_from_cpuinfo(cpuinfo: &str) -> Option<String> {
-    cpuinfo
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(key, _)| key.trim() == "model name")
-        .map(|(_, value)| value.trim().to_owned())
-}
-
-/// Requested and actual kernel socket buffer sizes, in bytes.
-///
-/// Linux reports back twice the requested value (bookkeeping overhead, see
-/// `socket(7)`) and caps requests at `net.core.{w,r}mem_max`, so the actual
-/// values are read back after setting rather than assumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketBuffers {
-    /// `SO_SNDBUF` requested (bytes); `None` keeps the OS default.
-    pub requested_send: Option<usize>,
-    /// `SO_RCVBUF` requested (bytes); `None` keeps the OS default.
-    pub requested_recv: Option<usize>,
-    /// `SO_SNDBUF` read back from the server socket (bytes).
-    pub server_send: usize,
-    /// `SO_RCVBUF` read back from the server socket (bytes).
-    pub server_recv: usize,
-    /// `SO_SNDBUF` read back from the first client socket (bytes).
-    pub client_send: usize,
-    /// `SO_RCVBUF` read back from the first client socket (bytes).
-    pub client_recv: usize,
 }
 
 /// Minimum, median and maximum of one figure across rounds.
@@ -214,8 +182,9 @@ pub struct ResultRecord {
     /// Every parameter of the run: the benchmark's parameters struct
     /// (see the table in [`crate::record`]).
     pub parameters: serde_json::Value,
-    /// Socket buffers, when the benchmark owns sockets.
-    pub socket_buffers: Option<SocketBuffers>,
+    /// Socket buffers of the server and the first client, when the
+    /// benchmark owns sockets (flat: `requested_send`, `server_recv`, …).
+    pub socket_buffers: Option<ServerClientBuffers>,
     /// Per-round figures, in round order: the benchmark's round struct
     /// (see the table in [`crate::record`]).
     pub rounds: Vec<serde_json::Value>,
@@ -312,16 +281,6 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_model_is_the_first_model_name() {
-        let text = "processor\t: 0\nvendor_id\t: X\nmodel name\t: Foo CPU @ 2GHz\n\nprocessor\t: 1\nmodel name\t: Bar\n";
-        assert_eq!(
-            cpu_model_from_cpuinfo(text).as_deref(),
-            Some("Foo CPU @ 2GHz")
-        );
-        assert_eq!(cpu_model_from_cpuinfo("processor : 0\n"), None);
-    }
 
     #[test]
     fn spread_of_odd_even_and_empty() {

@@ -33,6 +33,7 @@ pub mod reflector;
 pub mod rudp;
 
 pub use envelope::{
-    cpu_model_from_cpuinfo, rfc3339_utc, BuildInfo, HostInfo, Percentiles, RecordError,
-    ResultRecord, SocketBuffers, Spread, SCHEMA_VERSION,
+    rfc3339_utc, BuildInfo, HostInfo, Percentiles, RecordError, ResultRecord, Spread,
+    SCHEMA_VERSION,
 };
+pub use petrel_sys::socket::ServerClientBuffers;

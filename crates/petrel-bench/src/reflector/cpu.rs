@@ -3,7 +3,8 @@
 
 use std::time::Instant;
 
-use super::procstat::{clock_ticks_per_s, host_cpu, thread_cpu_ns, HostCpu};
+use petrel_sys::proc::{clock_ticks_per_s, host_cpu, threads_cpu_ns, HostCpu};
+
 use super::receive::RECV_THREAD;
 use super::LoadResult;
 
@@ -23,11 +24,11 @@ pub(super) struct CpuSample {
 impl CpuSample {
     /// `pid` is this process; `server` the reflector child, if it is one.
     pub(super) fn take(pid: u32, server: Option<u32>) -> Self {
-        let process_ns = thread_cpu_ns(pid, "").unwrap_or(0);
+        let process_ns = threads_cpu_ns(pid, "").unwrap_or(0);
         let (server_ns, loadgen_ns) = match server {
-            Some(child) => (thread_cpu_ns(child, "").unwrap_or(0), process_ns),
+            Some(child) => (threads_cpu_ns(child, "").unwrap_or(0), process_ns),
             None => {
-                let refl = thread_cpu_ns(pid, SERVER_THREAD).unwrap_or(0);
+                let refl = threads_cpu_ns(pid, SERVER_THREAD).unwrap_or(0);
                 (refl, process_ns.saturating_sub(refl))
             }
         };
@@ -35,7 +36,7 @@ impl CpuSample {
             at: Instant::now(),
             server_ns,
             loadgen_ns,
-            recv_ns: thread_cpu_ns(pid, RECV_THREAD).unwrap_or(0),
+            recv_ns: threads_cpu_ns(pid, RECV_THREAD).unwrap_or(0),
             host: host_cpu().unwrap_or_default(),
         }
     }

@@ -5,6 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_sys::socket::{set_buffers, BufferRequest, OnRefusal};
 
 use super::LoadError;
 
@@ -67,8 +68,11 @@ pub(super) struct Device {
 /// Binds device `i` to its own address and connects it to `server`.
 pub(super) fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadError> {
     let sock = UdpSocket::bind(SocketAddrV4::new(device_ip(i), 0))?;
-    let s2 = socket2::SockRef::from(&sock);
-    let _ = s2.set_recv_buffer_size(256 << 10);
+    let recv = BufferRequest {
+        send: None,
+        recv: Some(256 << 10),
+    };
+    let _ = set_buffers(&sock, recv, OnRefusal::Ignore);
     sock.connect(server)?;
     let mut header = Header::new(PacketType::Heartbeat);
     header.set_username(&user_of(i));

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{encode_into, PacketType};
+use petrel_sys::proc::{load_avg_1m, rss_bytes};
 
 use super::cpu::{cpu_between, CpuSample};
 use super::device::{login, make_device, unix_ns, Device, MARKER};
-use super::procstat::{load_avg_1m, rss_bytes};
 use super::receive::{self, RECV_THREAD};
 use super::schedule::{heartbeat_loop, Schedule};
 use super::{LoadConfig, LoadError, LoadResult};

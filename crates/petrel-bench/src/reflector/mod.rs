@@ -17,8 +17,8 @@
 //! simulated devices and their login (`device`), the store a stage runs on
 //! (`store_setup`), the reflector child (`child`), one stage's send loop
 //! (`drive`), its receive threads (`receive`), the send schedule and the
-//! heartbeats (`schedule`), CPU samples (`cpu`) and the `/proc` readers
-//! (`procstat`); the `RESULT` line (`result`). The recorded figures are
+//! heartbeats (`schedule`), CPU samples (`cpu`, read through
+//! `petrel_sys::proc`); the `RESULT` line (`result`). The recorded figures are
 //! [`LoadResult`], defined with every other result field in [`crate::record`].
 //!
 //! Not here: the reflector itself (`petrel_reflector::server`).
@@ -28,7 +28,6 @@ mod config;
 mod cpu;
 mod device;
 mod drive;
-mod procstat;
 mod receive;
 mod result;
 mod schedule;
