@@ -25,8 +25,8 @@ use super::pattern::Verifier;
 /// small enough that the first byte's timestamp is within 0.1 ms of the first packet.
 pub(crate) const CHUNK: usize = 16 << 10;
 
-/// Socket buffers requested for every UDP and TCP socket, bytes (Linux caps at
-/// `net.core.{w,r}mem_max`, 4 MiB on the reference host).
+/// Socket buffers requested for every UDP and TCP socket, bytes (Linux caps the
+/// request at `net.core.{w,r}mem_max`; the granted size is recorded).
 pub(crate) const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Why a transfer did not complete.
