@@ -3,6 +3,8 @@
 //! appear in the document as `` `key` ``. A field added to a struct in
 //! `src/record/` without a line in the document fails here.
 
+#![allow(clippy::unwrap_used)]
+
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
