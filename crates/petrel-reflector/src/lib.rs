@@ -43,13 +43,12 @@
 //!   shard choice).
 //! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store,
 //!   HTTP (`/healthz`, Prometheus `/metrics`, the token-auth admin API).
-//! - [`loadgen`]: the `petrel bench reflector` load generator, until it
-//!   moves to `petrel-bench` with the paths re-exported for it below.
 //!
 //! # What does not
 //!
-//! Generic UDP transport (`petrel`), link emulation (`petrel-netem`), load
-//! generation and benchmark reports (`petrel-bench`), the command line
+//! Generic UDP transport (`petrel`), link emulation (`petrel-netem`), the
+//! `petrel bench reflector` load generator and benchmark reports
+//! (`petrel-bench`), the command line
 //! (`petrel-cli`).
 //!
 //! # Where the next features plug in
@@ -93,13 +92,8 @@
 
 pub mod codec;
 pub mod core;
-pub mod loadgen;
 pub mod model;
 pub mod policy;
 pub mod runtime;
 #[cfg(test)]
 mod test_clock;
-
-/// The paths the load generator in [`loadgen`] names (it moves to
-/// `petrel-bench`, and these go with it).
-pub use runtime::{fanout, server, store};

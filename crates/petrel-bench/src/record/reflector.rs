@@ -1,8 +1,34 @@
-//! The result of one load stage and its `RESULT key=value` line (the
-//! reference's output, draarl-v1 §7.3, plus this generator's own fields).
+//! The reflector fan-out benchmark (`benchmark` = `"reflector"`,
+//! `petrel bench reflector`, draarl-v1 §7 / benchmarks §D): its parameters
+//! and the figures of one stage (one element of `rounds` per stage).
 
-/// Results of one stage; printed as a `RESULT key=value` line.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+use serde::{Deserialize, Serialize};
+
+/// Every parameter of `petrel bench reflector`, as recorded in `parameters`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReflectorParameters {
+    /// Device counts run, ascending, one level each.
+    pub levels: Vec<usize>,
+    /// Groups, which is also the number of simultaneous speakers.
+    pub groups: usize,
+    /// Voice intervals per speaker tried at each level, slowest first, ms.
+    pub interval_ms: Vec<u64>,
+    /// Voice DATA bytes per packet, bytes.
+    pub payload: usize,
+    /// Measurement time per stage, s.
+    pub duration_s: u64,
+    /// Reflector send paths.
+    pub writers: usize,
+    /// Reflector frame-age limit, ms.
+    pub max_frame_age_ms: u64,
+    /// Whether the reflector ran inside the load generator's process
+    /// instead of as a child `petrel reflector serve`.
+    pub in_process: bool,
+}
+
+/// Results of one stage: one element of `rounds`, also printed as a
+/// `RESULT key=value` line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadResult {
     /// Devices online.
     pub clients: usize,
@@ -69,24 +95,9 @@ pub struct LoadResult {
     pub server_rss_mb: Option<f64>,
     /// `"child"` or `"in-process"`: where the reflector ran, which decides
     /// what `server_cpu_cores` and the RSS fields cover.
-    pub server_process: &'static str,
+    pub server_process: String,
     /// Whole frames the reflector evicted or expired.
     pub frames_dropped: u64,
     /// Devices connected per second during login.
     pub connect_per_s: f64,
-}
-
-impl LoadResult {
-    /// The `RESULT key=value …` line.
-    pub fn result_line(&self) -> String {
-        format!(
-            "RESULT clients={} groups={} senders={} type=5 packet_bytes={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} output_mbps={:.2} latency_avg_ms={:.3} latency_p95_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} server_cpu_cores={:.3} loadgen_cpu_cores={:.3} process_rss_mb={:.1} frames_dropped={} connect_per_s={:.0} loadgen_recv_cpu_cores={:.3} host_busy_cores={:.3} host_softirq_cores={:.3} host_steal_cores={:.3} host_cpus={} host_load_1m={:.2} recv_errors={} frames_expired={} queue_high_water={} max_dispatch_ms={:.3} server_process={} server_rss_mb={}",
-            self.clients, self.groups, self.groups, self.packet_bytes, self.interval_ms, self.sent, self.expected,
-            self.received, self.loss_pct, self.output_pps, self.output_mbps, self.latency_avg_ms, self.latency_p95_ms, self.latency_p99_ms,
-            self.latency_max_ms, self.server_cpu_cores, self.loadgen_cpu_cores, self.process_rss_mb, self.frames_dropped, self.connect_per_s,
-            self.loadgen_recv_cpu_cores, self.host_busy_cores, self.host_softirq_cores, self.host_steal_cores, self.host_cpus,
-            self.host_load_1m, self.recv_errors, self.frames_expired, self.queue_high_water, self.max_dispatch_ms,
-            self.server_process, self.server_rss_mb.map_or_else(|| "na".to_owned(), |m| format!("{m:.1}"))
-        )
-    }
 }

@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use petrel_reflector::model::FanoutConfig;
+
 use super::LoadError;
-use crate::fanout::FanoutConfig;
 
 /// How long the child may take to print its addresses.
 const START_TIMEOUT: Duration = Duration::from_secs(30);

@@ -5,14 +5,17 @@
 //! files alone, so it carries the exact command line, build (git revision,
 //! rustc), host (CPU model, logical cores, kernel), start time, all parameters,
 //! socket buffers, per-round figures with min/median/max, error counters and
-//! the `ok` verdict. Benchmark-specific parts (`parameters`, `rounds`) are
-//! `serde_json::Value`s so every benchmark shares one envelope.
+//! the `ok` verdict. The benchmark-specific parts (`parameters`, `rounds`) are
+//! written from the typed structs of the sibling modules and held here as
+//! `serde_json::Value`s, so one envelope reads the files of every benchmark,
+//! old ones included.
 
 use std::collections::BTreeMap;
 use std::io;
 use std::path::Path;
 use std::time::SystemTime;
 
+use petrel_sys::socket::ServerClientBuffers;
 use serde::{Deserialize, Serialize};
 
 /// Version of the JSON layout below; bumped on any incompatible change.
@@ -89,55 +92,22 @@ pub struct HostInfo {
 impl HostInfo {
     /// Reads the host description; fields that cannot be read become `"unknown"`.
     pub fn current() -> Self {
-        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpu_model_from_cpuinfo(&cpuinfo).unwrap_or_else(|| "unknown".to_owned());
+        let unknown = || "unknown".to_owned();
         let logical_cores = std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or_else(|_| {
-                cpuinfo
+                std::fs::read_to_string("/proc/cpuinfo")
+                    .unwrap_or_default()
                     .lines()
                     .filter(|l| l.starts_with("processor"))
                     .count()
             });
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_else(|_| "unknown".to_owned());
         Self {
-            cpu_model,
+            cpu_model: petrel_sys::proc::cpu_model().unwrap_or_else(unknown),
             logical_cores,
-            kernel,
+            kernel: petrel_sys::proc::kernel_release().unwrap_or_else(unknown),
         }
     }
-}
-
-/// The `model name` of the first processor in `/proc/cpuinfo` text.
-pub fn cpu_model_from_cpuinfo(cpuinfo: &str) -> Option<String> {
-    cpuinfo
-        .lines()
-        .filter_map(|line| line.split_once(':'))
-        .find(|(key, _)| key.trim() == "model name")
-        .map(|(_, value)| value.trim().to_owned())
-}
-
-/// Requested and actual kernel socket buffer sizes, in bytes.
-///
-/// Linux reports back twice the requested value (bookkeeping overhead, see
-/// `socket(7)`) and caps requests at `net.core.{w,r}mem_max`, so the actual
-/// values are read back after setting rather than assumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SocketBuffers {
-    /// `SO_SNDBUF` requested (bytes); `None` keeps the OS default.
-    pub requested_send: Option<usize>,
-    /// `SO_RCVBUF` requested (bytes); `None` keeps the OS default.
-    pub requested_recv: Option<usize>,
-    /// `SO_SNDBUF` read back from the server socket (bytes).
-    pub server_send: usize,
-    /// `SO_RCVBUF` read back from the server socket (bytes).
-    pub server_recv: usize,
-    /// `SO_SNDBUF` read back from the first client socket (bytes).
-    pub client_send: usize,
-    /// `SO_RCVBUF` read back from the first client socket (bytes).
-    pub client_recv: usize,
 }
 
 /// Minimum, median and maximum of one figure across rounds.
@@ -173,6 +143,23 @@ impl Spread {
     }
 }
 
+/// Latency percentiles in µs (HDR histogram, 3 significant digits).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    /// Number of samples.
+    pub count: u64,
+    /// Mean (µs).
+    pub mean_us: f64,
+    /// Median (µs).
+    pub p50_us: u64,
+    /// 95th percentile (µs).
+    pub p95_us: u64,
+    /// 99th percentile (µs).
+    pub p99_us: u64,
+    /// Maximum (µs).
+    pub max_us: u64,
+}
+
 /// One benchmark result: the envelope shared by every Petrel benchmark.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResultRecord {
@@ -192,11 +179,14 @@ pub struct ResultRecord {
     pub host: HostInfo,
     /// Start time, RFC 3339 UTC.
     pub started_at: String,
-    /// Every parameter of the run.
+    /// Every parameter of the run: the benchmark's parameters struct
+    /// (see the table in [`crate::record`]).
     pub parameters: serde_json::Value,
-    /// Socket buffers, when the benchmark owns sockets.
-    pub socket_buffers: Option<SocketBuffers>,
-    /// Per-round figures, in round order.
+    /// Socket buffers of the server and the first client, when the
+    /// benchmark owns sockets (flat: `requested_send`, `server_recv`, …).
+    pub socket_buffers: Option<ServerClientBuffers>,
+    /// Per-round figures, in round order: the benchmark's round struct
+    /// (see the table in [`crate::record`]).
     pub rounds: Vec<serde_json::Value>,
     /// Min/median/max across rounds of each headline figure.
     pub summary: BTreeMap<String, Spread>,
@@ -291,16 +281,6 @@ pub fn rfc3339_utc(time: SystemTime) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_model_is_the_first_model_name() {
-        let text = "processor\t: 0\nvendor_id\t: X\nmodel name\t: Foo CPU @ 2GHz\n\nprocessor\t: 1\nmodel name\t: Bar\n";
-        assert_eq!(
-            cpu_model_from_cpuinfo(text).as_deref(),
-            Some("Foo CPU @ 2GHz")
-        );
-        assert_eq!(cpu_model_from_cpuinfo("processor : 0\n"), None);
-    }
 
     #[test]
     fn spread_of_odd_even_and_empty() {

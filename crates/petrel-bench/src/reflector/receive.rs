@@ -19,9 +19,13 @@ use hdrhistogram::Histogram;
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
 
-use super::{unix_ns, Device, LoadError, MARKER};
-use crate::codec::{decode, PacketType};
+use petrel_reflector::codec::{decode, PacketType};
 
+use super::device::{unix_ns, Device, MARKER};
+use super::LoadError;
+
+/// Name of the receive threads, for their per-thread CPU.
+pub(super) const RECV_THREAD: &str = "lg-recv";
 /// Longest a receive thread sleeps in `epoll_wait` before it looks at the
 /// stop flag again.
 const STOP_CHECK: Duration = Duration::from_millis(50);
