@@ -15,53 +15,32 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use petrel::{Endpoint, EndpointConfig, EndpointStats, Mode};
-use serde::Serialize;
 
 use crate::measure::CpuSample;
 
+use crate::record::idle::IdleParameters;
+pub use crate::record::idle::{IdleMode, IdleReport};
+
 /// Parameters of an idle-cost run.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Copy)]
 pub struct IdleConfig {
     /// Connections to open (1..=100 000).
     pub connections: usize,
     /// Measured idle interval.
-    #[serde(serialize_with = "crate::idle::secs")]
     pub measured: Duration,
     /// `"native"` or `"raw"`.
     pub mode: IdleMode,
 }
 
-/// Handshake mode of the idle connections.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IdleMode {
-    /// Native handshake: keepalive every 5 s.
-    Native,
-    /// Raw KCP: no keepalive.
-    Raw,
-}
-
-fn secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_secs_f64())
-}
-
-/// What the idle interval cost.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct IdleReport {
-    /// Connections established and verified.
-    pub connections: usize,
-    /// Seconds to open and verify all connections.
-    pub setup_seconds: f64,
-    /// Process CPU over the idle interval, % of one core.
-    pub cpu_percent: f64,
-    /// Timer wake-ups per second, both endpoints.
-    pub wakeups_per_second: f64,
-    /// Datagrams sent per second, both endpoints (keepalives and their acks).
-    pub datagrams_per_second: f64,
-    /// Resident set size after setup, bytes.
-    pub rss_bytes: u64,
-    /// Resident set growth from before setup, per connection (both ends), bytes.
-    pub rss_bytes_per_connection: f64,
+impl IdleConfig {
+    /// The parameters as recorded.
+    pub fn parameters(&self) -> IdleParameters {
+        IdleParameters {
+            connections: self.connections,
+            measured: self.measured.as_secs_f64(),
+            mode: self.mode,
+        }
+    }
 }
 
 /// Why an idle-cost run failed.
@@ -79,15 +58,9 @@ fn run_err(e: impl std::fmt::Display) -> IdleError {
     IdleError::Run(e.to_string())
 }
 
-/// Current resident set size from `/proc/self/statm`, bytes.
+/// Current resident set size of this process, bytes (0 if `/proc` is unreadable).
 fn current_rss_bytes() -> u64 {
-    let pages = std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .unwrap_or(0);
-    // SAFETY: sysconf has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    pages * u64::try_from(page).unwrap_or(4096)
+    petrel_sys::proc::rss_bytes(std::process::id()).unwrap_or(0)
 }
 
 fn totals(a: EndpointStats, b: EndpointStats) -> (u64, u64) {

@@ -2,8 +2,10 @@
 //! (`specs/benchmarks.md`).
 //!
 //! What lives here:
-//! - [`record`]: the result envelope every Petrel benchmark writes (build,
-//!   host, command line, parameters, rounds, min/median/max, errors, `ok`);
+//! - [`record`]: every field of every benchmark's JSON result, in one place:
+//!   the envelope (build, host, command line, parameters, rounds,
+//!   min/median/max, errors, `ok`) and one file of typed parameter and round
+//!   structs per benchmark (`RESULTS.md` lists them with units);
 //! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
@@ -15,6 +17,8 @@
 //! - [`goodput`]: bulk goodput of one connection over loopback or the `p2p`
 //!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
+//! - [`reflector`]: the reflector fan-out load generator (§D), which runs
+//!   the reflector under test in-process or as a `petrel reflector serve` child;
 //! - [`table`]: the side-by-side summary table;
 //! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
 //!   the cases of one run;
@@ -24,9 +28,10 @@
 //!   result files.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
-//! emulator (`petrel-netem`), the reflector (`petrel-reflector`), the tokio
+//! emulator (`petrel-netem`), the reflector (`petrel-reflector`), socket
+//! creation with buffer sizes and the `/proc` readers (`petrel-sys`), the tokio
 //! runtime of the loopback suite and the command line (`petrel-cli` builds
-//! both). The fan-out benchmark (§D) lives with the reflector.
+//! both).
 
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
@@ -37,6 +42,7 @@ pub mod matrix;
 pub mod measure;
 pub mod ratios;
 pub mod record;
+pub mod reflector;
 pub mod report;
 pub mod rudp_bench;
 pub mod table;

@@ -1,73 +1,21 @@
-//! Process resource measurement (CPU time, peak RSS) and HDR-histogram
+//! Process resource measurement (CPU %, peak RSS) and HDR-histogram
 //! latency percentiles.
 //!
 //! CPU follows `specs/benchmarks.md` §A: user + system time of the whole
 //! process from `getrusage(RUSAGE_SELF)` over an interval, where 100 % is one
-//! core fully busy (so two busy cores read 200 %).
+//! core fully busy (so two busy cores read 200 %). The readers themselves
+//! (`getrusage`, `/proc`) are `petrel_sys::proc`'s.
 
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
-use serde::{Deserialize, Serialize};
+
+pub use crate::record::Percentiles;
+pub use petrel_sys::proc::{peak_rss_bytes, process_cpu_time, reset_peak_rss};
 
 /// Highest latency a [`LatencyHistogram`] tracks exactly (60 s, in µs);
 /// larger samples are clamped to it.
 pub const MAX_TRACKED_US: u64 = 60_000_000;
-
-/// Process user + system CPU time, or `None` if `getrusage` fails.
-pub fn process_cpu_time() -> Option<Duration> {
-    let usage = rusage_self()?;
-    Some(timeval(usage.ru_utime) + timeval(usage.ru_stime))
-}
-
-/// Peak resident set size of this process (bytes) since it started or since the
-/// last successful [`reset_peak_rss`]: `VmHWM` of `/proc/self/status`, else
-/// `getrusage`'s `ru_maxrss` (which no reset affects); `None` if both fail.
-pub fn peak_rss_bytes() -> Option<u64> {
-    vm_hwm_bytes().or_else(|| {
-        let usage = rusage_self()?;
-        // Linux reports `ru_maxrss` in KiB.
-        u64::try_from(usage.ru_maxrss).ok().map(|kib| kib * 1024)
-    })
-}
-
-/// Resets the kernel's peak-RSS mark (`VmHWM`) to the current RSS, so that
-/// [`peak_rss_bytes`] covers only what runs next; used between the cases of
-/// one process. Writes `5` to `/proc/self/clear_refs` (Linux ≥ 4.0,
-/// `proc(5)`); returns whether the kernel accepted it.
-pub fn reset_peak_rss() -> bool {
-    std::fs::write("/proc/self/clear_refs", "5").is_ok()
-}
-
-fn vm_hwm_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line
-        .trim_start_matches("VmHWM:")
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
-fn rusage_self() -> Option<libc::rusage> {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: `usage` is a valid, writable rusage; getrusage only writes it.
-    let rc = unsafe { libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: getrusage returned 0, so it filled the struct (and it was zeroed).
-    Some(unsafe { usage.assume_init() })
-}
-
-fn timeval(tv: libc::timeval) -> Duration {
-    let secs = u64::try_from(tv.tv_sec).unwrap_or(0);
-    let micros = u32::try_from(tv.tv_usec).unwrap_or(0);
-    Duration::from_secs(secs) + Duration::from_micros(u64::from(micros))
-}
 
 /// A CPU-time sample at an instant; two samples give CPU % over the interval.
 #[derive(Debug, Clone, Copy)]
@@ -155,42 +103,9 @@ impl LatencyHistogram {
     }
 }
 
-/// Latency percentiles in µs (HDR histogram, 3 significant digits).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Percentiles {
-    /// Number of samples.
-    pub count: u64,
-    /// Mean (µs).
-    pub mean_us: f64,
-    /// Median (µs).
-    pub p50_us: u64,
-    /// 95th percentile (µs).
-    pub p95_us: u64,
-    /// 99th percentile (µs).
-    pub p99_us: u64,
-    /// Maximum (µs).
-    pub max_us: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn peak_rss_reset_forgets_a_freed_allocation() {
-        const BIG: usize = 64 << 20;
-        let before = peak_rss_bytes().unwrap();
-        // Touch every page so it is resident; large allocations are mmap'd and
-        // go back to the kernel when dropped.
-        let big = vec![1u8; BIG];
-        assert!(big.iter().step_by(4096).all(|&b| b == 1));
-        let peak = peak_rss_bytes().unwrap();
-        assert!(peak >= before + BIG as u64 / 2, "{peak} vs {before}");
-        drop(big);
-        assert!(reset_peak_rss(), "/proc/self/clear_refs not writable");
-        let after = peak_rss_bytes().unwrap();
-        assert!(after + BIG as u64 / 2 <= peak, "{after} vs {peak}");
-    }
 
     #[test]
     fn percentiles_of_a_known_distribution() {

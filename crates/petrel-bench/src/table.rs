@@ -1,6 +1,6 @@
 //! Side-by-side summary table of benchmark cases.
 //!
-//! On shared 2-core machines absolute figures are not comparable with
+//! On a small or shared machine absolute figures are not comparable with
 //! published ones; ratios between cases measured in one run are
 //! (`specs/benchmarks.md`), hence one table for all cases of a run.
 

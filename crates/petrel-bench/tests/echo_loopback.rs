@@ -78,9 +78,9 @@ async fn udp_echo_is_clean_and_records_buffers() {
     assert_clean(&report);
     assert_json_fields(&report);
     let buffers = report.record.socket_buffers.unwrap();
-    assert_eq!(buffers.requested_recv, Some(4 * 1024 * 1024));
-    assert_eq!(buffers.requested_send, Some(64 * 1024));
-    assert!(buffers.server_recv > 0 && buffers.client_send > 0);
+    assert_eq!(buffers.server.recv_requested, Some(4 * 1024 * 1024));
+    assert_eq!(buffers.server.send_requested, Some(64 * 1024));
+    assert!(buffers.server.recv_actual > 0 && buffers.client.send_actual > 0);
     assert_eq!(report.record.errors["lost"], 0);
 }
 

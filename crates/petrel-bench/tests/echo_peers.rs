@@ -9,11 +9,9 @@ use petrel_bench::echo::kcp::KcpTransport;
 use petrel_bench::echo::quic::QuicTransport;
 use petrel_bench::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use petrel_bench::echo::websocket::WebSocketTransport;
-use petrel_bench::echo::{
-    peers, run_echo, EchoConfig, EchoReport, EchoTransport, RequestedBuffers,
-};
+use petrel_bench::echo::{peers, run_echo, BufferRequest, EchoConfig, EchoReport, EchoTransport};
 
-const BUFFERS: RequestedBuffers = RequestedBuffers {
+const BUFFERS: BufferRequest = BufferRequest {
     send: Some(DEFAULT_SEND_BUFFER),
     recv: Some(DEFAULT_RECV_BUFFER),
 };
@@ -58,7 +56,7 @@ async fn kcp_echo_is_clean_and_names_its_peer() {
     assert_eq!(report.record.parameters["peer"], peers::KCP);
     assert!(peers::KCP.starts_with("tokio_kcp 0."));
     let buffers = report.record.socket_buffers.unwrap();
-    assert_eq!(buffers.requested_recv, Some(DEFAULT_RECV_BUFFER));
+    assert_eq!(buffers.server.recv_requested, Some(DEFAULT_RECV_BUFFER));
     // Fragmented into 55 KCP segments of MTU 1200, within the 128/512 windows.
     run_clean(&t, &short(1, 1, 65_507)).await;
 }

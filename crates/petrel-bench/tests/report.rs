@@ -107,7 +107,7 @@ fn report_has_titles_a_bar_per_case_and_the_numbers() {
         let rss_mib = format!("{:.1}", r.peak_rss_bytes.unwrap() as f64 / 1048576.0);
         assert!(html.contains(&rss_mib));
         let buffers = r.socket_buffers.unwrap();
-        assert!(html.contains(&buffers.server_recv.to_string()));
+        assert!(html.contains(&buffers.server.recv_actual.to_string()));
         assert!(html.contains(&r.command_line[1..].join(" ")));
     }
     for peer in ["tokio_kcp 0.", "quinn 0.11.", "tokio-tungstenite 0."] {

@@ -29,7 +29,7 @@ use petrel_bench::echo::rudp::RudpTransport;
 use petrel_bench::echo::tcp::TcpTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use petrel_bench::echo::websocket::WebSocketTransport;
-use petrel_bench::echo::{run_echo, EchoConfig, EchoError, EchoReport, RequestedBuffers};
+use petrel_bench::echo::{run_echo, BufferRequest, EchoConfig, EchoError, EchoReport};
 use petrel_bench::measure::reset_peak_rss;
 use petrel_bench::ratios;
 use petrel_bench::record::{rfc3339_utc, ResultRecord};
@@ -234,7 +234,7 @@ fn case_name(protocol: Protocol, cfg: &EchoConfig) -> String {
 /// The one place a protocol becomes a transport.
 async fn run_case(
     protocol: Protocol,
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
     cfg: &EchoConfig,
 ) -> Result<EchoReport, EchoError> {
     let case = case_name(protocol, cfg);
@@ -287,7 +287,7 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             "--send-buffer/--recv-buffer apply to udp, rudp, kcp and quic only; tcp and websocket keep the OS defaults".to_owned(),
         ));
     }
-    let buffers = RequestedBuffers {
+    let buffers = BufferRequest {
         send: Some(args.send_buffer.unwrap_or(DEFAULT_SEND_BUFFER)),
         recv: Some(args.recv_buffer.unwrap_or(DEFAULT_RECV_BUFFER)),
     };
@@ -368,7 +368,7 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     base.validate().map_err(|e| Failure::Usage(e.to_string()))?;
     let dir = results_dir(&args.out_dir)?;
     let rt = runtime(1)?;
-    let buffers = RequestedBuffers {
+    let buffers = BufferRequest {
         send: Some(DEFAULT_SEND_BUFFER),
         recv: Some(DEFAULT_RECV_BUFFER),
     };

@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use petrel_bench::goodput::{
     run_goodput, CongestionKind, GoodputConfig, GoodputProfile, GoodputReport, GoodputRound,
@@ -35,20 +36,6 @@ enum TransportArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum CcArg {
-    /// NewReno (RFC 9002 §7).
-    Reno,
-    /// CUBIC (RFC 9438) with HyStart++.
-    Cubic,
-    /// BBRv1.
-    Bbrv1,
-    /// BBRv2.
-    Bbrv2,
-    /// BBRv3 (draft-ietf-ccwg-bbr).
-    Bbrv3,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ProfileArg {
     /// Plain loopback, no emulator.
     None,
@@ -63,8 +50,8 @@ pub struct GoodputArgs {
     #[arg(long, value_enum, value_delimiter = ',', default_value = "rudp")]
     transport: Vec<TransportArg>,
     /// Congestion controllers, comma-separated.
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "cubic")]
-    cc: Vec<CcArg>,
+    #[arg(long, value_parser = cc_parser(), value_delimiter = ',', default_value = "cubic")]
+    cc: Vec<CongestionKind>,
     /// Link between client and server.
     #[arg(long, value_enum, default_value_t = ProfileArg::P2p)]
     profile: ProfileArg,
@@ -95,14 +82,12 @@ pub struct GoodputArgs {
     out_dir: Option<PathBuf>,
 }
 
-fn kind(cc: CcArg) -> CongestionKind {
-    match cc {
-        CcArg::Reno => CongestionKind::NewReno,
-        CcArg::Cubic => CongestionKind::Cubic,
-        CcArg::Bbrv1 => CongestionKind::BbrV1,
-        CcArg::Bbrv2 => CongestionKind::BbrV2,
-        CcArg::Bbrv3 => CongestionKind::BbrV3,
-    }
+/// `--cc` values: the registry's controllers that goodput measures
+/// ([`GoodputConfig::controllers`]), each with its summary as help.
+fn cc_parser() -> impl TypedValueParser<Value = CongestionKind> {
+    let values =
+        GoodputConfig::controllers().map(|k| PossibleValue::new(k.as_str()).help(k.summary()));
+    PossibleValuesParser::new(values).try_map(|name| name.parse::<CongestionKind>())
 }
 
 fn transport(t: TransportArg) -> GoodputTransport {
@@ -135,7 +120,7 @@ fn cases(args: &GoodputArgs) -> Result<Vec<GoodputConfig>, String> {
         for &cc in &args.cc {
             let case = GoodputConfig {
                 transport: transport(t),
-                cc: kind(cc),
+                cc,
                 ..base
             };
             case.validate()

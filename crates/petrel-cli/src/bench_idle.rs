@@ -75,7 +75,11 @@ fn run(args: &IdleArgs) -> anyhow::Result<ExitCode> {
         }
         Err(e) => return Err(e.into()),
     };
-    let mut record = ResultRecord::begin("idle", &format!("idle-{}", args.connections), &config)?;
+    let mut record = ResultRecord::begin(
+        "idle",
+        &format!("idle-{}", args.connections),
+        &config.parameters(),
+    )?;
     record.push_round(&report)?;
     record.peak_rss_bytes = petrel_bench::measure::peak_rss_bytes();
     record.ok = report.connections == args.connections;

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use petrel_bench::measure::peak_rss_bytes;
+use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
 use petrel_bench::record::{ResultRecord, Spread};
 use petrel_netem::bench::{AccuracyConfig, CeilingConfig};
 use petrel_netem::{BurstLoss, GilbertElliott, LinkStats, Profile, Relay, RelayConfig, RelayStats};
@@ -345,29 +346,21 @@ fn mode_name(mode: BenchMode) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum BenchMode {
     Ceiling,
     Accuracy,
     Both,
 }
 
-/// Every parameter of `petrel bench netem`, as recorded in the result's `parameters`.
-#[derive(Serialize)]
-struct BenchParameters {
-    mode: BenchMode,
-    ceiling: CeilingConfig,
-    accuracy: AccuracyConfig,
-    /// /proc/loadavg at the start: the machine is shared, and load moves the numbers.
-    loadavg_at_start: Option<String>,
-}
-
-/// The one round of `petrel bench netem`: whichever measurements ran.
-#[derive(Serialize)]
-struct BenchRound {
-    ceiling: Option<petrel_netem::bench::CeilingResult>,
-    delay_accuracy: Option<petrel_netem::bench::AccuracyResult>,
+impl From<BenchMode> for NetemMode {
+    fn from(mode: BenchMode) -> Self {
+        match mode {
+            BenchMode::Ceiling => NetemMode::Ceiling,
+            BenchMode::Accuracy => NetemMode::Accuracy,
+            BenchMode::Both => NetemMode::Both,
+        }
+    }
 }
 
 /// `petrel bench netem`: runs the measurements, prints a summary, writes JSON.
@@ -422,8 +415,8 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
     } else {
         None
     };
-    let parameters = BenchParameters {
-        mode: args.mode,
+    let parameters = NetemParameters {
+        mode: args.mode.into(),
         ceiling: ceiling_cfg,
         accuracy: accuracy_cfg,
         loadavg_at_start,
@@ -459,7 +452,7 @@ pub fn run_bench(args: NetemBenchArgs) -> anyhow::Result<ExitCode> {
         "accuracy_no_traffic".to_owned(),
         silent(delay_accuracy.as_ref().map(|a| a.received)),
     );
-    record.push_round(&BenchRound {
+    record.push_round(&NetemRound {
         ceiling,
         delay_accuracy,
     })?;

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use petrel_bench::record::reflector::ReflectorParameters;
 use petrel_bench::record::ResultRecord;
-use petrel_reflector::loadgen::{LoadConfig, ServerProcess};
-use petrel_reflector::server::{ServerConfig, ServerHandle};
-use petrel_reflector::store::{NewUser, Store, StoreOptions};
+use petrel_bench::reflector::{LoadConfig, ServerProcess};
+use petrel_reflector::model::ServerConfig;
+use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 
 const DEFAULT_DB: &str = "petrel-reflector.db";
 
@@ -375,19 +377,6 @@ pub struct ReflectorBenchArgs {
     pub in_process: bool,
 }
 
-/// The parameters a reflector result records.
-#[derive(Debug, serde::Serialize)]
-struct ReflectorBenchParameters<'a> {
-    levels: &'a [usize],
-    groups: usize,
-    interval_ms: &'a [u64],
-    payload: usize,
-    duration_s: u64,
-    writers: usize,
-    max_frame_age_ms: u64,
-    in_process: bool,
-}
-
 /// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
 /// failed, 2 for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
@@ -435,10 +424,10 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    let params = ReflectorBenchParameters {
-        levels: &args.levels,
+    let params = ReflectorParameters {
+        levels: args.levels.clone(),
         groups: args.groups,
-        interval_ms: &args.interval_ms,
+        interval_ms: args.interval_ms.clone(),
         payload: args.payload,
         duration_s: args.duration_s,
         writers: args.writers,
@@ -479,7 +468,7 @@ async fn bench(
         let mut fastest = None;
         let mut slowest_loss = 0.0;
         for (i, cfg) in stages.iter().enumerate() {
-            let r = petrel_reflector::loadgen::run(cfg).await.with_context(|| {
+            let r = petrel_bench::reflector::run(cfg).await.with_context(|| {
                 format!(
                     "stage with {} devices at {} ms",
                     cfg.devices, cfg.interval_ms

@@ -1,6 +1,6 @@
 //! Counters of one link direction (see `specs/netem.md`, "What it reports").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why a packet was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -19,7 +19,7 @@ pub enum DropCause {
 }
 
 /// Drops by cause, in packets.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DropCounters {
     /// Random loss.
     pub random: u64,
@@ -57,7 +57,7 @@ impl DropCounters {
 }
 
 /// Counters of one direction of one route. Packets and bytes count UDP payloads.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkStats {
     /// Packets offered to the link.
     pub in_packets: u64,

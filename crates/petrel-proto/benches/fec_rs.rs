@@ -7,27 +7,6 @@
 //! codec object is built once and reused, as `fec::rs` does.
 //!
 //! Run: `cargo bench -p petrel-proto --bench fec_rs`.
-//!
-//! Results (criterion median per group; a 2-core machine under shared load, load
-//! ≈ 10), moved here from the `fec` module docs:
-//!
-//! | shape / shard | encode erasure | encode simd | decode erasure | decode simd |
-//! |---|---:|---:|---:|---:|
-//! | 4+2 / 64 B | 0.86 µs | 0.26 µs | 1.9 µs | 863 µs |
-//! | 4+2 / 1200 B | 11.7 µs | 1.6 µs | 19.2 µs | 925 µs |
-//! | 8+2 / 64 B | 2.5 µs | 0.75 µs | 4.2 µs | 944 µs |
-//! | 8+2 / 256 B | 7.5 µs | 1.1 µs | 7.5 µs | 925 µs |
-//! | 8+2 / 1200 B | 26.3 µs | 3.1 µs | 34.6 µs | 968 µs |
-//! | 8+4 / 64 B | 4.1 µs | 0.74 µs | 6.3 µs | 935 µs |
-//! | 8+4 / 1200 B | 49.6 µs | 4.4 µs | 46.7 µs | 744 µs |
-//!
-//! `reed-solomon-simd` 3.1 encodes 4–11× faster, but every decode costs 0.66–1.0 ms
-//! whatever the shard size or count (a fixed cost; larger than the ~125 µs reported
-//! elsewhere because of the load). `reed-solomon-erasure` 6 decodes 16–450× faster
-//! on these shapes and encodes 8×1200 B in ~26 µs (≈ 370 MB/s per core). Whole
-//! layer (`--bench fec_layer`, 8 × 1200 B per group): fixed 8+2 lossless 17 µs per
-//! group (≈ 530 MiB/s), one data shard rebuilt per group 32 µs, adaptive
-//! pass-through at zero loss 1.3 µs.
 #![allow(clippy::unwrap_used)]
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};

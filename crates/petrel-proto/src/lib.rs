@@ -9,7 +9,8 @@
 //! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO,
 //!   fragmentation, window probing, dead-link detection);
 //! - [`cc`]: congestion control: the trait the ARQ calls, delivery-rate sampling, the
-//!   pacer, and the controllers (none, NewReno, CUBIC with HyStart++, BBRv1/v2/v3);
+//!   pacer, the controllers (none, NewReno, CUBIC with HyStart++, BBRv1/v2/v3), their
+//!   registry, and the factory trait a user-supplied controller plugs in through;
 //! - [`fec`]: Reed–Solomon forward error correction below the ARQ (native and kcp-go
 //!   framing, fixed and adaptive parity, memory budget);
 //! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection

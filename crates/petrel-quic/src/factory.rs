@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use petrel_proto::cc::{Bbr, BbrVersion, CongestionKind, Cubic, NewReno, NoCongestionControl};
+use petrel_proto::cc::{CongestionController, CongestionKind, ControllerParams, ControllerVisitor};
 use quinn::congestion::{Controller, ControllerFactory};
 
 use crate::PetrelController;
@@ -35,15 +35,22 @@ impl PetrelControllerFactory {
 
 impl ControllerFactory for PetrelControllerFactory {
     fn build(self: Arc<Self>, _now: Instant, current_mtu: u16) -> Box<dyn Controller> {
-        let mds = u64::from(current_mtu);
-        let bbr = |version| Box::new(PetrelController::new(Bbr::new(version, mds, self.seed)));
-        match self.kind {
-            CongestionKind::None => Box::new(PetrelController::new(NoCongestionControl)),
-            CongestionKind::NewReno => Box::new(PetrelController::new(NewReno::new(mds))),
-            CongestionKind::Cubic => Box::new(PetrelController::new(Cubic::new(mds))),
-            CongestionKind::BbrV1 => bbr(BbrVersion::V1),
-            CongestionKind::BbrV2 => bbr(BbrVersion::V2),
-            CongestionKind::BbrV3 => bbr(BbrVersion::V3),
-        }
+        let params = ControllerParams::new(u64::from(current_mtu), self.seed);
+        self.kind.visit(&params, Wrap)
+    }
+}
+
+/// Wraps a built-in controller of the registry, as its own type, in a
+/// [`PetrelController`].
+struct Wrap;
+
+impl ControllerVisitor for Wrap {
+    type Output = Box<dyn Controller>;
+
+    fn visit<C>(self, controller: C) -> Self::Output
+    where
+        C: CongestionController + Clone + Sync + 'static,
+    {
+        Box::new(PetrelController::new(controller))
     }
 }

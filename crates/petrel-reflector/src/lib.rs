@@ -1,48 +1,99 @@
 //! Petrel's DraARLv1 voice reflector (`specs/draarl-v1.md`).
 //!
-//! What lives here:
-//! - [`codec`]: the wire formats (90-byte header, heartbeat/config/voice DATA,
-//!   `.raw` recordings).
-//! - [`session`]: the sans-IO session core — the ingress front (rate limits,
-//!   shard by username + SSID), password login, bans, conflicts, liveness,
-//!   talkgroup routing, and the state shards share (receiver snapshots,
-//!   floors).
-//! - [`verifier`]: the fixed Argon2id thread pool that runs its password
-//!   checks in reused memory.
-//! - [`policy`]: the token-bucket, ban-ladder and half-duplex tables it uses.
-//! - [`recording`]: voice recordings per talker, written as `.raw` files.
-//! - [`directory`]: the in-memory users/groups/devices view it routes by.
-//! - [`fanout`]: the whole-frame queue and parallel batched send paths.
-//! - [`store`]: SQLite or PostgreSQL persistence (sqlx) with versioned migrations.
-//! - [`server`]: the threads and tasks that run all of the above on a UDP socket.
-//! - [`http`]: `/healthz`, Prometheus `/metrics` and the token-auth admin API.
-//! - [`loadgen`]: the `petrel bench reflector` fan-out load generator.
+//! The reflector is written in three layers, and every dependency points
+//! down. Reading it bottom-up is reading it in the order a datagram is
+//! understood: first what the bytes and records mean, then what the
+//! protocol decides, and only then how threads and sockets carry it out.
 //!
-//! What does not: generic UDP transport (`petrel`), link emulation
-//! (`petrel-netem`), load-generation reports (`petrel-bench`), the CLI
-//! (`petrel-cli`), HTML/JSON benchmark reports (`petrel-bench`).
+//! # The layers
 //!
-//! Not implemented (yet): ghost app sessions (Type 1 JWT, `source_group_id`
-//! downlink), WebSocket clients, the edge interconnect (Type 0), PROXY
-//! protocol v2, private groups with membership, pushing a stored Type 3
-//! configuration to a device (the reflector only queries it).
+//! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The
+//! codec parses and writes the wire formats (the 90-byte header, heartbeat,
+//! configuration and voice DATA, `.raw` recordings); the policy tables are
+//! token buckets, the ban ladder and the floor, each taking `now` as an
+//! argument; the model holds device keys, the directory view, frames and
+//! receiver snapshots, store events, password checks and their verdicts,
+//! recordings, and every configuration section with its validation. None
+//! of it touches a socket, a file or a clock, or knows a thread exists
+//! (hashing a new device password draws its salt from the OS).
 //!
-//! Departures from the reference server, each from draarl-v1 §9: Types 3/4/5
-//! are bound to the authenticated endpoint; heartbeat replies never echo the
-//! password; rate limits are token buckets; device passwords are Argon2id
-//! hashes; receiver snapshots are invalidated per domain and in-flight frames
-//! are never dropped for a membership change; sends are batched with
-//! `sendmmsg`.
+//! **[`core`]** is the protocol as sans-IO state machines, in the style of
+//! `petrel-proto`: a [`core::Reflector`] per ingress shard is fed
+//! `(now, source, datagram)` with `handle_*` methods and polled with
+//! `poll_transmit`, `poll_frame`, `poll_event`, `poll_password_check`,
+//! `poll_recording` and `poll_timeout`. It owns login, sessions, bans,
+//! floors and forwarding decisions. State that spans shards (receivers and
+//! floors per domain, the ban ladder, the Argon2 budget) is reached
+//! through the [`core::CrossShard`] port it is given, so the core contains
+//! no mutex, thread, channel or clock read; a single shard owns the tables
+//! outright ([`core::LocalTables`]).
+//!
+//! **[`runtime`]** carries the core: one UDP socket, the ingress reader and
+//! shard threads, the shared tables with one lock per stripe of domains, the
+//! Argon2 verifier pool (each check answered on its shard's own queue), the
+//! fan-out writers with batched sends, the store writer and directory
+//! reloads (`sqlx`), recording files, the HTTP endpoint and the counters.
+//!
+//! # What lives here
+//!
+//! - [`codec`]: the DraARLv1 wire formats.
+//! - [`policy`]: token buckets, the failed-auth ban ladder, half-duplex floors.
+//! - [`model`]: the data types and configuration shared by the layers above.
+//! - [`core`]: the sans-IO session core and the ingress front (rate limits,
+//!   shard choice).
+//! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store,
+//!   HTTP (`/healthz`, Prometheus `/metrics`, the token-auth admin API).
+//!
+//! # What does not
+//!
+//! Generic UDP transport (`petrel`), link emulation (`petrel-netem`), the
+//! `petrel bench reflector` load generator and benchmark reports
+//! (`petrel-bench`), the command line
+//! (`petrel-cli`).
+//!
+//! # Where the next features plug in
+//!
+//! Each is a new kind of endpoint of the same core, not a new server; the
+//! cross-shard tables, floors, snapshots and fan-out stay as they are.
+//!
+//! - **An endpoint type.** Today an endpoint is a `SocketAddr` in
+//!   [`core::Member`], in the partitions of [`model::Snapshot`] and in
+//!   [`model::Transmit`]. The first of the features below brings an
+//!   `Endpoint` enum in `model/endpoint.rs` (`Udp(SocketAddr)`,
+//!   `WebSocket(ConnectionId)`, `Edge(LinkId)`) in those three places.
+//! - **Type 1 app ("ghost") sessions** (JWT login, `source_group_id`
+//!   downlink): `core/app_login.rs` beside `core/login.rs`, emitting a token
+//!   check polled like [`model::PasswordCheck`] and run in the runtime; a
+//!   `SessionKind` enum (`Device`, `App { source_group_id }`) in
+//!   `model/session_kind.rs` on the session record of `core/reflector.rs`,
+//!   whose dispatch in [`core::Reflector::handle_datagram`] counts Type 1
+//!   as unsupported today; the downlink rule in `core/forward.rs`.
+//! - **WebSocket receivers**: `runtime/websocket.rs`, an upgrade route
+//!   beside `runtime/http.rs` whose connection tasks feed the shard of
+//!   their device as `Endpoint::WebSocket` and receive the replies and
+//!   frames addressed to it; the fan-out writers hand such targets to those
+//!   tasks instead of `sendmmsg`.
+//! - **Edge links (Type 0 interconnect)**: a peer reflector is one more
+//!   member (`Endpoint::Edge`) of the domains it carries: its wire format in
+//!   `codec/interconnect.rs`, its link state machine (hello, keepalive, loop
+//!   prevention) in `core/edge.rs`, its socket in `runtime/edge.rs`.
+//!
+//! # Departures from the reference server
+//!
+//! Each from draarl-v1 §9: Types 3/4/5 are bound to the authenticated
+//! endpoint; heartbeat replies never echo the password; rate limits are
+//! token buckets; device passwords are Argon2id hashes; receiver snapshots
+//! are invalidated per domain and in-flight frames are never dropped for a
+//! membership change; sends are batched with `sendmmsg`. Not implemented
+//! yet: the three endpoints above, PROXY protocol v2, private groups with
+//! membership, pushing a stored Type 3 configuration to a device (the
+//! reflector only queries it).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod codec;
-pub mod directory;
-pub mod fanout;
-pub mod http;
-pub mod loadgen;
+pub mod core;
+pub mod model;
 pub mod policy;
-pub mod recording;
-pub mod server;
-pub mod session;
-pub mod store;
-pub mod verifier;
+pub mod runtime;
+#[cfg(test)]
+mod test_clock;

@@ -10,11 +10,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_reflector::core::{shard_of, Ingress};
+use petrel_reflector::model::{Backend, HashCost, ServerConfig, SessionConfig};
 use petrel_reflector::policy::{BanCheck, BanLadder};
-use petrel_reflector::server::{ServerConfig, ServerHandle};
-use petrel_reflector::session::{shard_of, HashCost, Ingress, SessionConfig};
-use petrel_reflector::store::test_support::ScratchStore;
-use petrel_reflector::store::{Backend, NewUser, Store, StoreOptions};
+use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
+
+mod support;
+use support::ScratchStore;
 
 /// The default `session.ban_table_max`.
 const BAN_TABLE_MAX: usize = 65_536;
@@ -28,7 +31,7 @@ fn ip(i: u32) -> IpAddr {
 /// `user_not_found` failures, filling the table; afterwards 9 wrong
 /// passwords for a real user from a fresh address all got
 /// `invalid_password` and the right one logged in — no `too_many_failures`.
-/// Mitigated in session/login.rs (made-up names from one address now share
+/// Mitigated in core/login.rs (made-up names from one address now share
 /// one entry), but 65 536 source addresses (one IPv6 /64) still fill the
 /// table. Suggested fix (policy/ban.rs): when full, evict the oldest
 /// unblocked record, or answer `too_many_failures` for untracked keys,
@@ -176,7 +179,7 @@ fn heartbeat(name: &str, ssid: u8, pw: &str) -> Vec<u8> {
 /// password is not cached yet got `server_busy` on every try for the 5 s
 /// of the flood (6 of 6). The ban ladder does not help: each address gets
 /// 4 free guesses per username and `server_busy` is not a failure.
-/// Suggested fix (session/auth.rs + shared.rs): share the budget fairly,
+/// Suggested fix (core/auth.rs + core/cross_shard.rs): share the budget fairly,
 /// e.g. a bounded per-IP (per /24, per /64) token bucket of password
 /// checks in front of the global one, so one source's guesses cannot take
 /// the tokens other sources need.

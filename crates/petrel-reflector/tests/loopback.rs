@@ -4,7 +4,7 @@
 //!
 //! Every test runs once per store backend: on a fresh SQLite file, and on a
 //! fresh PostgreSQL schema when `PETREL_TEST_PG_URL` is set (see
-//! `petrel_reflector::store::test_support`; `PETREL_REQUIRE_PG=1` makes a
+//! `tests/support`; `PETREL_REQUIRE_PG=1` makes a
 //! missing URL a failure). The store is removed afterwards, pass or fail.
 #![allow(clippy::unwrap_used)]
 
@@ -13,12 +13,13 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::fanout::FanoutConfig;
-use petrel_reflector::server::{ServerConfig, ServerHandle};
-use petrel_reflector::session::HashCost;
-use petrel_reflector::store::test_support::ScratchStore;
-use petrel_reflector::store::{Backend, NewUser, Store, StoreOptions};
+use petrel_reflector::model::{Backend, FanoutConfig, HashCost, ServerConfig};
+use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 use tokio::runtime::Runtime;
+
+mod support;
+use support::ScratchStore;
 
 const PW: &str = "Bench123";
 
@@ -521,7 +522,7 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
         listen: "127.0.0.1:0".parse().unwrap(),
         db: env.db.clone(),
         http_listen: None,
-        recording: petrel_reflector::recording::RecordingConfig {
+        recording: petrel_reflector::model::RecordingConfig {
             enabled: true,
             dir: dir.to_str().unwrap().into(),
             ..Default::default()
@@ -555,7 +556,8 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
 }
 
 fn each_device_keeps_its_order_across_ingress_shards(env: &Env) {
-    use petrel_reflector::session::{shard_of, SessionConfig};
+    use petrel_reflector::core::shard_of;
+    use petrel_reflector::model::SessionConfig;
     const SHARDS: usize = 4;
     const ROUNDS: u32 = 200;
     let names: Vec<String> = (0..12).map(|i| format!("t{i}")).collect();

@@ -14,8 +14,8 @@
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
-use petrel_reflector::session::{hash_device_password, HashCost, PasswordCheck};
-use petrel_reflector::verifier::{PasswordVerifier, VerifierConfig};
+use petrel_reflector::model::{hash_device_password, HashCost, PasswordCheck, VerifierConfig};
+use petrel_reflector::runtime::verifier::PasswordVerifier;
 
 const THREADS: usize = 4;
 const CHECKS: u64 = 64;

@@ -27,7 +27,7 @@ use tokio_kcp::{KcpConfig, KcpListener, KcpNoDelayConfig, KcpStream};
 
 use super::udp::bind_loopback;
 use super::{
-    peers, BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats,
+    peers, BufferRequest, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers,
 };
 
 /// Messages buffered between a client's driver task and the harness, each way.
@@ -41,13 +41,13 @@ const RECV_CAPACITY: usize = 65_536;
 /// `tokio_kcp` over 127.0.0.1, configured like Petrel's RUDP defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct KcpTransport {
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
 }
 
 impl KcpTransport {
     /// `tokio_kcp` with the given socket buffer requests, applied to server
     /// and client sockets.
-    pub fn new(buffers: RequestedBuffers) -> Self {
+    pub fn new(buffers: BufferRequest) -> Self {
         Self { buffers }
     }
 }
@@ -91,7 +91,7 @@ impl EchoTransport for KcpTransport {
         Some(peers::KCP)
     }
 
-    fn requested_buffers(&self) -> RequestedBuffers {
+    fn requested_buffers(&self) -> BufferRequest {
         self.buffers
     }
 
@@ -198,7 +198,7 @@ async fn drive(
 pub struct KcpClient {
     out_tx: mpsc::Sender<Bytes>,
     in_rx: Mutex<mpsc::Receiver<io::Result<Bytes>>>,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
     driver: JoinHandle<()>,
 }
 
@@ -226,7 +226,7 @@ impl EchoClient for KcpClient {
             .unwrap_or_else(|| Err(closed()))
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

@@ -41,10 +41,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
+pub use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
 pub use config::{
     EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
 };
-pub use report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
+pub use petrel_sys::socket::{BufferRequest, SocketBuffers};
+pub use report::{EchoError, EchoReport};
 pub use run::run_echo;
 
 /// How long after the measured interval the harness waits for outstanding
@@ -63,7 +65,7 @@ pub trait EchoClient: Send + Sync + 'static {
     /// as a disconnect. May be cancelled once no message is outstanding.
     fn recv(&self) -> impl Future<Output = io::Result<Bytes>> + Send;
     /// Actual kernel buffer sizes of the client's socket, if it has one.
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         None
     }
 }
@@ -84,8 +86,8 @@ pub trait EchoTransport: Send + Sync {
         None
     }
     /// Requested socket buffers (bytes); `None` keeps the OS default.
-    fn requested_buffers(&self) -> RequestedBuffers {
-        RequestedBuffers::default()
+    fn requested_buffers(&self) -> BufferRequest {
+        BufferRequest::default()
     }
     /// Starts an echo server on loopback.
     fn start_server(&self) -> impl Future<Output = io::Result<EchoServer>> + Send;
@@ -95,37 +97,6 @@ pub trait EchoTransport: Send + Sync {
         server: SocketAddr,
         client_id: u32,
     ) -> impl Future<Output = io::Result<Self::Client>> + Send;
-}
-
-/// Requested `SO_SNDBUF` / `SO_RCVBUF` (bytes); `None` keeps the OS default.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RequestedBuffers {
-    /// `SO_SNDBUF` request (bytes).
-    pub send: Option<usize>,
-    /// `SO_RCVBUF` request (bytes).
-    pub recv: Option<usize>,
-}
-
-/// Actual `SO_SNDBUF` / `SO_RCVBUF` read back from a socket (bytes).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BufferSizes {
-    /// `SO_SNDBUF` (bytes).
-    pub send: usize,
-    /// `SO_RCVBUF` (bytes).
-    pub recv: usize,
-}
-
-impl BufferSizes {
-    /// Reads the buffer sizes of any socket.
-    ///
-    /// # Errors
-    /// The `getsockopt` error.
-    pub fn of(socket: socket2::SockRef<'_>) -> io::Result<Self> {
-        Ok(Self {
-            send: socket.send_buffer_size()?,
-            recv: socket.recv_buffer_size()?,
-        })
-    }
 }
 
 /// Counters an echo server keeps.
@@ -157,7 +128,7 @@ pub struct EchoServer {
     addr: SocketAddr,
     task: JoinHandle<()>,
     stats: Arc<ServerStats>,
-    buffers: Option<BufferSizes>,
+    buffers: Option<SocketBuffers>,
 }
 
 impl EchoServer {
@@ -166,7 +137,7 @@ impl EchoServer {
         addr: SocketAddr,
         task: JoinHandle<()>,
         stats: Arc<ServerStats>,
-        buffers: Option<BufferSizes>,
+        buffers: Option<SocketBuffers>,
     ) -> Self {
         Self {
             addr,
@@ -187,7 +158,7 @@ impl EchoServer {
     }
 
     /// Actual socket buffers of the server socket, if it has one.
-    pub fn socket_buffers(&self) -> Option<BufferSizes> {
+    pub fn socket_buffers(&self) -> Option<SocketBuffers> {
         self.buffers
     }
 }

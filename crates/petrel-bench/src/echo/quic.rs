@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 use super::tcp::{encode_frame, read_frame};
 use super::udp::bind_loopback;
 use super::{
-    peers, BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats,
+    peers, BufferRequest, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers,
 };
 use crate::echo::config::MAX_PAYLOAD;
 
@@ -38,7 +38,7 @@ const SERVER_NAME: &str = "localhost";
 /// `quinn` over 127.0.0.1 with a fresh self-signed certificate.
 #[derive(Debug)]
 pub struct QuicTransport {
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
     cert: CertificateDer<'static>,
     key_pkcs8: Vec<u8>,
 }
@@ -54,7 +54,7 @@ impl QuicTransport {
     ///
     /// # Errors
     /// [`CertificateError`] if `rcgen` cannot make the key or certificate.
-    pub fn new(buffers: RequestedBuffers) -> Result<Self, CertificateError> {
+    pub fn new(buffers: BufferRequest) -> Result<Self, CertificateError> {
         let certified = rcgen::generate_simple_self_signed(vec![SERVER_NAME.to_owned()])?;
         Ok(Self {
             buffers,
@@ -63,7 +63,10 @@ impl QuicTransport {
         })
     }
 
-    fn endpoint(&self, server: Option<quinn::ServerConfig>) -> io::Result<(Endpoint, BufferSizes)> {
+    fn endpoint(
+        &self,
+        server: Option<quinn::ServerConfig>,
+    ) -> io::Result<(Endpoint, SocketBuffers)> {
         let (socket, actual) = bind_loopback(self.buffers)?;
         let endpoint = Endpoint::new(
             EndpointConfig::default(),
@@ -90,7 +93,7 @@ impl EchoTransport for QuicTransport {
         Some(peers::QUIC)
     }
 
-    fn requested_buffers(&self) -> RequestedBuffers {
+    fn requested_buffers(&self) -> BufferRequest {
         self.buffers
     }
 
@@ -203,7 +206,7 @@ async fn echo_stream(
 pub struct QuicClient {
     send: Mutex<SendStream>,
     recv: Mutex<BufReader<RecvStream>>,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
     _conn: Connection,
     _endpoint: Endpoint,
 }
@@ -231,7 +234,7 @@ impl EchoClient for QuicClient {
         })
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

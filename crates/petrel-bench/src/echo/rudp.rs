@@ -12,19 +12,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use petrel::{Connection, Endpoint, EndpointConfig};
 
-use super::{BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats};
+use super::{BufferRequest, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers};
 
 /// Petrel RUDP over 127.0.0.1.
 #[derive(Debug, Clone)]
 pub struct RudpTransport {
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
     config: EndpointConfig,
 }
 
 impl RudpTransport {
     /// RUDP with `config` (its `accept_incoming` is set per role) and the given socket
     /// buffer requests, applied to server and client sockets.
-    pub fn new(config: EndpointConfig, buffers: RequestedBuffers) -> Self {
+    pub fn new(config: EndpointConfig, buffers: BufferRequest) -> Self {
         Self { buffers, config }
     }
 
@@ -38,11 +38,14 @@ impl RudpTransport {
     }
 }
 
-fn buffers_of(endpoint: &Endpoint) -> BufferSizes {
+/// The buffers `endpoint`'s socket asked for and was granted.
+pub(crate) fn buffers_of(endpoint: &Endpoint) -> SocketBuffers {
     let b = endpoint.socket_buffers();
-    BufferSizes {
-        send: b.send_actual,
-        recv: b.recv_actual,
+    SocketBuffers {
+        send_requested: b.send_requested,
+        send_actual: b.send_actual,
+        recv_requested: b.recv_requested,
+        recv_actual: b.recv_actual,
     }
 }
 
@@ -61,7 +64,7 @@ impl EchoTransport for RudpTransport {
         true
     }
 
-    fn requested_buffers(&self) -> RequestedBuffers {
+    fn requested_buffers(&self) -> BufferRequest {
         self.buffers
     }
 
@@ -118,7 +121,7 @@ pub(crate) async fn echo_connection(conn: Connection, stats: Arc<ServerStats>) {
 #[derive(Debug)]
 pub struct RudpClient {
     conn: Connection,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
     _endpoint: Endpoint,
 }
 
@@ -138,7 +141,7 @@ impl EchoClient for RudpClient {
         }
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

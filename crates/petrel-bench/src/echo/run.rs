@@ -9,10 +9,11 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
 use super::message::{self, Header, Phase};
-use super::report::{EchoError, EchoErrors, EchoParameters, EchoReport, EchoRound};
-use super::{EchoClient, EchoConfig, EchoTransport, DRAIN_LIMIT};
+use super::report::{EchoError, EchoReport};
+use super::{EchoClient, EchoConfig, EchoTransport, SocketBuffers, DRAIN_LIMIT};
 use crate::measure::{peak_rss_bytes, CpuSample, LatencyHistogram};
-use crate::record::{ResultRecord, SocketBuffers, Spread};
+use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
+use crate::record::{ResultRecord, ServerClientBuffers, Spread};
 
 /// Runs the echo benchmark of `specs/benchmarks.md` §A over `transport` on
 /// the current tokio runtime and records it as `case`.
@@ -124,7 +125,7 @@ async fn run_round<T: EchoTransport>(
     transport: &T,
     cfg: &EchoConfig,
     round: u32,
-) -> Result<(EchoRound, Option<SocketBuffers>), EchoError> {
+) -> Result<(EchoRound, Option<ServerClientBuffers>), EchoError> {
     let setup = |what: String| move |source| EchoError::Setup { what, source };
     let server = transport
         .start_server()
@@ -145,14 +146,19 @@ async fn run_round<T: EchoTransport>(
         server.socket_buffers(),
         clients.first().and_then(|c| c.1.socket_buffers()),
     ) {
-        (Some(s), Some(c)) => Some(SocketBuffers {
-            requested_send: requested.send,
-            requested_recv: requested.recv,
-            server_send: s.send,
-            server_recv: s.recv,
-            client_send: c.send,
-            client_recv: c.recv,
-        }),
+        // The record states what the transport asked for (an adapter that
+        // only reads its socket back reports nothing requested).
+        (Some(s), Some(c)) => {
+            let asked = |b: SocketBuffers| SocketBuffers {
+                send_requested: requested.send,
+                recv_requested: requested.recv,
+                ..b
+            };
+            Some(ServerClientBuffers {
+                server: asked(s),
+                client: asked(c),
+            })
+        }
         _ => None,
     };
 

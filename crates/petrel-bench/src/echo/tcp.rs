@@ -10,7 +10,6 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use socket2::SockRef;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -18,7 +17,7 @@ use tokio::sync::Mutex;
 use tokio::task::JoinSet;
 
 use super::config::MAX_PAYLOAD;
-use super::{BufferSizes, EchoClient, EchoServer, EchoTransport, ServerStats};
+use super::{EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers};
 
 /// TCP over 127.0.0.1 with length-prefixed messages.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,7 +37,7 @@ impl EchoTransport for TcpTransport {
     async fn start_server(&self) -> io::Result<EchoServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
-        let actual = BufferSizes::of(SockRef::from(&listener))?;
+        let actual = petrel_sys::socket::buffers_of(&listener)?;
         let stats = Arc::new(ServerStats::default());
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&stats)));
         Ok(EchoServer::new(addr, task, stats, Some(actual)))
@@ -47,7 +46,7 @@ impl EchoTransport for TcpTransport {
     async fn connect(&self, server: SocketAddr, _client_id: u32) -> io::Result<TcpClient> {
         let stream = TcpStream::connect(server).await?;
         stream.set_nodelay(true)?;
-        let buffers = BufferSizes::of(SockRef::from(&stream))?;
+        let buffers = petrel_sys::socket::buffers_of(&stream)?;
         let (reader, writer) = stream.into_split();
         Ok(TcpClient {
             reader: Mutex::new(BufReader::new(reader)),
@@ -138,7 +137,7 @@ pub(super) async fn read_frame<R: AsyncRead + Unpin>(reader: &mut R) -> io::Resu
 pub struct TcpClient {
     reader: Mutex<BufReader<OwnedReadHalf>>,
     writer: Mutex<OwnedWriteHalf>,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
 }
 
 impl EchoClient for TcpClient {
@@ -163,7 +162,7 @@ impl EchoClient for TcpClient {
         })
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

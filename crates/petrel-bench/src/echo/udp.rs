@@ -13,10 +13,10 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
-use socket2::{Domain, Protocol, SockRef, Socket, Type};
+use petrel_sys::socket::{bind_udp, UdpOptions};
 use tokio::net::UdpSocket;
 
-use super::{BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats};
+use super::{BufferRequest, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers};
 
 /// Largest datagram the sockets here read (bytes); above the 65,507-byte
 /// payload limit so an oversized datagram shows up as a content error
@@ -31,13 +31,13 @@ pub const DEFAULT_RECV_BUFFER: usize = 4 * 1024 * 1024;
 /// Raw UDP over 127.0.0.1.
 #[derive(Debug, Clone, Copy)]
 pub struct UdpTransport {
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
 }
 
 impl Default for UdpTransport {
     /// Requests [`DEFAULT_SEND_BUFFER`] and [`DEFAULT_RECV_BUFFER`].
     fn default() -> Self {
-        Self::new(RequestedBuffers {
+        Self::new(BufferRequest {
             send: Some(DEFAULT_SEND_BUFFER),
             recv: Some(DEFAULT_RECV_BUFFER),
         })
@@ -46,11 +46,11 @@ impl Default for UdpTransport {
 
 impl UdpTransport {
     /// UDP with the given buffer requests, applied to server and client sockets.
-    pub fn new(buffers: RequestedBuffers) -> Self {
+    pub fn new(buffers: BufferRequest) -> Self {
         Self { buffers }
     }
 
-    fn bind(&self) -> io::Result<(UdpSocket, BufferSizes)> {
+    fn bind(&self) -> io::Result<(UdpSocket, SocketBuffers)> {
         let (socket, actual) = bind_loopback(self.buffers)?;
         Ok((UdpSocket::from_std(socket)?, actual))
     }
@@ -60,19 +60,13 @@ impl UdpTransport {
 /// binding, and the sizes the kernel actually granted. Shared by the
 /// UDP-based peer adapters so every UDP transport asks for the same buffers.
 pub(super) fn bind_loopback(
-    buffers: RequestedBuffers,
-) -> io::Result<(std::net::UdpSocket, BufferSizes)> {
-    let socket = Socket::new(Domain::IPV4, Type::DGRAM, Some(Protocol::UDP))?;
-    if let Some(send) = buffers.send {
-        socket.set_send_buffer_size(send)?;
-    }
-    if let Some(recv) = buffers.recv {
-        socket.set_recv_buffer_size(recv)?;
-    }
-    socket.set_nonblocking(true)?;
-    socket.bind(&SocketAddr::from((Ipv4Addr::LOCALHOST, 0)).into())?;
-    let actual = BufferSizes::of(SockRef::from(&socket))?;
-    Ok((socket.into(), actual))
+    buffers: BufferRequest,
+) -> io::Result<(std::net::UdpSocket, SocketBuffers)> {
+    bind_udp(&UdpOptions {
+        buffers,
+        nonblocking: true,
+        ..UdpOptions::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+    })
 }
 
 impl EchoTransport for UdpTransport {
@@ -86,7 +80,7 @@ impl EchoTransport for UdpTransport {
         false
     }
 
-    fn requested_buffers(&self) -> RequestedBuffers {
+    fn requested_buffers(&self) -> BufferRequest {
         self.buffers
     }
 
@@ -122,7 +116,7 @@ async fn serve(socket: UdpSocket, stats: Arc<ServerStats>) {
 #[derive(Debug)]
 pub struct UdpClient {
     socket: UdpSocket,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
 }
 
 impl EchoClient for UdpClient {
@@ -144,7 +138,7 @@ impl EchoClient for UdpClient {
         Ok(buf.freeze())
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

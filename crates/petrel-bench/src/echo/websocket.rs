@@ -15,7 +15,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use socket2::SockRef;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -25,7 +24,7 @@ use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 
 use super::config::MAX_PAYLOAD;
-use super::{peers, BufferSizes, EchoClient, EchoServer, EchoTransport, ServerStats};
+use super::{peers, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers};
 
 /// WebSocket (binary messages, no TLS) over 127.0.0.1 via `tokio-tungstenite`.
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,7 +58,7 @@ impl EchoTransport for WebSocketTransport {
     async fn start_server(&self) -> io::Result<EchoServer> {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
         let addr = listener.local_addr()?;
-        let actual = BufferSizes::of(SockRef::from(&listener))?;
+        let actual = petrel_sys::socket::buffers_of(&listener)?;
         let stats = Arc::new(ServerStats::default());
         let task = tokio::spawn(accept_loop(listener, Arc::clone(&stats)));
         Ok(EchoServer::new(addr, task, stats, Some(actual)))
@@ -68,7 +67,7 @@ impl EchoTransport for WebSocketTransport {
     async fn connect(&self, server: SocketAddr, _client_id: u32) -> io::Result<WebSocketClient> {
         let stream = TcpStream::connect(server).await?;
         stream.set_nodelay(true)?;
-        let buffers = BufferSizes::of(SockRef::from(&stream))?;
+        let buffers = petrel_sys::socket::buffers_of(&stream)?;
         let url = format!("ws://{server}/");
         let (ws, _response) =
             tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
@@ -151,7 +150,7 @@ type Ws = WebSocketStream<TcpStream>;
 pub struct WebSocketClient {
     sink: Mutex<SplitSink<Ws, Message>>,
     stream: Mutex<SplitStream<Ws>>,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
 }
 
 impl EchoClient for WebSocketClient {
@@ -187,7 +186,7 @@ impl EchoClient for WebSocketClient {
         }
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

@@ -54,6 +54,17 @@ pub fn tcp_congestion(cc: CongestionKind) -> Option<&'static str> {
     }
 }
 
+/// [`GoodputConfig::controllers`] as `a, b or c`.
+fn controller_list() -> String {
+    let names: Vec<&str> = GoodputConfig::controllers()
+        .map(CongestionKind::as_str)
+        .collect();
+    match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    }
+}
+
 /// The link between client and server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -121,6 +132,14 @@ impl Default for GoodputConfig {
 pub struct ConfigError(pub String);
 
 impl GoodputConfig {
+    /// The controllers a goodput case can measure: every built-in of the registry
+    /// (`petrel_proto::cc::CongestionKind::ALL`) but `none`, in registry order.
+    pub fn controllers() -> impl Iterator<Item = CongestionKind> {
+        CongestionKind::ALL
+            .into_iter()
+            .filter(|&kind| kind != CongestionKind::None)
+    }
+
     /// Checks every field and the transport/controller/profile combination.
     ///
     /// # Errors
@@ -157,10 +176,10 @@ impl GoodputConfig {
             return range("repetitions", self.repetitions.to_string(), "1..=100");
         }
         if self.cc == CongestionKind::None {
-            return Err(ConfigError(
-                "cc none is not a congestion controller; use reno, cubic, bbrv1, bbrv2 or bbrv3"
-                    .into(),
-            ));
+            return Err(ConfigError(format!(
+                "cc none is not a congestion controller; use {}",
+                controller_list()
+            )));
         }
         match self.transport {
             GoodputTransport::Quinn if QuicCongestion::quinn_own(self.cc).is_none() => {
@@ -246,5 +265,23 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn controllers_come_from_the_registry_without_none() {
+        let names: Vec<&str> = GoodputConfig::controllers()
+            .map(CongestionKind::as_str)
+            .collect();
+        assert_eq!(names, ["reno", "cubic", "bbrv1", "bbrv2", "bbrv3"]);
+        let err = GoodputConfig {
+            cc: CongestionKind::None,
+            ..GoodputConfig::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            "cc none is not a congestion controller; use reno, cubic, bbrv1, bbrv2 or bbrv3"
+        );
     }
 }

@@ -33,6 +33,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::record::goodput::{GoodputCase, GoodputParameters, TransportSettings};
+pub use crate::record::goodput::{GoodputRound, RelayFigures};
+
 pub use config::{tcp_congestion, ConfigError, GoodputConfig, GoodputProfile, GoodputTransport};
 pub use petrel_proto::cc::CongestionKind;
 pub use transfer::{SenderStats, TransferError};
@@ -50,56 +53,6 @@ pub const FIGURES: [&str; 4] = [
     "efficiency_percent",
     "wall_efficiency_percent",
 ];
-
-/// The relay's counters that explain a shortfall.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct RelayFigures {
-    /// Client → server bytes forwarded (UDP payload).
-    pub upstream_forwarded_bytes: u64,
-    /// Client → server packets dropped by the drop-tail queue.
-    pub upstream_queue_drops: u64,
-    /// Largest client → server queue, packets.
-    pub upstream_queue_peak_packets: u64,
-    /// Server → client (acks) packets dropped by the queue.
-    pub downstream_queue_drops: u64,
-    /// Packets the relay's own sockets could not send (buffer full).
-    pub relay_send_dropped: u64,
-    /// Latest release after its deadline, µs (the relay's own lateness).
-    pub lateness_max_us: f64,
-}
-
-/// One repetition.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct GoodputRound {
-    /// 0-based repetition.
-    pub repetition: u32,
-    /// Seed of the relay and of BBR's probe timing.
-    pub seed: u64,
-    /// Every byte arrived and matched the pattern.
-    pub ok: bool,
-    /// Why the transfer failed, if it did.
-    pub error: Option<String>,
-    /// Bytes the server read and checked.
-    pub bytes_received: u64,
-    /// Bytes that differed from the pattern.
-    pub mismatched_bytes: u64,
-    /// First to last data byte at the server, s.
-    pub transfer_s: Option<f64>,
-    /// Client start to last data byte at the server, s.
-    pub wall_s: Option<f64>,
-    /// Interop-runner goodput, Mbit/s.
-    pub goodput_mbps: Option<f64>,
-    /// Wall-time goodput, Mbit/s.
-    pub wall_goodput_mbps: Option<f64>,
-    /// `goodput_mbps` ÷ link rate, % (`p2p` only).
-    pub efficiency_percent: Option<f64>,
-    /// `wall_goodput_mbps` ÷ link rate, % (`p2p` only).
-    pub wall_efficiency_percent: Option<f64>,
-    /// The sender's counters.
-    pub sender: SenderStats,
-    /// The relay's counters (`p2p` only).
-    pub relay: Option<RelayFigures>,
-}
 
 impl GoodputRound {
     fn figure(&self, name: &str) -> Option<f64> {
@@ -236,43 +189,58 @@ pub enum GoodputError {
     Record(#[from] RecordError),
 }
 
-fn parameters(cfg: &GoodputConfig) -> serde_json::Value {
-    let settings = match cfg.transport {
-        GoodputTransport::Rudp => serde_json::json!({
-            "mtu_bytes": transfer::rudp::MTU,
-            "snd_wnd_packets": transfer::rudp::WINDOW,
-            "rcv_wnd_packets": transfer::rudp::WINDOW,
-            "socket_buffer_bytes": SOCKET_BUFFER,
-        }),
+fn parameters(cfg: &GoodputConfig) -> GoodputParameters {
+    let transport_settings = match cfg.transport {
+        GoodputTransport::Rudp => TransportSettings::Rudp {
+            mtu_bytes: transfer::rudp::MTU,
+            snd_wnd_packets: transfer::rudp::WINDOW,
+            rcv_wnd_packets: transfer::rudp::WINDOW,
+            socket_buffer_bytes: SOCKET_BUFFER,
+        },
         GoodputTransport::Quic | GoodputTransport::Quinn => {
             let q = petrel_quic::QuicTransportConfig::default();
-            serde_json::json!({
-                "stream_receive_window_bytes": q.stream_receive_window,
-                "receive_window_bytes": q.receive_window,
-                "send_window_bytes": q.send_window,
-                "socket_buffer_bytes": SOCKET_BUFFER,
-                "controller": match cfg.transport {
+            TransportSettings::Quic {
+                stream_receive_window_bytes: q.stream_receive_window,
+                receive_window_bytes: q.receive_window,
+                send_window_bytes: q.send_window,
+                socket_buffer_bytes: SOCKET_BUFFER,
+                controller: match cfg.transport {
                     GoodputTransport::Quinn => petrel_quic::QuicCongestion::quinn_own(cfg.cc)
                         .map(petrel_quic::QuicCongestion::name),
                     _ => Some(cfg.cc.as_str()),
-                },
-            })
+                }
+                .map(str::to_owned),
+            }
         }
-        GoodputTransport::Tcp => serde_json::json!({
-            "tcp_congestion": tcp_congestion(cfg.cc),
-            "socket_buffer_bytes": "kernel autotuning",
-        }),
+        GoodputTransport::Tcp => TransportSettings::Tcp {
+            tcp_congestion: tcp_congestion(cfg.cc).map(str::to_owned),
+            socket_buffer_bytes: "kernel autotuning".to_owned(),
+        },
     };
-    serde_json::json!({
-        "protocol": cfg.transport.name(),
-        "case": cfg,
-        "direction": "client to server",
-        "link_rate_bps": cfg.link_rate_bps(),
-        "chunk_bytes": CHUNK,
-        "transfer_timeout_s": cfg.transfer_timeout().as_secs_f64(),
-        "runtime": "tokio multi-thread, 2 workers; relay on its own thread",
-        "transport_settings": settings,
-    })
+    GoodputParameters {
+        protocol: cfg.transport.name().to_owned(),
+        case: GoodputCase {
+            transport: cfg.transport.name().to_owned(),
+            cc: cfg.cc.as_str().to_owned(),
+            profile: match cfg.profile {
+                GoodputProfile::None => "none",
+                GoodputProfile::P2p => "p2p",
+            }
+            .to_owned(),
+            bandwidth_bps: cfg.bandwidth_bps,
+            delay: cfg.delay.as_secs_f64() * 1e3,
+            queue_packets: cfg.queue_packets,
+            size_bytes: cfg.size_bytes,
+            repetitions: cfg.repetitions,
+            seed: cfg.seed,
+        },
+        direction: "client to server".to_owned(),
+        link_rate_bps: cfg.link_rate_bps(),
+        chunk_bytes: CHUNK,
+        transfer_timeout_s: cfg.transfer_timeout().as_secs_f64(),
+        runtime: "tokio multi-thread, 2 workers; relay on its own thread".to_owned(),
+        transport_settings,
+    }
 }
 
 /// Runs every repetition of `cfg`; `on_round` sees each as it finishes.

@@ -211,12 +211,12 @@ fn resource_table(out: &mut String, records: &[ResultRecord]) {
                 let _ = write!(
                     out,
                     "<td>{}</td><td>{} / {}</td><td>{}</td><td>{} / {}</td></tr>",
-                    opt_bytes(b.requested_send),
-                    b.server_send,
-                    b.client_send,
-                    opt_bytes(b.requested_recv),
-                    b.server_recv,
-                    b.client_recv
+                    opt_bytes(b.server.send_requested),
+                    b.server.send_actual,
+                    b.client.send_actual,
+                    opt_bytes(b.server.recv_requested),
+                    b.server.recv_actual,
+                    b.client.recv_actual
                 );
             }
             None => out.push_str("<td colspan=\"4\">no sockets recorded</td></tr>"),

@@ -8,36 +8,10 @@ use petrel_netem::{LinkConfig, Profile, MAX_DELAY};
 use serde::Serialize;
 
 use crate::echo::{EchoConfig, EchoConfigError};
+pub use crate::record::rudp::{FecMode, IoModel};
 
 /// Most runtimes `io_threads` may ask for.
 pub const MAX_IO_THREADS: usize = 64;
-
-/// How the tokio runtimes are laid out (`specs/benchmarks.md` §A `--io-model`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum IoModel {
-    /// One runtime with `io_threads` workers (1: a current-thread runtime) runs the
-    /// server, the clients and the harness.
-    Shared,
-    /// `io_threads` single-thread runtimes, each on its own thread, own the client
-    /// endpoints (socket reader and timers), dealt out round-robin; the server and
-    /// the harness's per-client send/receive tasks run on one more current-thread
-    /// runtime.
-    Sharded,
-}
-
-/// Forward error correction of the connections under test.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FecMode {
-    /// ARQ only.
-    None,
-    /// Fixed 8 data + 2 parity shards per group (the reference report's fixed mode).
-    Fixed,
-    /// Up to 8 data and 4 parity shards, parity chosen from the receiver's loss
-    /// reports for a 10⁻³ unrecoverable-group target ([`FecScheme::ADAPTIVE_DEFAULT`]).
-    Adaptive,
-}
 
 impl FecMode {
     /// The FEC setting of every endpoint: `petrel`'s defaults with this scheme.

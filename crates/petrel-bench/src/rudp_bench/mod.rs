@@ -29,15 +29,14 @@ use petrel::EndpointConfig;
 use petrel_netem::RelayConfig;
 use tokio::runtime::{Builder, Handle, Runtime};
 
+pub use crate::record::rudp::{FecFigures, KcpSummary, RelayFigures, RudpParameters, RudpRound};
 pub use config::{
     FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpConfigError, MAX_IO_THREADS,
 };
-pub use report::{
-    FecFigures, KcpSummary, RelayFigures, RudpBenchReport, RudpParameters, RudpRound,
-};
+pub use report::RudpBenchReport;
 
 use crate::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
-use crate::echo::{run_echo, EchoConfig, EchoError, EchoErrors, RequestedBuffers, DRAIN_LIMIT};
+use crate::echo::{run_echo, BufferRequest, EchoConfig, EchoError, EchoErrors, DRAIN_LIMIT};
 use crate::measure::peak_rss_bytes;
 use crate::record::{RecordError, ResultRecord, Spread};
 use transport::ImpairedRudp;
@@ -157,7 +156,7 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         max_connections_per_ip: defaults.max_connections_per_ip.max(cfg.echo.clients),
         ..defaults
     };
-    let buffers = RequestedBuffers {
+    let buffers = BufferRequest {
         send: Some(DEFAULT_SEND_BUFFER),
         recv: Some(DEFAULT_RECV_BUFFER),
     };

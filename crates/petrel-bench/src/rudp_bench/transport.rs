@@ -12,8 +12,9 @@ use petrel::{Connection, ConnectionStats, Endpoint, EndpointConfig};
 use petrel_netem::{Relay, RelayConfig, RelayStats};
 use tokio::runtime::Handle;
 
+use crate::echo::rudp::buffers_of;
 use crate::echo::{
-    BufferSizes, EchoClient, EchoServer, EchoTransport, RequestedBuffers, ServerStats,
+    BufferRequest, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers,
 };
 
 /// What the round's endpoints and connections counted, read at the end of the round.
@@ -98,7 +99,7 @@ struct Handles {
 #[derive(Debug)]
 pub(crate) struct ImpairedRudp {
     config: EndpointConfig,
-    buffers: RequestedBuffers,
+    buffers: BufferRequest,
     relay: RelayConfig,
     /// Runtimes the client endpoints are dealt to; empty: the caller's runtime.
     shards: Vec<Handle>,
@@ -114,7 +115,7 @@ impl ImpairedRudp {
     /// `relay.upstream` is filled in when the server starts.
     pub(crate) fn new(
         config: EndpointConfig,
-        buffers: RequestedBuffers,
+        buffers: BufferRequest,
         relay: RelayConfig,
         shards: Vec<Handle>,
     ) -> Self {
@@ -180,14 +181,6 @@ impl ImpairedRudp {
     }
 }
 
-fn buffers_of(endpoint: &Endpoint) -> BufferSizes {
-    let b = endpoint.socket_buffers();
-    BufferSizes {
-        send: b.send_actual,
-        recv: b.recv_actual,
-    }
-}
-
 async fn connect_via(
     config: EndpointConfig,
     relay: SocketAddr,
@@ -208,7 +201,7 @@ impl EchoTransport for ImpairedRudp {
         true
     }
 
-    fn requested_buffers(&self) -> RequestedBuffers {
+    fn requested_buffers(&self) -> BufferRequest {
         self.buffers
     }
 
@@ -280,7 +273,7 @@ async fn serve(endpoint: Arc<Endpoint>, stats: Arc<ServerStats>, handles: Arc<Mu
 #[derive(Debug)]
 pub(crate) struct ImpairedClient {
     conn: Connection,
-    buffers: BufferSizes,
+    buffers: SocketBuffers,
 }
 
 impl EchoClient for ImpairedClient {
@@ -299,7 +292,7 @@ impl EchoClient for ImpairedClient {
         }
     }
 
-    fn socket_buffers(&self) -> Option<BufferSizes> {
+    fn socket_buffers(&self) -> Option<SocketBuffers> {
         Some(self.buffers)
     }
 }

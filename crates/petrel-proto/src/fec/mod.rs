@@ -37,17 +37,22 @@
 //!
 //! # Reed–Solomon library choice
 //!
-//! **`reed-solomon-erasure`** (pure Rust, no `simd-accel`) for both framings.
-//! `reed-solomon-simd` encodes several times faster, but every decode pays a large
-//! fixed cost whatever the shard size or count, and it needs equal, even-sized
-//! shards; Petrel decodes on every loss, with shards of uneven size, so the decode
-//! cost decides. `reed-solomon-erasure` also uses the same systematic Vandermonde
-//! GF(2^8) matrix as klauspost/reedsolomon, so its parity is byte-identical to
-//! kcp-go's (checked against captured kcptun traffic in `tests/fec_kcptun.rs`).
-//! Numbers: `cargo bench -p petrel-proto --bench fec_rs` (library comparison, last
-//! results in `benches/fec_rs.rs`) and `--bench fec_layer` (the whole layer,
-//! encoder → decoder). After warm-up neither side allocates per packet
-//! (`tests/fec_alloc.rs`).
+//! Two pure-Rust libraries were compared on Petrel's group shapes (4+2, 8+2, 8+4 with
+//! 64–1200-byte shards; `cargo bench -p petrel-proto --bench fec_rs` reproduces the
+//! comparison, see the README's benchmark section). `reed-solomon-simd` 3 encodes
+//! several times faster, but every decode pays a fixed cost of the order of a
+//! millisecond whatever the shard size or count, and it needs equal, even-sized
+//! shards. `reed-solomon-erasure` 6 (no `simd-accel`) decodes one to two orders of
+//! magnitude faster on these shapes, still encodes a group in microseconds, and
+//! uses the same systematic Vandermonde GF(2^8) matrix as
+//! klauspost/reedsolomon, so its parity is byte-identical to kcp-go's (checked
+//! against captured kcptun traffic in `tests/fec_kcptun.rs`). **Chosen:
+//! `reed-solomon-erasure`** for both framings: recovery is the path FEC exists for,
+//! and kcp-go compatibility needs its matrix.
+//!
+//! The whole layer's cost per group (encoder → decoder, lossless, with one shard
+//! rebuilt, adaptive pass-through) is `cargo bench -p petrel-proto --bench
+//! fec_layer`. After warm-up neither side allocates per packet (`tests/fec_alloc.rs`).
 //!
 //! What lives elsewhere: the ARQ (`kcp`), congestion control (`cc`), the handshake
 //! that carries the descriptor, and the sockets and timers (`petrel`).

@@ -1,10 +1,10 @@
 //! [`KcpConfig`]: the tunables of one KCP connection and their validation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use petrel_sys::range::{check_range, check_range_in, RangeError};
 
-use crate::cc::CongestionKind;
+use crate::cc::{CongestionController, CongestionKind, ControllerFactory, ControllerParams};
 
 use super::segment::HEADER_LEN;
 
@@ -25,7 +25,10 @@ pub const NORMAL_MIN_RTO: Duration = Duration::from_millis(100);
 /// 2, 1)`, windows 128/512, MTU 1200); [`KcpConfig::normal`] is the reference's
 /// conservative profile. Both peers need not agree on any of this except that a peer's
 /// `rcv_wnd` should be at least the fragment count of the largest message sent to it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+///
+/// Two configs are equal when every field is and both use the same factory object (by
+/// address) or neither sets one.
+#[derive(Debug, Clone, Copy)]
 pub struct KcpConfig {
     /// Largest datagram written, bytes (header included). `mss = mtu − 24`. Default 1200.
     pub mtu: usize,
@@ -52,8 +55,19 @@ pub struct KcpConfig {
     /// interval tick (false). Default true.
     pub ack_nodelay: bool,
     /// Which congestion controller limits the bytes in flight. Default
-    /// [`CongestionKind::None`] (the reference's `nc = 1`).
+    /// [`CongestionKind::None`] (the reference's `nc = 1`). Not used when
+    /// [`KcpConfig::controller`] is set.
     pub congestion: CongestionKind,
+    /// A user-supplied controller: when set, it builds every connection's controller
+    /// instead of `congestion` (see [`crate::cc`], "How to add a congestion
+    /// controller"). Default `None`.
+    ///
+    /// A `&'static` reference rather than an `Arc`, as `log::set_logger` takes its
+    /// logger, so that the config stays `Copy` (it is copied into every connection):
+    /// a factory lives as long as the program's configuration. Use a `static`, or
+    /// `Box::leak` one built at run time — once per configuration, not per
+    /// connection.
+    pub controller: Option<&'static dyn ControllerFactory>,
     /// Most segments waiting in the send queue (not yet in the send window); `send`
     /// returns `QueueFull` above it. Default 4096.
     pub send_queue_limit: usize,
@@ -72,10 +86,50 @@ impl Default for KcpConfig {
             dead_link: 20,
             ack_nodelay: true,
             congestion: CongestionKind::None,
+            controller: None,
             send_queue_limit: 4096,
         }
     }
 }
+
+impl PartialEq for KcpConfig {
+    fn eq(&self, other: &Self) -> bool {
+        // Destructured so that a new field cannot be forgotten here.
+        let Self {
+            mtu,
+            snd_wnd,
+            rcv_wnd,
+            interval,
+            nodelay,
+            min_rto,
+            fast_resend,
+            dead_link,
+            ack_nodelay,
+            congestion,
+            controller,
+            send_queue_limit,
+        } = self;
+        let same_controller = match (controller, other.controller) {
+            (None, None) => true,
+            (Some(a), Some(b)) => std::ptr::addr_eq(*a, b),
+            _ => false,
+        };
+        *mtu == other.mtu
+            && *snd_wnd == other.snd_wnd
+            && *rcv_wnd == other.rcv_wnd
+            && *interval == other.interval
+            && *nodelay == other.nodelay
+            && *min_rto == other.min_rto
+            && *fast_resend == other.fast_resend
+            && *dead_link == other.dead_link
+            && *ack_nodelay == other.ack_nodelay
+            && *congestion == other.congestion
+            && same_controller
+            && *send_queue_limit == other.send_queue_limit
+    }
+}
+
+impl Eq for KcpConfig {}
 
 /// A configuration field outside its allowed range: the workspace's one
 /// range-checked configuration error, its message built from the checked range
@@ -91,6 +145,38 @@ impl KcpConfig {
             min_rto: NORMAL_MIN_RTO,
             fast_resend: 0,
             ..Self::default()
+        }
+    }
+
+    /// This config with `factory` building the congestion controller (sets
+    /// [`KcpConfig::controller`]).
+    pub fn with_controller(self, factory: &'static dyn ControllerFactory) -> Self {
+        Self {
+            controller: Some(factory),
+            ..self
+        }
+    }
+
+    /// Name of the congestion controller a connection of this config runs: the
+    /// factory's when [`KcpConfig::controller`] is set, else `congestion`'s.
+    pub fn controller_name(&self) -> &str {
+        match self.controller {
+            Some(factory) => factory.name(),
+            None => self.congestion.as_str(),
+        }
+    }
+
+    /// The controller of a connection created at `now`, seeded with `seed`, for
+    /// datagrams of `mtu` bytes.
+    pub(super) fn build_controller(
+        &self,
+        now: Instant,
+        seed: u64,
+    ) -> Box<dyn CongestionController> {
+        let params = ControllerParams::new(self.mtu as u64, seed);
+        match self.controller {
+            Some(factory) => factory.build(now, &params),
+            None => self.congestion.build_seeded(params.max_datagram_size, seed),
         }
     }
 

@@ -90,9 +90,7 @@ impl Kcp {
             tell_pending: false,
             rtt: RttEstimator::new(config.min_rto, config.interval),
             rate: DeliveryState::default(),
-            cc: config
-                .congestion
-                .build_seeded(config.mtu as u64, u64::from(conv)),
+            cc: config.build_controller(now, u64::from(conv)),
             pacer: Pacer::new(),
             pacing_deadline: None,
             error: None,

@@ -25,8 +25,8 @@ use super::pattern::Verifier;
 /// small enough that the first byte's timestamp is within 0.1 ms of the first packet.
 pub(crate) const CHUNK: usize = 16 << 10;
 
-/// Socket buffers requested for every UDP and TCP socket, bytes (Linux caps at
-/// `net.core.{w,r}mem_max`, 4 MiB on the reference host).
+/// Socket buffers requested for every UDP and TCP socket, bytes (Linux caps the
+/// request at `net.core.{w,r}mem_max`; the granted size is recorded).
 pub(crate) const SOCKET_BUFFER: usize = 4 << 20;
 
 /// Why a transfer did not complete.
@@ -80,22 +80,7 @@ impl Receipt {
     }
 }
 
-/// What the sender's connection counted, when the transport exposes it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
-pub struct SenderStats {
-    /// Datagrams (or TCP segments) sent.
-    pub packets_sent: Option<u64>,
-    /// Packets declared lost (QUIC) or retransmitted (RUDP: timeout + fast).
-    pub packets_lost_or_retransmitted: Option<u64>,
-    /// Congestion window at the end, bytes.
-    pub cwnd_bytes: Option<u64>,
-    /// Smoothed RTT at the end, ms.
-    pub srtt_ms: Option<f64>,
-    /// `SO_SNDBUF` granted to the sender's socket, bytes.
-    pub send_buffer: Option<usize>,
-    /// `SO_RCVBUF` granted to the receiver's socket, bytes.
-    pub recv_buffer: Option<usize>,
-}
+pub use crate::record::goodput::SenderStats;
 
 /// One completed transfer.
 #[derive(Debug, Clone)]

@@ -2,9 +2,9 @@
 //!
 //! Windows: 200 Mbit/s × 8 ms is ≈ 140 segments of 1400 bytes; `snd_wnd` and
 //! `rcv_wnd` of 512 segments (≈ 700 kB) are over 3 × BDP, so the link stays full. A
-//! larger window only lets loss-based controllers stand more of the 1000-packet
-//! queue: with 1024 the RTT climbed from 8 to ≈ 57 ms within slow start, faster than
-//! the KCP RTO followed, and spurious timeouts cut reno/cubic's window. MTU 1400 bytes.
+//! larger window only lets loss-based controllers fill more of the 1000-packet
+//! queue: the RTT then grows within slow start faster than the KCP RTO follows, and
+//! spurious timeouts cut reno/cubic's window. MTU 1400 bytes.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;

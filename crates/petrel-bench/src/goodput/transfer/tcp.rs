@@ -7,6 +7,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 use std::time::Instant;
 
+use petrel_sys::socket::buffers_of;
 use socket2::SockRef;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
@@ -27,7 +28,7 @@ pub(super) async fn run(
     let progress = Arc::clone(progress);
     let receiver = tokio::spawn(async move {
         let (mut stream, _) = listener.accept().await.map_err(transport)?;
-        let recv_buffer = SockRef::from(&stream).recv_buffer_size().ok();
+        let recv_buffer = buffers_of(&stream).ok().map(|b| b.recv_actual);
         let mut receipt = Receipt::default();
         let mut buf = vec![0; CHUNK * 4];
         loop {
@@ -46,7 +47,7 @@ pub(super) async fn run(
         .map_err(|e| setup(format!("TCP_CONGESTION {algorithm}: {e}")))?;
     let mut stream = socket.connect(server_addr).await.map_err(transport)?;
     stream.set_nodelay(true).map_err(setup)?;
-    let send_buffer = SockRef::from(&stream).send_buffer_size().ok();
+    let send_buffer = buffers_of(&stream).ok().map(|b| b.send_actual);
     for (offset, len) in chunks(cfg.size_bytes) {
         let chunk = pattern::chunk(offset, len);
         stream.write_all(&chunk).await.map_err(transport)?;

@@ -1,0 +1,154 @@
+//! The bulk goodput benchmark (`benchmark` = `"goodput"`,
+//! `specs/benchmarks.md` §C): its parameters (the case and the transport's
+//! settings) and the figures of one repetition.
+
+use serde::{Deserialize, Serialize};
+
+/// Every parameter of a goodput case, as recorded in `parameters`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodputParameters {
+    /// Transport under test: `"rudp"`, `"quic"`, `"quinn"` or `"tcp"`
+    /// (`petrel report` draws one bar per transport).
+    pub protocol: String,
+    /// The case as configured.
+    pub case: GoodputCase,
+    /// Which way the bytes flow: always `"client to server"`.
+    pub direction: String,
+    /// Link rate goodput is compared with, bit/s; `None` over loopback.
+    pub link_rate_bps: Option<u64>,
+    /// Bytes per application write, bytes.
+    pub chunk_bytes: usize,
+    /// How long one transfer may take before it counts as incomplete, s.
+    pub transfer_timeout_s: f64,
+    /// The runtime layout, in words.
+    pub runtime: String,
+    /// The transport's settings that shape the result.
+    pub transport_settings: TransportSettings,
+}
+
+/// One goodput case: transport, controller, link and size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodputCase {
+    /// Transport: `"rudp"`, `"quic"`, `"quinn"` or `"tcp"`.
+    pub transport: String,
+    /// Congestion controller (`petrel_proto::cc` name, e.g. `"cubic"`).
+    pub cc: String,
+    /// Link: `"none"` (plain loopback) or `"p2p"` (the emulated link).
+    pub profile: String,
+    /// Link rate of each direction with `p2p`, bit/s.
+    pub bandwidth_bps: u64,
+    /// One-way delay of each direction with `p2p`, ms.
+    pub delay: f64,
+    /// Drop-tail queue of each direction with `p2p`, packets.
+    pub queue_packets: usize,
+    /// Bytes transferred client → server, bytes.
+    pub size_bytes: u64,
+    /// Transfers (repetitions) per case.
+    pub repetitions: u32,
+    /// Seed of repetition 0; repetition i uses seed + i.
+    pub seed: u64,
+}
+
+/// The settings of the transport under test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum TransportSettings {
+    /// Petrel RUDP.
+    Rudp {
+        /// Largest datagram, bytes.
+        mtu_bytes: usize,
+        /// Send window, packets.
+        snd_wnd_packets: u16,
+        /// Receive window, packets.
+        rcv_wnd_packets: u16,
+        /// `SO_SNDBUF`/`SO_RCVBUF` requested, bytes.
+        socket_buffer_bytes: usize,
+    },
+    /// The Petrel QUIC transport, with a Petrel or a quinn controller.
+    Quic {
+        /// Per-stream flow-control window, bytes.
+        stream_receive_window_bytes: u64,
+        /// Connection flow-control window, bytes.
+        receive_window_bytes: u64,
+        /// Send window, bytes.
+        send_window_bytes: u64,
+        /// `SO_SNDBUF`/`SO_RCVBUF` requested, bytes.
+        socket_buffer_bytes: usize,
+        /// The controller quinn runs (`None`: quinn has none by that name).
+        controller: Option<String>,
+    },
+    /// Kernel TCP.
+    Tcp {
+        /// The Linux congestion-control module (`TCP_CONGESTION`).
+        tcp_congestion: Option<String>,
+        /// Always `"kernel autotuning"`: TCP buffers are left to the kernel.
+        socket_buffer_bytes: String,
+    },
+}
+
+/// The relay's counters that explain a shortfall.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RelayFigures {
+    /// Client → server bytes forwarded (UDP payload).
+    pub upstream_forwarded_bytes: u64,
+    /// Client → server packets dropped by the drop-tail queue.
+    pub upstream_queue_drops: u64,
+    /// Largest client → server queue, packets.
+    pub upstream_queue_peak_packets: u64,
+    /// Server → client (acks) packets dropped by the queue.
+    pub downstream_queue_drops: u64,
+    /// Packets the relay's own sockets could not send (buffer full).
+    pub relay_send_dropped: u64,
+    /// Latest release after its deadline, µs (the relay's own lateness).
+    pub lateness_max_us: f64,
+}
+
+/// One repetition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GoodputRound {
+    /// 0-based repetition.
+    pub repetition: u32,
+    /// Seed of the relay and of BBR's probe timing.
+    pub seed: u64,
+    /// Every byte arrived and matched the pattern.
+    pub ok: bool,
+    /// Why the transfer failed, if it did.
+    pub error: Option<String>,
+    /// Bytes the server read and checked.
+    pub bytes_received: u64,
+    /// Bytes that differed from the pattern.
+    pub mismatched_bytes: u64,
+    /// First to last data byte at the server, s.
+    pub transfer_s: Option<f64>,
+    /// Client start to last data byte at the server, s.
+    pub wall_s: Option<f64>,
+    /// Interop-runner goodput, Mbit/s.
+    pub goodput_mbps: Option<f64>,
+    /// Wall-time goodput, Mbit/s.
+    pub wall_goodput_mbps: Option<f64>,
+    /// `goodput_mbps` ÷ link rate, % (`p2p` only).
+    pub efficiency_percent: Option<f64>,
+    /// `wall_goodput_mbps` ÷ link rate, % (`p2p` only).
+    pub wall_efficiency_percent: Option<f64>,
+    /// The sender's counters.
+    pub sender: SenderStats,
+    /// The relay's counters (`p2p` only).
+    pub relay: Option<RelayFigures>,
+}
+
+/// What the sender's connection counted, when the transport exposes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SenderStats {
+    /// Datagrams (or TCP segments) sent.
+    pub packets_sent: Option<u64>,
+    /// Packets declared lost (QUIC) or retransmitted (RUDP: timeout + fast).
+    pub packets_lost_or_retransmitted: Option<u64>,
+    /// Congestion window at the end, bytes.
+    pub cwnd_bytes: Option<u64>,
+    /// Smoothed RTT at the end, ms.
+    pub srtt_ms: Option<f64>,
+    /// `SO_SNDBUF` granted to the sender's socket, bytes.
+    pub send_buffer: Option<usize>,
+    /// `SO_RCVBUF` granted to the receiver's socket, bytes.
+    pub recv_buffer: Option<usize>,
+}

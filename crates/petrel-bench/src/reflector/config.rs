@@ -1,0 +1,113 @@
+//! What one load stage runs ([`LoadConfig`]), where the reflector under test
+//! runs ([`ServerProcess`]), and why a stage fails ([`LoadError`]).
+
+use petrel_reflector::model::FanoutConfig;
+use petrel_reflector::runtime::server::ServerError;
+use petrel_reflector::runtime::store::StoreError;
+use thiserror::Error;
+
+/// Load-generator parameters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadConfig {
+    /// Simulated devices, 2–20000.
+    pub devices: usize,
+    /// Groups (= simultaneous speakers), 1–1024, at most devices / 2.
+    pub groups: usize,
+    /// Voice interval per speaker, ms (≥ 10).
+    pub interval_ms: u64,
+    /// Voice DATA bytes, 32–710.
+    pub payload: usize,
+    /// Measurement time, s (1–600).
+    pub duration_s: u64,
+    /// Reflector send paths.
+    pub writers: usize,
+    /// Reflector frame-age limit, ms.
+    pub max_frame_age_ms: u64,
+    /// Where the reflector under test runs.
+    pub server: ServerProcess,
+}
+
+/// Where the reflector under test runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ServerProcess {
+    /// In this process: its CPU is its threads' (`refl-*`), but its RSS
+    /// cannot be told apart from the load generator's.
+    #[default]
+    InProcess,
+    /// A child process, `<program> reflector serve` (the `petrel` binary),
+    /// measured from `/proc/<child pid>`: CPU and RSS are the reflector's alone.
+    Child(std::path::PathBuf),
+}
+
+impl Default for LoadConfig {
+    fn default() -> Self {
+        Self {
+            devices: 100,
+            groups: 1,
+            interval_ms: 120,
+            payload: 320,
+            duration_s: 5,
+            writers: 2,
+            max_frame_age_ms: 120,
+            server: ServerProcess::InProcess,
+        }
+    }
+}
+
+/// Why a run failed.
+#[derive(Debug, Error)]
+pub enum LoadError {
+    /// A parameter is out of range.
+    #[error("invalid parameter: {0}")]
+    Invalid(String),
+    /// Store setup failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// The reflector failed to start.
+    #[error("server: {0}")]
+    Server(#[from] ServerError),
+    /// A socket failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// Devices did not authenticate.
+    #[error("{0} devices failed to log in")]
+    Login(usize),
+}
+
+impl LoadConfig {
+    /// Checks parameter ranges.
+    ///
+    /// # Errors
+    /// [`LoadError::Invalid`] naming the first parameter out of range.
+    pub fn validate(&self) -> Result<(), LoadError> {
+        let bad = |m: &str| Err(LoadError::Invalid(m.into()));
+        if !(2..=20_000).contains(&self.devices) {
+            return bad("devices: 2..=20000");
+        }
+        if self.groups == 0 || self.groups > 1024 || self.groups * 2 > self.devices {
+            return bad("groups: 1..=1024 and at most devices/2");
+        }
+        if self.interval_ms < 10 {
+            return bad("interval_ms: >= 10");
+        }
+        if !(32..=710).contains(&self.payload) {
+            return bad("payload: 32..=710");
+        }
+        if !(1..=600).contains(&self.duration_s) {
+            return bad("duration_s: 1..=600");
+        }
+        // The reflector's own ranges, checked before any stage starts.
+        self.fanout()
+            .validate()
+            .map_err(|e| LoadError::Invalid(e.to_string()))
+    }
+
+    /// The reflector's fan-out settings for this stage.
+    pub(super) fn fanout(&self) -> FanoutConfig {
+        FanoutConfig {
+            writers: self.writers,
+            max_frame_age_ms: self.max_frame_age_ms,
+            ..FanoutConfig::default()
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The reflector fan-out load generator of `petrel bench reflector`, after
+//! draarl-v1 §7 / benchmarks §D: every simulated device binds its own
+//! 127.x.y.z address, logs in with real heartbeats, then one speaker per
+//! group sends voice on an absolute schedule with a marker, stage id,
+//! sequence and send time in the payload.
+//!
+//! It starts its own reflector on a fresh temporary store, as a child process
+//! ([`ServerProcess::Child`], measured from `/proc/<child pid>`) or
+//! in-process. CPU is reported three ways, because they differ: the
+//! reflector's (the child, or the `refl-*` threads), the load generator's
+//! threads (its receive threads `lg-recv` also separately), and the whole
+//! host from `/proc/stat` — the last includes loopback delivery in softirq
+//! context and anything else running on the machine. RSS: the child's, and
+//! this process's.
+//!
+//! Files, one concern each: [`LoadConfig`] and its errors (`config`), the
+//! simulated devices and their login (`device`), the store a stage runs on
+//! (`store_setup`), the reflector child (`child`), one stage's send loop
+//! (`drive`), its receive threads (`receive`), the send schedule and the
+//! heartbeats (`schedule`), CPU samples (`cpu`, read through
+//! `petrel_sys::proc`); the `RESULT` line (`result`). The recorded figures are
+//! [`LoadResult`], defined with every other result field in [`crate::record`].
+//!
+//! Not here: the reflector itself (`petrel_reflector::runtime::server`).
+
+mod child;
+mod config;
+mod cpu;
+mod device;
+mod drive;
+mod receive;
+mod result;
+mod schedule;
+mod store_setup;
+
+use std::net::SocketAddr;
+
+pub use crate::record::reflector::LoadResult;
+pub use config::{LoadConfig, LoadError, ServerProcess};
+pub use device::device_ip;
+
+use petrel_reflector::model::ServerConfig;
+use petrel_reflector::runtime::server::ServerHandle;
+
+/// Sets up a fresh store and reflector, logs every device in, and runs one stage.
+///
+/// # Errors
+/// [`LoadError`] when `cfg` is out of range, the store or the reflector
+/// cannot be set up, a socket fails, or devices cannot log in.
+pub async fn run(cfg: &LoadConfig) -> Result<LoadResult, LoadError> {
+    cfg.validate()?;
+    let db_path = std::env::temp_dir().join(format!("petrel-refl-bench-{}.db", std::process::id()));
+    let db = db_path.to_string_lossy().into_owned();
+    let result = run_with_db(cfg, &db).await;
+    for ext in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{db}{ext}"));
+    }
+    result
+}
+
+async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError> {
+    store_setup::populate(cfg, db).await?;
+    let fanout = cfg.fanout();
+    let (res, counters) = match &cfg.server {
+        ServerProcess::InProcess => {
+            let server = ServerHandle::start(ServerConfig {
+                listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+                db: db.into(),
+                fanout,
+                http_listen: None,
+                ..ServerConfig::default()
+            })
+            .await?;
+            let (at, cfg2) = (server.local_addr(), cfg.clone());
+            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, at, None))
+                .await
+                .map_err(|e| LoadError::Invalid(e.to_string()))?;
+            let f = server.stats().fanout;
+            server.shutdown().await;
+            let counters = child::FanoutCounters {
+                frames_dropped: f.frames_dropped,
+                frames_expired: f.frames_expired,
+                queue_high_water: f.queue_high_water,
+                max_dispatch_ns: f.max_dispatch_ns,
+            };
+            (res, counters)
+        }
+        ServerProcess::Child(program) => {
+            let (program, db, cfg2) = (program.clone(), db.to_owned(), cfg.clone());
+            tokio::task::spawn_blocking(move || {
+                let server = child::ServerChild::start(&program, &db, &fanout)?;
+                let res = drive::drive(&cfg2, server.udp, Some(server.pid()));
+                let counters = server.fanout()?;
+                Ok::<_, LoadError>((res, counters))
+            })
+            .await
+            .map_err(|e| LoadError::Invalid(e.to_string()))??
+        }
+    };
+    res.map(|mut r| {
+        r.frames_dropped = counters.frames_dropped + counters.frames_expired;
+        r.frames_expired = counters.frames_expired;
+        r.queue_high_water = counters.queue_high_water;
+        r.max_dispatch_ms = counters.max_dispatch_ns as f64 / 1e6;
+        r
+    })
+}

@@ -1,0 +1,446 @@
+//! State the ingress shards share (draarl-v1 §4.1, §4.2), as sans-IO tables
+//! and the port through which a shard reaches them.
+//!
+//! Each shard owns the sessions of the devices hashed to it, but some state
+//! spans shards: a domain's receivers and its floor (talkers of one domain
+//! sit on any shard), the failed-auth ladder of a username (whose SSIDs land
+//! on different shards), the Argon2 budget, the verified-password cache (so
+//! a user's devices on every shard share one check) and the session count.
+//!
+//! The tables are plain data with `&mut self` methods, split by how often
+//! they are touched:
+//! - [`DomainCache`]: per domain, the cached receiver [`Snapshot`] and the
+//!   floor. The voice path touches only this, for the frame's own domain.
+//! - [`Membership`]: which online device receives where. Touched when a
+//!   device comes online, moves or leaves, and when a snapshot is rebuilt.
+//! - [`LoginGuard`]: the ban ladder, the Argon2 budget, the verified cache
+//!   and the checks in flight. Touched by logins only.
+//!
+//! A shard reaches them through [`CrossShard`], given to it at construction,
+//! so who owns the tables is the runtime's choice: [`LocalTables`] owns them
+//! outright for a single shard (and for tests); the server's
+//! [`SharedTables`](crate::runtime::SharedTables) shares them between shards
+//! running in parallel, with one lock per stripe of domains, so voice frames
+//! of different domains never wait for each other and no lock is taken by
+//! every frame of every domain.
+//!
+//! Snapshots are cached per domain and invalidated per domain, so a change in
+//! one domain never rebuilds or drops another's. The order "update the
+//! membership, then invalidate the domain" and "rebuild while holding the
+//! domain" is what keeps a concurrent owner consistent: a rebuild either
+//! sees a change or is invalidated after it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::ops::DerefMut;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use subtle::ConstantTimeEq;
+
+use crate::codec::PASSWORD_LEN;
+use crate::model::{DeviceKey, Directory, SessionConfig, Snapshot};
+use crate::policy::{BanCheck, BanLadder, FloorDecision, FloorTable, TokenBucket};
+
+/// Where an online device receives, as its shard last published it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Member {
+    /// The device's endpoint.
+    pub addr: SocketAddr,
+    /// False under a receive ban: the device stays online but is left out.
+    pub receives: bool,
+}
+
+/// How a snapshot request was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotSource {
+    /// From the cache.
+    Cached,
+    /// Rebuilt from the members.
+    Rebuilt,
+}
+
+/// The shared state as one shard sees it; see the module docs. Counts
+/// returned are snapshot invalidations made.
+pub trait CrossShard: std::fmt::Debug + Send {
+    /// Online devices over all shards.
+    fn online(&self) -> usize;
+
+    /// Publishes that `key` is online at `member` in `group_id`; `dir`
+    /// resolves groups to domains. Invalidates the old and new domains,
+    /// only if something changed.
+    fn set_member(&mut self, dir: &Directory, key: DeviceKey, group_id: i64, member: Member)
+        -> u64;
+
+    /// Publishes that `key` went offline.
+    fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64;
+
+    /// Drops every cached snapshot (directory reload).
+    fn invalidate_all(&mut self) -> u64;
+
+    /// Claims the floor of `domain_id` for a voice frame of `talker` and,
+    /// if granted, returns the domain's receivers.
+    fn voice_targets(
+        &mut self,
+        dir: &Directory,
+        domain_id: i64,
+        talker: DeviceKey,
+        now: Instant,
+    ) -> Option<(Arc<Snapshot>, SnapshotSource)>;
+
+    /// The receivers of `domain_id` (text bypasses the floor).
+    fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource);
+
+    /// The login-path tables, for the duration of the returned borrow.
+    fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_>;
+
+    /// Forgets expired bans and idle floors.
+    fn sweep(&mut self, now: Instant);
+}
+
+/// Online devices per group, and the group of each online device. Bounded
+/// by the devices online (at most `max_sessions`).
+#[derive(Debug, Default)]
+pub struct Membership {
+    members: HashMap<i64, HashMap<DeviceKey, Member>>,
+    group_of: HashMap<DeviceKey, i64>,
+}
+
+impl Membership {
+    /// Online devices.
+    pub fn online(&self) -> usize {
+        self.group_of.len()
+    }
+
+    /// Puts `key` in `group_id` at `member`. Returns the groups whose
+    /// domains changed: none if nothing did, else the old group (if any)
+    /// and the new one.
+    pub fn set(&mut self, key: DeviceKey, group_id: i64, member: Member) -> Vec<i64> {
+        let old_group = self.group_of.insert(key, group_id);
+        let unchanged = old_group == Some(group_id)
+            && self.members.get(&group_id).and_then(|ms| ms.get(&key)) == Some(&member);
+        if unchanged {
+            return Vec::new();
+        }
+        let mut changed = Vec::with_capacity(2);
+        if let Some(old) = old_group {
+            self.remove_from(old, key);
+            changed.push(old);
+        }
+        self.members
+            .entry(group_id)
+            .or_default()
+            .insert(key, member);
+        changed.push(group_id);
+        changed
+    }
+
+    /// Takes `key` out; returns the group it was in.
+    pub fn remove(&mut self, key: DeviceKey) -> Option<i64> {
+        let old = self.group_of.remove(&key)?;
+        self.remove_from(old, key);
+        Some(old)
+    }
+
+    fn remove_from(&mut self, group_id: i64, key: DeviceKey) {
+        if let Some(ms) = self.members.get_mut(&group_id) {
+            ms.remove(&key);
+            if ms.is_empty() {
+                self.members.remove(&group_id);
+            }
+        }
+    }
+
+    /// The receivers of `domain_id` now, partitioned for `partitions` send paths.
+    pub fn snapshot(&self, dir: &Directory, domain_id: i64, partitions: usize) -> Snapshot {
+        let groups = dir
+            .domain_of(domain_id)
+            .map(|d| Arc::clone(&d.groups))
+            .unwrap_or_else(|| Arc::from(Vec::new()));
+        let endpoints = groups
+            .iter()
+            .filter_map(|g| self.members.get(g))
+            .flat_map(HashMap::values)
+            .filter(|m| m.receives)
+            .map(|m| m.addr);
+        Snapshot::build(domain_id, endpoints, partitions)
+    }
+}
+
+/// Per-domain hot state: the cached receiver snapshot and the floor.
+/// Bounded by the number of domains.
+#[derive(Debug)]
+pub struct DomainCache {
+    snapshots: HashMap<i64, Arc<Snapshot>>,
+    floors: FloorTable,
+}
+
+impl DomainCache {
+    /// Empty, with the floor hold time of `cfg`.
+    pub fn new(cfg: &SessionConfig) -> Self {
+        Self {
+            snapshots: HashMap::new(),
+            floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
+        }
+    }
+
+    /// Claims or renews the floor of `domain_id` for `talker`.
+    pub fn claim_floor(&mut self, domain_id: i64, talker: DeviceKey, now: Instant) -> bool {
+        self.floors.claim(domain_id, talker, now) == FloorDecision::Granted
+    }
+
+    /// The cached snapshot of `domain_id`, or one built by `build` and cached.
+    pub fn snapshot_or(
+        &mut self,
+        domain_id: i64,
+        build: impl FnOnce() -> Snapshot,
+    ) -> (Arc<Snapshot>, SnapshotSource) {
+        if let Some(s) = self.snapshots.get(&domain_id) {
+            return (Arc::clone(s), SnapshotSource::Cached);
+        }
+        let snap = Arc::new(build());
+        self.snapshots.insert(domain_id, Arc::clone(&snap));
+        (snap, SnapshotSource::Rebuilt)
+    }
+
+    /// Drops the snapshot of `domain_id`; 1 if there was one.
+    pub fn invalidate(&mut self, domain_id: i64) -> u64 {
+        self.snapshots.remove(&domain_id).map_or(0, |_| 1)
+    }
+
+    /// Drops every snapshot; returns how many.
+    pub fn invalidate_all(&mut self) -> u64 {
+        let n = self.snapshots.len() as u64;
+        self.snapshots.clear();
+        n
+    }
+
+    /// Forgets idle floors.
+    pub fn sweep(&mut self, now: Instant) {
+        self.floors.sweep(now);
+    }
+}
+
+/// A user's password as offered in a heartbeat, for the credential cache.
+/// Its `Debug` output hides the password.
+#[derive(Clone, Copy)]
+pub struct Credential<'a> {
+    /// Owner of the password.
+    pub user_id: i64,
+    /// The PHC string it is checked against.
+    pub phc: &'a str,
+    /// The padded password.
+    pub password: &'a [u8; PASSWORD_LEN],
+}
+
+impl std::fmt::Debug for Credential<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("user_id", &self.user_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Credential<'_> {
+    fn matches(&self, user_id: i64, phc: &str, password: &[u8; PASSWORD_LEN]) -> bool {
+        user_id == self.user_id && phc == self.phc && bool::from(password.ct_eq(self.password))
+    }
+}
+
+/// Login-path state shared by every shard (draarl-v1 §3.1, §3.2).
+pub struct LoginGuard {
+    bans: BanLadder,
+    password_checks: TokenBucket,
+    /// Last verified password per user, so only the first login of a user
+    /// pays for Argon2: (PHC string it was checked against, padded password).
+    /// At most one entry per user of the directory.
+    verified: HashMap<i64, (String, [u8; PASSWORD_LEN])>,
+    /// Checks in flight on any shard: (user id, PHC, padded password). At
+    /// most `password_checks_in_flight` (checked before each is added).
+    checking: Vec<(i64, String, [u8; PASSWORD_LEN])>,
+}
+
+impl std::fmt::Debug for LoginGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginGuard")
+            .field("bans", &self.bans)
+            .field("verified_users", &self.verified.len())
+            .field("checking", &self.checking.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoginGuard {
+    /// Empty tables for `cfg` (validated).
+    pub fn new(cfg: &SessionConfig, now: Instant) -> Self {
+        Self {
+            bans: BanLadder::new(cfg.ban_table_max),
+            password_checks: TokenBucket::new(cfg.password_checks_per_s, now),
+            verified: HashMap::new(),
+            checking: Vec::new(),
+        }
+    }
+
+    /// Ban ladder lookup (spec §3.2).
+    pub fn ban_check(&self, ip: IpAddr, username: &str, now: Instant) -> BanCheck {
+        self.bans.check(ip, username, now)
+    }
+
+    /// Counts a failed authentication on the ladder.
+    pub fn record_failure(&mut self, ip: IpAddr, username: &str, now: Instant) {
+        self.bans.record_failure(ip, username, now);
+    }
+
+    /// Clears the ladder of `(ip, username)` after a success.
+    pub fn record_success(&mut self, ip: IpAddr, username: &str) {
+        self.bans.record_success(ip, username);
+    }
+
+    /// Takes one Argon2 verification from the per-second budget.
+    pub fn take_password_check(&mut self, now: Instant) -> bool {
+        self.password_checks.take(now)
+    }
+
+    /// Whether `c` was verified before (against the same PHC string).
+    pub fn is_verified(&self, c: &Credential<'_>) -> bool {
+        self.verified
+            .get(&c.user_id)
+            .is_some_and(|(phc, pw)| c.matches(c.user_id, phc, pw))
+    }
+
+    /// Remembers `c` as verified.
+    pub fn set_verified(&mut self, c: &Credential<'_>) {
+        self.verified
+            .insert(c.user_id, (c.phc.to_owned(), *c.password));
+    }
+
+    /// Forgets verified passwords whose user or hash changed in `dir`.
+    pub fn retain_verified(&mut self, dir: &Directory) {
+        self.verified.retain(|uid, (phc, _)| {
+            dir.user(*uid)
+                .and_then(|u| u.device_password_hash.as_deref())
+                == Some(phc.as_str())
+        });
+    }
+
+    /// Whether a check of the same credential is in flight on any shard.
+    pub fn is_checking(&self, c: &Credential<'_>) -> bool {
+        self.checking
+            .iter()
+            .any(|(uid, phc, pw)| c.matches(*uid, phc, pw))
+    }
+
+    /// Password checks in flight on every shard.
+    pub fn checks_in_flight(&self) -> usize {
+        self.checking.len()
+    }
+
+    /// Records that a check of `c` is in flight.
+    pub fn begin_check(&mut self, c: &Credential<'_>) {
+        self.checking
+            .push((c.user_id, c.phc.to_owned(), *c.password));
+    }
+
+    /// Records that one check of `c` ended (answered or abandoned).
+    pub fn end_check(&mut self, c: &Credential<'_>) {
+        if let Some(i) = self
+            .checking
+            .iter()
+            .position(|(uid, phc, pw)| c.matches(*uid, phc, pw))
+        {
+            self.checking.swap_remove(i);
+        }
+    }
+
+    /// Forgets expired bans.
+    pub fn sweep(&mut self, now: Instant) {
+        self.bans.sweep(now);
+    }
+}
+
+/// The shared tables owned by one shard: the single-shard arrangement (and
+/// what tests drive).
+#[derive(Debug)]
+pub struct LocalTables {
+    partitions: usize,
+    membership: Membership,
+    domains: DomainCache,
+    logins: LoginGuard,
+}
+
+impl LocalTables {
+    /// Empty tables for a shard running under `cfg` (validated).
+    pub fn new(cfg: &SessionConfig, now: Instant) -> Self {
+        Self {
+            partitions: cfg.partitions,
+            membership: Membership::default(),
+            domains: DomainCache::new(cfg),
+            logins: LoginGuard::new(cfg, now),
+        }
+    }
+
+    fn invalidate_groups(&mut self, dir: &Directory, groups: &[i64]) -> u64 {
+        groups
+            .iter()
+            .filter_map(|g| dir.domain_of(*g))
+            .map(|d| self.domains.invalidate(d.id))
+            .sum()
+    }
+}
+
+impl CrossShard for LocalTables {
+    fn online(&self) -> usize {
+        self.membership.online()
+    }
+
+    fn set_member(
+        &mut self,
+        dir: &Directory,
+        key: DeviceKey,
+        group_id: i64,
+        member: Member,
+    ) -> u64 {
+        let changed = self.membership.set(key, group_id, member);
+        self.invalidate_groups(dir, &changed)
+    }
+
+    fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64 {
+        match self.membership.remove(key) {
+            Some(old) => self.invalidate_groups(dir, &[old]),
+            None => 0,
+        }
+    }
+
+    fn invalidate_all(&mut self) -> u64 {
+        self.domains.invalidate_all()
+    }
+
+    fn voice_targets(
+        &mut self,
+        dir: &Directory,
+        domain_id: i64,
+        talker: DeviceKey,
+        now: Instant,
+    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
+        if !self.domains.claim_floor(domain_id, talker, now) {
+            return None;
+        }
+        Some(self.targets(dir, domain_id))
+    }
+
+    fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {
+        let (membership, partitions) = (&self.membership, self.partitions);
+        self.domains.snapshot_or(domain_id, || {
+            membership.snapshot(dir, domain_id, partitions)
+        })
+    }
+
+    fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_> {
+        Box::new(&mut self.logins)
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        self.logins.sweep(now);
+        self.domains.sweep(now);
+    }
+}

@@ -1,0 +1,57 @@
+//! The sans-IO session core: feed it `(now, source, datagram)`, then poll it
+//! for replies, fan-out frames, store events, password checks (which the
+//! runtime runs elsewhere and answers) and finished recordings. It owns
+//! device sessions, authentication, bans, floors and forwarding decisions
+//! (draarl-v1 §2.2, §3), and never reads a clock, touches a socket, awaits
+//! the database, runs Argon2 or blocks: time comes in as an argument, and
+//! state shared with other shards through a port (below).
+//!
+//! Ingress is sharded (§4.1): an [`Ingress`] front rate-limits each datagram
+//! and picks the shard owning its device (username + SSID); each shard is
+//! one [`Reflector`] with the sessions of its devices. With one shard,
+//! [`Reflector::new`] owns everything itself.
+//!
+//! # Cross-shard state
+//!
+//! What spans shards (domain receivers and snapshots, floors, the ban
+//! ladder, the Argon2 budget, the verified-password cache, the session
+//! count) lives in three sans-IO tables split by traffic: a
+//! [`DomainCache`] per domain (snapshot and floor: the only one the voice
+//! path touches, once per frame, for the frame's own domain), the
+//! [`Membership`] (touched when devices come, move or go) and the
+//! [`LoginGuard`] (touched by logins). A shard reaches them through the
+//! [`CrossShard`] port it is given, so their owner is the runtime's
+//! choice: [`LocalTables`] for one shard, the runtime's `SharedTables` for
+//! many, with a lock per stripe of domains rather than one lock per frame
+//! for all of them. Password checks leave the core as
+//! [`PasswordCheck`](crate::model::PasswordCheck)s numbered per shard; the
+//! runtime answers each on the queue of the shard that emitted it.
+//!
+//! Files: `reflector.rs` (the shard's sessions and the dispatch),
+//! `login.rs` (Type 2), `auth.rs` (password checks off the ingress path),
+//! `forward.rs` (Types 3/4/5 and fan-out planning), `replies.rs`
+//! (heartbeat replies), `ingress.rs` (the front), `cross_shard.rs`,
+//! `recorder.rs` (voice recording), `stats.rs`.
+
+mod auth;
+mod cross_shard;
+mod forward;
+mod ingress;
+mod login;
+mod recorder;
+mod reflector;
+mod replies;
+mod stats;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+pub use cross_shard::{
+    Credential, CrossShard, DomainCache, LocalTables, LoginGuard, Member, Membership,
+    SnapshotSource,
+};
+pub use ingress::{shard_of, Ingress, IngressStats};
+pub use recorder::{Recorder, RecorderStats};
+pub use reflector::Reflector;
+pub use replies::RejectReason;
+pub use stats::SessionStats;

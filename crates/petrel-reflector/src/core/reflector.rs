@@ -1,0 +1,304 @@
+//! One ingress shard's session core: sessions of its devices, the
+//! datagram dispatch, liveness and directory changes (draarl-v1 §2.2, §3).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use super::cross_shard::{CrossShard, LocalTables, Member};
+use super::recorder::{Recorder, RecorderStats};
+use super::stats::SessionStats;
+use crate::codec::{self, Header, PacketType};
+use crate::model::{
+    DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
+    Transmit, UNGROUPED,
+};
+
+/// Device model of the Android app, which may log in without a MAC (spec §3.5).
+pub(super) const DEV_MODEL_ANDROID: u8 = 101;
+/// Outbound store events kept at most between two polls.
+const MAX_PENDING_EVENTS: usize = 4096;
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Session {
+    pub(super) addr: SocketAddr,
+    pub(super) last_seen: Instant,
+    pub(super) group_id: i64,
+}
+
+/// A heartbeat waiting for its password check.
+#[derive(Debug)]
+pub(super) struct PendingLogin {
+    pub(super) key: DeviceKey,
+    pub(super) src: SocketAddr,
+    pub(super) header: Header,
+    pub(super) data: Vec<u8>,
+    /// The hash it is checked against; a different one at completion means
+    /// the password changed meanwhile and the result is discarded.
+    pub(super) phc: String,
+    pub(super) started: Instant,
+}
+
+/// The session core of one ingress shard. See the [module docs](super).
+#[derive(Debug)]
+pub struct Reflector {
+    pub(super) cfg: SessionConfig,
+    pub(super) dir: Directory,
+    /// Sessions of the devices this shard owns.
+    pub(super) sessions: HashMap<DeviceKey, Session>,
+    pub(super) shared: Box<dyn CrossShard>,
+    /// Logins parked behind a password check, by check id (at most
+    /// `password_checks_in_flight` over all shards).
+    pub(super) pending_checks: HashMap<u64, PendingLogin>,
+    /// Devices with a check in flight.
+    pub(super) pending_devices: HashSet<DeviceKey>,
+    /// Checks not yet taken by the runtime (a subset of `pending_checks`).
+    pub(super) checks_out: VecDeque<PasswordCheck>,
+    pub(super) next_check_id: u64,
+    pub(super) transmits: VecDeque<Transmit>,
+    pub(super) frames: VecDeque<Frame>,
+    pub(super) events: VecDeque<StoreEvent>,
+    pub(super) next_sweep: Instant,
+    /// A wall-clock reading for Type 3 time sync: (instant, Unix ms then).
+    pub(super) wall: Option<(Instant, i64)>,
+    pub(super) recorder: Option<Recorder>,
+    pub(super) stats: SessionStats,
+}
+
+impl Reflector {
+    /// A single-shard core over `dir`. `cfg` must have passed
+    /// [`SessionConfig::validate`].
+    pub fn new(cfg: SessionConfig, dir: Directory, now: Instant) -> Self {
+        let shared = Box::new(LocalTables::new(&cfg, now));
+        Self::shard(cfg, dir, now, shared)
+    }
+
+    /// One shard among those reaching the cross-shard state through
+    /// `shared`. `cfg.password_checks_in_flight` and `cfg.max_sessions`
+    /// count every shard's checks and sessions. Check ids are this shard's
+    /// own: the runtime answers each check on the queue of the shard that
+    /// emitted it.
+    pub fn shard(
+        cfg: SessionConfig,
+        dir: Directory,
+        now: Instant,
+        shared: Box<dyn CrossShard>,
+    ) -> Self {
+        Self {
+            next_sweep: now + cfg.sweep_interval(),
+            cfg,
+            dir,
+            sessions: HashMap::new(),
+            shared,
+            pending_checks: HashMap::new(),
+            pending_devices: HashSet::new(),
+            checks_out: VecDeque::new(),
+            next_check_id: 0,
+            transmits: VecDeque::new(),
+            frames: VecDeque::new(),
+            events: VecDeque::new(),
+            wall: None,
+            recorder: None,
+            stats: SessionStats::default(),
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// The directory the core routes by.
+    pub fn directory(&self) -> &Directory {
+        &self.dir
+    }
+
+    /// Online devices of this shard.
+    pub fn online(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether a device is online, and at which endpoint.
+    pub fn session_addr(&self, key: DeviceKey) -> Option<SocketAddr> {
+        self.sessions.get(&key).map(|s| s.addr)
+    }
+
+    /// Tells the core that `now` is `unix_ms` on the wall clock; needed for
+    /// Type 3 time sync, which is skipped until this has been called.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_ms: i64) {
+        self.wall = Some((now, unix_ms));
+    }
+
+    /// Next reply to send.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// Next frame to fan out.
+    pub fn poll_frame(&mut self) -> Option<Frame> {
+        self.frames.pop_front()
+    }
+
+    /// Next change to persist.
+    pub fn poll_event(&mut self) -> Option<StoreEvent> {
+        self.events.pop_front()
+    }
+
+    /// When [`Reflector::handle_timeout`] should next run.
+    pub fn poll_timeout(&self) -> Instant {
+        let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
+        rec.map_or(self.next_sweep, |r| r.min(self.next_sweep))
+    }
+
+    /// Records voice with `recorder` (spec §5.3).
+    pub fn with_recorder(mut self, recorder: Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// Next finished recording, if recording is on.
+    pub fn poll_recording(&mut self) -> Option<Recording> {
+        self.recorder.as_mut().and_then(Recorder::poll)
+    }
+
+    /// Recorder counters, if recording is on.
+    pub fn recorder_stats(&self) -> Option<&RecorderStats> {
+        self.recorder.as_ref().map(Recorder::stats)
+    }
+
+    /// Ends idle recordings, and runs the liveness sweep and table clean-ups if due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(r) = self.recorder.as_mut() {
+            r.tick(now);
+        }
+        if now < self.next_sweep {
+            return;
+        }
+        self.next_sweep = now + self.cfg.sweep_interval();
+        let timeout = self.cfg.offline_timeout();
+        let expired: Vec<DeviceKey> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| now.saturating_duration_since(s.last_seen) > timeout)
+            .map(|(k, _)| *k)
+            .collect();
+        for key in expired {
+            self.stats.sessions_expired += 1;
+            self.drop_session(key);
+        }
+        self.expire_password_checks(now);
+        self.shared.sweep(now);
+    }
+
+    /// Replaces the directory (periodic reload from the store). Devices
+    /// created in memory but not yet persisted are kept; sessions stay up and
+    /// follow their device's new group; every snapshot is rebuilt lazily.
+    pub fn replace_directory(&mut self, mut dir: Directory) {
+        let pending: Vec<DeviceRecord> = self.dir.devices_missing_from(&dir).cloned().collect();
+        for rec in pending {
+            dir.put_device(rec);
+        }
+        self.dir = dir;
+        let keys: Vec<DeviceKey> = self.sessions.keys().copied().collect();
+        for key in keys {
+            let group = self
+                .dir
+                .device(key.0, key.1)
+                .map_or(UNGROUPED, |r| r.group_id);
+            // Also republishes a changed receive ban.
+            self.move_session(key, group);
+        }
+        self.stats.snapshot_invalidations += self.shared.invalidate_all();
+        self.shared.logins().retain_verified(&self.dir);
+    }
+
+    /// Moves a device to `group_id` now (admin action), invalidating only the
+    /// old and new domains. Returns `false` if the device is unknown.
+    pub fn set_device_group(&mut self, key: DeviceKey, group_id: i64) -> bool {
+        let Some(mut rec) = self.dir.device(key.0, key.1).cloned() else {
+            return false;
+        };
+        rec.group_id = group_id;
+        self.dir.put_device(rec);
+        self.push_event(StoreEvent::DeviceGroup {
+            device: key,
+            group_id,
+        });
+        if self.sessions.contains_key(&key) {
+            self.move_session(key, group_id);
+        }
+        true
+    }
+
+    /// Handles one datagram from `src` at `now` that passed the [`Ingress`](super::Ingress)
+    /// rate limits and belongs to this shard.
+    pub fn handle_datagram(&mut self, now: Instant, src: SocketAddr, datagram: &[u8]) {
+        self.stats.received += 1;
+        let packet = match codec::decode(datagram) {
+            Ok(p) => p,
+            Err(_) => {
+                self.stats.decode_errors += 1;
+                return;
+            }
+        };
+        match packet.header.packet_type {
+            PacketType::JwtAuth => self.stats.ghost_auth_unsupported += 1,
+            PacketType::Heartbeat => self.on_heartbeat(now, src, &packet.header, packet.data),
+            PacketType::Config => self.on_config(now, src, &packet.header, packet.data),
+            PacketType::Text | PacketType::Voice => {
+                self.on_media(now, src, &packet.header, datagram)
+            }
+        }
+    }
+
+    pub(super) fn push_event(&mut self, e: StoreEvent) {
+        if self.events.len() >= MAX_PENDING_EVENTS {
+            self.stats.store_events_dropped += 1;
+            return;
+        }
+        self.events.push_back(e);
+    }
+
+    pub(super) fn go_online(
+        &mut self,
+        now: Instant,
+        key: DeviceKey,
+        src: SocketAddr,
+        group_id: i64,
+    ) {
+        let s = self.sessions.entry(key).or_insert(Session {
+            addr: src,
+            last_seen: now,
+            group_id,
+        });
+        s.addr = src;
+        s.last_seen = now;
+        self.move_session(key, group_id);
+    }
+
+    /// Puts an online device under `group_id` and publishes its endpoint and
+    /// receive ban to the shared members; the shared state invalidates the
+    /// old and new domains only if something changed.
+    pub(super) fn move_session(&mut self, key: DeviceKey, group_id: i64) {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        s.group_id = group_id;
+        let receives = self
+            .dir
+            .device(key.0, key.1)
+            .is_some_and(|r| !r.disable_recv);
+        let member = Member {
+            addr: s.addr,
+            receives,
+        };
+        self.stats.snapshot_invalidations +=
+            self.shared.set_member(&self.dir, key, group_id, member);
+    }
+
+    pub(super) fn drop_session(&mut self, key: DeviceKey) {
+        if self.sessions.remove(&key).is_some() {
+            self.stats.snapshot_invalidations += self.shared.remove_member(&self.dir, key);
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! What the core hands the runtime to send: replies to one address, and
+//! whole frames to fan out to a domain's receivers (draarl-v1 §4.2).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::snapshot::Snapshot;
+
+/// A datagram to send to one address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transmit {
+    /// Destination.
+    pub dst: SocketAddr,
+    /// Encoded datagram.
+    pub payload: Vec<u8>,
+}
+
+/// One forwarded packet with its receivers, the unit of the fan-out queue.
+#[derive(Debug, Clone)]
+pub struct Frame {
+    /// When the core planned it; the fan-out engine drops frames older than its max age.
+    pub created: Instant,
+    /// The rewritten datagram, shared by every target.
+    pub packet: Arc<[u8]>,
+    /// Receivers of the sender's domain.
+    pub snapshot: Arc<Snapshot>,
+    /// The sender's endpoint, skipped at send time.
+    pub exclude: SocketAddr,
+}

@@ -1,0 +1,43 @@
+//! The bottom layer: the data every other layer speaks in, with no I/O, no
+//! threads and no clock. Device identity, the directory view, frames and
+//! receiver snapshots, store events, password checks and their verdicts,
+//! recordings, and every configuration section with its validation.
+//!
+//! Everything here depends only on [`crate::codec`] (wire formats) and
+//! external crates; [`crate::policy`], [`crate::core`] and
+//! [`crate::runtime`] build on it.
+
+mod argon2_memory;
+pub(crate) mod db_location;
+mod device;
+mod directory;
+mod fanout_config;
+mod frame;
+mod password;
+mod password_check;
+mod recording;
+mod recording_config;
+mod server_config;
+mod session_config;
+mod snapshot;
+mod store_event;
+mod verifier_config;
+
+pub use argon2_memory::{Argon2Memory, Verdict};
+pub use db_location::{redact, Backend};
+pub use device::{is_reserved_ssid, DeviceKey};
+pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
+pub use fanout_config::FanoutConfig;
+pub use frame::{Frame, Transmit};
+pub use password::{
+    hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
+};
+pub use password_check::PasswordCheck;
+pub(crate) use recording::FRAME_MS;
+pub use recording::{relative_path, Recording};
+pub use recording_config::RecordingConfig;
+pub use server_config::ServerConfig;
+pub use session_config::SessionConfig;
+pub use snapshot::{endpoint_hash, partition_of, Snapshot};
+pub use store_event::StoreEvent;
+pub use verifier_config::VerifierConfig;

@@ -1,0 +1,159 @@
+//! The reflector's configuration file: one section per layer, each
+//! validated by its own type; the server's own fields are checked here.
+
+use std::net::SocketAddr;
+
+use serde::Deserialize;
+
+use petrel_sys::range::{check_range, RangeError};
+
+use super::db_location::redact;
+use super::fanout_config::FanoutConfig;
+use super::recording_config::RecordingConfig;
+use super::session_config::SessionConfig;
+
+/// Server configuration: the TOML file's shape, with documented defaults.
+/// Its `Debug` output redacts the database password and the admin token.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// UDP listen address. Default `0.0.0.0:60050` (the reference's port).
+    pub listen: SocketAddr,
+    /// Store location: a SQLite file path (created on first start), a
+    /// `sqlite:` URL or a `postgres://user:password@host/db` URL (see
+    /// `Store::open`). Default `petrel-reflector.db`. The password is
+    /// redacted wherever the location is printed.
+    pub db: String,
+    /// Public talkgroup created on a fresh store. Default 999.
+    pub default_group_id: i64,
+    /// Directory reload period, ms (reference: 10 000), 1000–3600000.
+    pub reload_interval_ms: u64,
+    /// Text history kept, days (reference `comm.retention_days`: 30), 1–3650.
+    pub message_retention_days: u32,
+    /// Requested SO_RCVBUF and SO_SNDBUF, bytes (reference: 4 MiB), 64 KiB–256 MiB.
+    pub socket_buffer_bytes: usize,
+    /// Ingress shards (reference `UDP.IngressWorkers`), 1–64. Default 2.
+    /// Each runs the session core for the devices whose username + SSID
+    /// hash to it.
+    pub ingress_workers: usize,
+    /// Datagrams queued for the shards in total, divided equally with at
+    /// least 64 each (reference: 4096), 64–1048576; a full shard queue drops
+    /// and counts.
+    pub ingress_queue: usize,
+    /// Session-core policy.
+    pub session: SessionConfig,
+    /// Fan-out engine.
+    pub fanout: FanoutConfig,
+    /// Voice recording (off by default).
+    pub recording: RecordingConfig,
+    /// TCP address of `/healthz`, `/metrics` and the admin API; `None`
+    /// disables HTTP. Default `127.0.0.1:9000` (the reference's web port).
+    pub http_listen: Option<SocketAddr>,
+    /// Bearer token for the admin API; unset disables it (404). 16+ characters.
+    pub admin_token: Option<String>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([0, 0, 0, 0], 60050)),
+            db: "petrel-reflector.db".into(),
+            default_group_id: 999,
+            reload_interval_ms: 10_000,
+            message_retention_days: 30,
+            socket_buffer_bytes: 4 << 20,
+            ingress_workers: 2,
+            ingress_queue: 4096,
+            session: SessionConfig::default(),
+            fanout: FanoutConfig::default(),
+            recording: RecordingConfig::default(),
+            http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
+            admin_token: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("listen", &self.listen)
+            .field("db", &redact(&self.db))
+            .field("default_group_id", &self.default_group_id)
+            .field("reload_interval_ms", &self.reload_interval_ms)
+            .field("message_retention_days", &self.message_retention_days)
+            .field("socket_buffer_bytes", &self.socket_buffer_bytes)
+            .field("ingress_workers", &self.ingress_workers)
+            .field("ingress_queue", &self.ingress_queue)
+            .field("session", &self.session)
+            .field("fanout", &self.fanout)
+            .field("recording", &self.recording)
+            .field("http_listen", &self.http_listen)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+impl ServerConfig {
+    /// Checks every field against its range.
+    pub fn validate(&self) -> Result<(), RangeError> {
+        check_range("default_group_id", self.default_group_id, &(1..=i64::MAX))?;
+        check_range(
+            "reload_interval_ms",
+            self.reload_interval_ms,
+            &(1_000..=3_600_000),
+        )?;
+        check_range(
+            "socket_buffer_bytes",
+            self.socket_buffer_bytes,
+            &(64 << 10..=256 << 20),
+        )?;
+        check_range("ingress_workers", self.ingress_workers, &(1..=64))?;
+        check_range("ingress_queue", self.ingress_queue, &(64..=1 << 20))?;
+        self.session.validate()?;
+        self.fanout.validate()?;
+        self.recording.validate()
+    }
+
+    /// The session-core policy the server runs: `session` with its receiver
+    /// snapshots partitioned for the `fanout.writers` send paths (so the
+    /// writer count is configured once, under `[fanout]`).
+    pub fn session_policy(&self) -> SessionConfig {
+        SessionConfig {
+            partitions: self.fanout.writers,
+            ..self.session.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_equals_defaults() {
+        let text = include_str!("../../reflector.example.toml");
+        let cfg: ServerConfig = toml::from_str(text).unwrap();
+        assert_eq!(cfg, ServerConfig::default());
+        assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn debug_output_redacts_secrets() {
+        let cfg = ServerConfig {
+            db: "postgres://petrel:hunter2secret@db.example/petrel".into(),
+            admin_token: Some("token-0123456789abcdef".into()),
+            ..ServerConfig::default()
+        };
+        let text = format!("{cfg:?}");
+        assert!(!text.contains("hunter2secret"), "{text}");
+        assert!(!text.contains("token-0123456789abcdef"), "{text}");
+        assert!(text.contains("db.example") && text.contains("ingress_workers: 2"));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_ranges_are_errors() {
+        assert!(toml::from_str::<ServerConfig>("listen_port = 1").is_err());
+        let cfg: ServerConfig = toml::from_str("[fanout]\nframe_queue = 0").unwrap();
+        assert_eq!(cfg.validate().unwrap_err().field, "frame_queue");
+    }
+}

@@ -1,0 +1,25 @@
+//! The runtime around the sans-IO core: everything that owns a thread, a
+//! socket, a lock, a clock or the database.
+//!
+//! One UDP socket is read by the ingress reader (`shard.rs`), which
+//! rate-limits each datagram with the core's [`Ingress`](crate::core::Ingress)
+//! front and queues it for the shard thread owning its device; each shard
+//! thread runs one [`Reflector`](crate::core::Reflector) over the
+//! [`SharedTables`] and carries out what it polls: replies on the socket,
+//! frames to the [`fanout`] writers, password checks to the [`verifier`]
+//! pool (each answered on that shard's own queue), store events and
+//! recordings to the store writer (`store_writer.rs`). Tokio tasks reload
+//! the directory and serve [`http`]; [`stats`] gathers the counters.
+
+pub mod fanout;
+pub mod http;
+pub mod server;
+mod shard;
+mod shared_tables;
+pub mod stats;
+pub mod store;
+mod store_writer;
+pub mod verifier;
+mod wall_clock;
+
+pub use shared_tables::{SharedTables, DOMAIN_STRIPES};

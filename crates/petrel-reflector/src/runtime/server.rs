@@ -1,0 +1,311 @@
+//! Starting and stopping a reflector: one UDP socket; a reader thread and
+//! `ingress_workers` shard threads, each shard owning one [`Reflector`]
+//! (see `shard.rs`); the fan-out engine's send threads; the Argon2 pool;
+//! and tokio tasks that persist store events, reload the directory
+//! periodically and serve HTTP.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpOptions};
+use thiserror::Error;
+use tokio::sync::Notify;
+
+use super::fanout::FanoutEngine;
+use super::shard::{self, ShardIo};
+use super::shared_tables::SharedTables;
+use super::stats::{ServerStats, StatsSource};
+use super::store::{Store, StoreError, StoreOptions};
+use super::store_writer::spawn_store_writer;
+use super::verifier::{PasswordVerifier, VerifierError};
+use super::wall_clock::unix_ms;
+use crate::core::{Ingress, Recorder, Reflector};
+use petrel_sys::range::RangeError;
+
+use crate::model::{Directory, VerifierConfig};
+
+pub use crate::model::ServerConfig;
+
+/// Smallest queue per ingress shard (reference: 64).
+const MIN_SHARD_QUEUE: usize = 64;
+
+/// Why the server could not start.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// A configuration value is out of range.
+    #[error("config: {0}")]
+    Config(#[from] RangeError),
+    /// Opening or loading the store failed.
+    #[error("store: {0}")]
+    Store(#[from] StoreError),
+    /// Socket or thread setup failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// A running reflector. Call [`ServerHandle::shutdown`] to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    http_addr: Option<SocketAddr>,
+    /// The reader, then the shards.
+    threads: Vec<JoinHandle<()>>,
+    stats: StatsSource,
+    reload: Arc<Notify>,
+    /// Store writer first, then the tasks aborted at shutdown.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+fn bind(cfg: &ServerConfig) -> std::io::Result<(UdpSocket, SocketBuffers)> {
+    // Buffers are a request; the kernel may clamp them (net.core.rmem_max).
+    let (sock, buffers) = bind_udp(&UdpOptions {
+        buffers: BufferRequest::both(cfg.socket_buffer_bytes),
+        on_refusal: OnRefusal::Ignore,
+        dual_stack: true,
+        ..UdpOptions::new(cfg.listen)
+    })?;
+    sock.set_read_timeout(Some(shard::READ_TICK))?;
+    Ok((sock, buffers))
+}
+
+impl ServerHandle {
+    /// Opens the store, binds the socket and starts every thread and task.
+    /// Must be called inside a tokio runtime.
+    pub async fn start(cfg: ServerConfig) -> Result<Self, ServerError> {
+        cfg.validate()?;
+        let session = cfg.session_policy();
+        let store = Store::open(
+            &cfg.db,
+            StoreOptions {
+                default_group_id: cfg.default_group_id,
+                ..StoreOptions::default()
+            },
+        )
+        .await?;
+        let dir = store.load_directory().await?;
+        let (sock, socket) = bind(&cfg)?;
+        let local_addr = sock.local_addr()?;
+        let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
+        let verifier = Arc::new(
+            PasswordVerifier::start(&VerifierConfig {
+                threads: session.password_checks_in_flight,
+                ..VerifierConfig::default()
+            })
+            .map_err(|e| match e {
+                VerifierError::Config(e) => ServerError::Config(e),
+                VerifierError::Spawn(e) => ServerError::Io(e),
+            })?,
+        );
+        let workers = cfg.ingress_workers;
+        let shared = Arc::new(SharedTables::new(&session, Instant::now()));
+        let stats = StatsSource {
+            ingress: Arc::default(),
+            shards: (0..workers).map(|_| Arc::default()).collect(),
+            shared: Arc::clone(&shared),
+            socket,
+            verifier: Arc::clone(&verifier),
+            fanout: Arc::clone(engine.stats()),
+            reloads_skipped: Arc::default(),
+            store_errors: Arc::default(),
+            store_events_dropped: Arc::default(),
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let reload_now = Arc::new(Notify::new());
+        let (http_addr, http_task) = match cfg.http_listen {
+            Some(listen) => {
+                let state = super::http::AppState {
+                    stats: stats.clone(),
+                    store: store.clone(),
+                    reload: Arc::clone(&reload_now),
+                    admin_token: cfg.admin_token.as_deref().map(Arc::from),
+                };
+                let (addr, task) = spawn_http(listen, state).await?;
+                (Some(addr), Some(task))
+            }
+            None => (None, None),
+        };
+        let (event_tx, events) = spawn_store_writer(&store, &cfg, &stats);
+        let mut dir_txs = Vec::new();
+        let mut threads = Vec::new();
+        let mut queues = Vec::new();
+        let queue_len = (cfg.ingress_queue / workers).max(MIN_SHARD_QUEUE);
+        // Each shard's checks are answered on its own queue, which can hold
+        // every check in flight over all shards.
+        let in_flight = session.password_checks_in_flight;
+        for (i, published) in stats.shards.iter().enumerate() {
+            let (dir_tx, dirs) = mpsc::sync_channel::<Directory>(1);
+            let (queue_tx, queue) = mpsc::sync_channel(queue_len);
+            let (answer_to, answers) = mpsc::sync_channel(in_flight);
+            let mut core = Reflector::shard(
+                session.clone(),
+                dir.clone(),
+                Instant::now(),
+                Box::new(Arc::clone(&shared)),
+            );
+            if cfg.recording.enabled {
+                core = core.with_recorder(Recorder::new(cfg.recording.per_shard(workers)));
+            }
+            let io = ShardIo {
+                queue,
+                sock: sock.try_clone()?,
+                engine: Arc::clone(&engine),
+                verifier: Arc::clone(&verifier),
+                answer_to,
+                answers,
+                events: event_tx.clone(),
+                events_dropped: Arc::clone(&stats.store_events_dropped),
+                dirs,
+                stop: Arc::clone(&stop),
+                published: Arc::clone(published),
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("refl-shard-{i}"))
+                    .spawn(move || shard::shard_loop(core, &io))?,
+            );
+            dir_txs.push(dir_tx);
+            queues.push(queue_tx);
+        }
+        drop(engine);
+        let reader = shard::Reader {
+            sock,
+            ingress: Ingress::new(&session, workers),
+            shards: queues,
+            stop: Arc::clone(&stop),
+            published: Arc::clone(&stats.ingress),
+        };
+        threads.insert(
+            0,
+            std::thread::Builder::new()
+                .name("refl-ingress".into())
+                .spawn(move || shard::reader_loop(reader))?,
+        );
+        let reload = spawn_reload(store, &cfg, dir_txs, &stats, Arc::clone(&reload_now));
+        tracing::info!(%local_addr, workers, "reflector listening");
+        let mut tasks = vec![events, reload];
+        tasks.extend(http_task);
+        Ok(Self {
+            local_addr,
+            http_addr,
+            stop,
+            threads,
+            stats,
+            reload: reload_now,
+            tasks,
+        })
+    }
+
+    /// The bound UDP address.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// The bound HTTP address, if HTTP is enabled.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
+    }
+
+    /// Current counters (session counters lag by at most ~20 ms).
+    pub fn stats(&self) -> ServerStats {
+        self.stats.read()
+    }
+
+    /// Reloads the directory from the store now instead of at the next interval.
+    pub fn reload_now(&self) {
+        self.reload.notify_one();
+    }
+
+    /// Stops ingress, the send threads and the reload task, then lets the
+    /// store writer finish the events already queued.
+    pub async fn shutdown(mut self) {
+        self.stop.store(true, Relaxed);
+        let threads = std::mem::take(&mut self.threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        let mut tasks = std::mem::take(&mut self.tasks).into_iter();
+        let writer = tasks.next();
+        for t in tasks {
+            t.abort();
+        }
+        // The shards have exited, so the event channel is closed and the
+        // writer ends after the queued events.
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        self.stop.store(true, Relaxed);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+async fn spawn_http(
+    listen: SocketAddr,
+    state: super::http::AppState,
+) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let addr = listener.local_addr()?;
+    let app = super::http::router(state);
+    let task = tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, app).await {
+            tracing::warn!(error = %e, "http server stopped");
+        }
+    });
+    Ok((addr, task))
+}
+
+/// The task that prunes text history and reloads the directory into every
+/// shard each `reload_interval_ms`, or at once when `now` is notified.
+fn spawn_reload(
+    store: Store,
+    cfg: &ServerConfig,
+    shards: Vec<SyncSender<Directory>>,
+    stats: &StatsSource,
+    now: Arc<Notify>,
+) -> tokio::task::JoinHandle<()> {
+    let period = Duration::from_millis(cfg.reload_interval_ms);
+    let skipped = Arc::clone(&stats.reloads_skipped);
+    let errs = Arc::clone(&stats.store_errors);
+    let keep_ms = i64::from(cfg.message_retention_days) * 86_400_000;
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(period);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                () = now.notified() => {}
+            }
+            if let Err(err) = store.prune_messages(unix_ms() - keep_ms).await {
+                errs.fetch_add(1, Relaxed);
+                tracing::warn!(error = %err, "message pruning failed");
+            }
+            match store.load_directory().await {
+                Ok(d) => {
+                    for shard in &shards {
+                        if let Err(TrySendError::Full(_)) = shard.try_send(d.clone()) {
+                            skipped.fetch_add(1, Relaxed);
+                        }
+                    }
+                }
+                Err(err) => {
+                    errs.fetch_add(1, Relaxed);
+                    tracing::warn!(error = %err, "directory reload failed");
+                }
+            }
+        }
+    })
+}

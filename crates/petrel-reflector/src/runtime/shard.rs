@@ -1,0 +1,181 @@
+//! The ingress threads (draarl-v1 §4.1): one reader per socket rate-limits
+//! each datagram and hands it to the shard owning its device over a bounded
+//! queue (full → counted drop); each shard thread runs one [`Reflector`]
+//! and feeds the shared fan-out engine.
+//!
+//! A device's packets all go to one shard and one queue, so they are
+//! handled in arrival order; shards run in parallel. Argon2 never runs on
+//! these threads: all shards share one fixed [`PasswordVerifier`] pool of
+//! `session.password_checks_in_flight` threads (so its memory bound does
+//! not grow with the shard count); each check carries the shard's own
+//! answer queue, and every shard handles its answers each loop turn
+//! (≤ 20 ms).
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc as tmpsc;
+
+use super::fanout::FanoutEngine;
+use super::stats::Published;
+use super::store_writer::Persist;
+use super::verifier::{Answer, PasswordVerifier};
+use super::wall_clock::unix_ms;
+use crate::core::{Ingress, IngressStats, Reflector};
+use crate::model::Directory;
+
+/// Receive buffer size; larger datagrams are cut and then fail the 800-byte rule.
+const RECV_BUF: usize = 1460;
+/// How long a thread blocks before checking timers and the stop flag.
+pub(super) const READ_TICK: Duration = Duration::from_millis(20);
+/// How often the threads publish their counters.
+const STATS_EVERY: Duration = Duration::from_millis(10);
+/// Datagrams a shard handles per loop turn at most.
+const BATCH: usize = 32;
+/// How often the reader forgets idle rate-limit buckets.
+const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// One datagram on its way to a shard.
+pub(super) struct Datagram {
+    at: Instant,
+    src: SocketAddr,
+    bytes: Vec<u8>,
+}
+
+/// The reader's side of the shard queues, and its counters.
+pub(super) struct Reader {
+    pub sock: UdpSocket,
+    pub ingress: Ingress,
+    pub shards: Vec<SyncSender<Datagram>>,
+    pub stop: Arc<AtomicBool>,
+    pub published: Arc<Mutex<IngressStats>>,
+}
+
+pub(super) fn reader_loop(mut r: Reader) {
+    let mut buf = [0u8; RECV_BUF];
+    let mut last_publish = Instant::now();
+    let mut next_sweep = last_publish + SWEEP_EVERY;
+    while !r.stop.load(Relaxed) {
+        match r.sock.recv_from(&mut buf) {
+            Ok((n, src)) => {
+                let at = Instant::now();
+                let datagram = &buf[..n];
+                if let Some(q) = r
+                    .ingress
+                    .admit(at, src, datagram)
+                    .and_then(|i| r.shards.get(i))
+                {
+                    let d = Datagram {
+                        at,
+                        src,
+                        bytes: datagram.to_vec(),
+                    };
+                    if let Err(TrySendError::Full(_)) = q.try_send(d) {
+                        r.ingress.count_queue_full();
+                    }
+                }
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => tracing::debug!(error = %e, "recv_from"),
+        }
+        let now = Instant::now();
+        if now >= next_sweep {
+            next_sweep = now + SWEEP_EVERY;
+            r.ingress.sweep(now);
+        }
+        if now.saturating_duration_since(last_publish) >= STATS_EVERY {
+            last_publish = now;
+            *r.published.lock().unwrap_or_else(PoisonError::into_inner) = r.ingress.stats().clone();
+        }
+    }
+}
+
+/// What a shard thread talks to.
+pub(super) struct ShardIo {
+    pub queue: Receiver<Datagram>,
+    /// For replies (a clone of the listening socket).
+    pub sock: UdpSocket,
+    pub engine: Arc<FanoutEngine>,
+    /// Where every shard's password checks run.
+    pub verifier: Arc<PasswordVerifier>,
+    /// Where the pool answers this shard's checks.
+    pub answer_to: SyncSender<Answer>,
+    /// This shard's answers.
+    pub answers: Receiver<Answer>,
+    pub events: tmpsc::Sender<Persist>,
+    pub events_dropped: Arc<AtomicU64>,
+    pub dirs: Receiver<Directory>,
+    pub stop: Arc<AtomicBool>,
+    pub published: Arc<Mutex<Published>>,
+}
+
+pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
+    let mut last_publish = Instant::now();
+    core.set_wall_clock(last_publish, unix_ms());
+    while !io.stop.load(Relaxed) {
+        match io.queue.recv_timeout(READ_TICK) {
+            Ok(d) => core.handle_datagram(d.at, d.src, &d.bytes),
+            Err(RecvTimeoutError::Timeout) => {}
+            Err(RecvTimeoutError::Disconnected) => break,
+        }
+        // Under load, handle what is already queued before the per-turn
+        // work below (timers, reloads, password-check answers, stats),
+        // instead of repeating it for every datagram; bounded so replies and
+        // frames still go out every BATCH datagrams.
+        for d in io.queue.try_iter().take(BATCH - 1) {
+            core.handle_datagram(d.at, d.src, &d.bytes);
+        }
+        let now = Instant::now();
+        if now >= core.poll_timeout() {
+            core.set_wall_clock(now, unix_ms());
+            core.handle_timeout(now);
+        }
+        if let Ok(d) = io.dirs.try_recv() {
+            core.replace_directory(d);
+        }
+        while let Ok((id, ok)) = io.answers.try_recv() {
+            core.handle_password_check(now, id, ok);
+        }
+        while let Some(check) = core.poll_password_check() {
+            // The core has at most as many checks out as the pool has
+            // threads, so the queue is full only while checks it abandoned
+            // (after 10 s) still hold slots; this one is then abandoned the
+            // same way, and the pool counts it.
+            if let Err(check) = io.verifier.try_submit_to(check, &io.answer_to) {
+                tracing::debug!(id = check.id(), "password check queue full");
+            }
+        }
+        while let Some(t) = core.poll_transmit() {
+            if let Err(e) = io.sock.send_to(&t.payload, t.dst) {
+                tracing::debug!(error = %e, dst = %t.dst, "reply send failed");
+            }
+        }
+        while let Some(f) = core.poll_frame() {
+            io.engine.submit(f);
+        }
+        while let Some(p) = core
+            .poll_event()
+            .map(Persist::Event)
+            .or_else(|| core.poll_recording().map(Persist::Recording))
+        {
+            if io.events.try_send(p).is_err() {
+                io.events_dropped.fetch_add(1, Relaxed);
+            }
+        }
+        if now.saturating_duration_since(last_publish) >= STATS_EVERY {
+            last_publish = now;
+            let mut p = io.published.lock().unwrap_or_else(PoisonError::into_inner);
+            p.session = core.stats().clone();
+            if let Some(r) = core.recorder_stats() {
+                p.recording = r.clone();
+            }
+        }
+    }
+}

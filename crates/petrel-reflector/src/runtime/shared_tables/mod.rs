@@ -1,0 +1,145 @@
+//! The cross-shard tables shared by the shard threads (see
+//! [`crate::core::CrossShard`] for what they hold and why).
+//!
+//! Locks follow the tables' traffic, so that no lock is taken by every
+//! voice frame of every domain:
+//! - domains are spread over [`DOMAIN_STRIPES`] stripes, each a
+//!   [`DomainCache`] behind its own mutex; a voice frame locks the stripe of
+//!   its own domain once (floor and cached snapshot together), so talkers
+//!   of different domains run in parallel and talkers of one domain are
+//!   serialised exactly as far as the floor requires;
+//! - the [`Membership`] has one mutex, taken when a device comes online,
+//!   moves or leaves, and for a snapshot rebuild;
+//! - the [`LoginGuard`] has one mutex, taken by logins only.
+//!
+//! Lock order is stripe, then membership; a membership change releases the
+//! membership lock before it invalidates stripes. A rebuild therefore either
+//! reads the membership after a change, or is dropped by that change's
+//! invalidation, which waits for the stripe the rebuild holds.
+
+use std::ops::DerefMut;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use crate::core::{CrossShard, DomainCache, LoginGuard, Member, Membership, SnapshotSource};
+use crate::model::{DeviceKey, Directory, SessionConfig, Snapshot};
+
+/// Domain stripes. Enough that distinct busy domains rarely share one;
+/// each is a few words when empty.
+pub const DOMAIN_STRIPES: usize = 64;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The tables shared by every shard; each shard holds a clone of the `Arc`
+/// (which implements [`CrossShard`]).
+#[derive(Debug)]
+pub struct SharedTables {
+    partitions: usize,
+    stripes: Box<[Mutex<DomainCache>]>,
+    membership: Mutex<Membership>,
+    logins: Mutex<LoginGuard>,
+}
+
+impl SharedTables {
+    /// Empty tables for shards running under `cfg` (validated).
+    pub fn new(cfg: &SessionConfig, now: Instant) -> Self {
+        Self {
+            partitions: cfg.partitions,
+            stripes: (0..DOMAIN_STRIPES)
+                .map(|_| Mutex::new(DomainCache::new(cfg)))
+                .collect(),
+            membership: Mutex::new(Membership::default()),
+            logins: Mutex::new(LoginGuard::new(cfg, now)),
+        }
+    }
+
+    /// Online devices over all shards.
+    pub fn online(&self) -> usize {
+        lock(&self.membership).online()
+    }
+
+    fn stripe(&self, domain_id: i64) -> MutexGuard<'_, DomainCache> {
+        let i = domain_id.rem_euclid(self.stripes.len() as i64) as usize;
+        lock(&self.stripes[i])
+    }
+
+    fn invalidate_groups(&self, dir: &Directory, groups: &[i64]) -> u64 {
+        groups
+            .iter()
+            .filter_map(|g| dir.domain_of(*g))
+            .map(|d| self.stripe(d.id).invalidate(d.id))
+            .sum()
+    }
+
+    fn snapshot(
+        &self,
+        stripe: &mut DomainCache,
+        dir: &Directory,
+        domain_id: i64,
+    ) -> (Arc<Snapshot>, SnapshotSource) {
+        stripe.snapshot_or(domain_id, || {
+            lock(&self.membership).snapshot(dir, domain_id, self.partitions)
+        })
+    }
+}
+
+impl CrossShard for Arc<SharedTables> {
+    fn online(&self) -> usize {
+        SharedTables::online(self)
+    }
+
+    fn set_member(
+        &mut self,
+        dir: &Directory,
+        key: DeviceKey,
+        group_id: i64,
+        member: Member,
+    ) -> u64 {
+        let changed = lock(&self.membership).set(key, group_id, member);
+        self.invalidate_groups(dir, &changed)
+    }
+
+    fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64 {
+        let old = lock(&self.membership).remove(key);
+        old.map_or(0, |g| self.invalidate_groups(dir, &[g]))
+    }
+
+    fn invalidate_all(&mut self) -> u64 {
+        self.stripes.iter().map(|s| lock(s).invalidate_all()).sum()
+    }
+
+    fn voice_targets(
+        &mut self,
+        dir: &Directory,
+        domain_id: i64,
+        talker: DeviceKey,
+        now: Instant,
+    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
+        let mut stripe = self.stripe(domain_id);
+        if !stripe.claim_floor(domain_id, talker, now) {
+            return None;
+        }
+        Some(self.snapshot(&mut stripe, dir, domain_id))
+    }
+
+    fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {
+        let mut stripe = self.stripe(domain_id);
+        self.snapshot(&mut stripe, dir, domain_id)
+    }
+
+    fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_> {
+        Box::new(lock(&self.logins))
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        lock(&self.logins).sweep(now);
+        for s in self.stripes.iter() {
+            lock(s).sweep(now);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,8 @@
+//! Helpers shared by the integration tests (each test crate uses a part).
+#![allow(dead_code)]
+
+mod scratch_store;
+
+pub use scratch_store::ScratchStore;
+
+use petrel_reflector::model::Backend;
