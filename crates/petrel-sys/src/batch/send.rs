@@ -173,6 +173,13 @@ impl SendBatch {
         while off < targets_buf.len() {
             let rest = &targets_buf[off..];
             match self.send_indexed(&socket, rest.len(), |_| payload, |i| Some(rest[i])) {
+                // The kernel reports at least one datagram or an error; should it
+                // ever report none, count the target as failed rather than retry
+                // it forever.
+                Ok(0) => {
+                    report.errors += 1;
+                    off += 1;
+                }
                 Ok(n) => {
                     report.sent += n as u64;
                     off += n;
