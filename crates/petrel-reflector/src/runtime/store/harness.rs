@@ -1,11 +1,11 @@
 //! Runs one store test body against each backend through
-//! [`ScratchStore`](super::test_support::ScratchStore): SQLite always,
+//! [`ScratchStore`](super::scratch_store::ScratchStore): SQLite always,
 //! PostgreSQL when `PETREL_TEST_PG_URL` names a server (skipped otherwise,
 //! a failure with `PETREL_REQUIRE_PG=1`).
 
 use std::future::Future;
 
-use super::test_support::ScratchStore;
+use super::scratch_store::ScratchStore;
 use crate::model::Backend;
 
 /// Runs `body` with the location of a fresh, empty store on `backend`,

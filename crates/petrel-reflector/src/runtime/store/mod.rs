@@ -18,9 +18,9 @@
 //! Concurrent first starts on one PostgreSQL database are serialised by an
 //! advisory lock; SQLite is embedded and expects one server per file.
 //!
-//! Throwaway stores for tests live in `tests/support/scratch_store.rs`,
-//! shared by the unit tests here and the integration tests; the library
-//! does not ship them.
+//! Throwaway stores for tests live in `scratch_store.rs`, compiled only
+//! for tests and shared with the integration tests (`tests/support`
+//! includes the same file); the library does not ship them.
 
 mod accounts;
 mod events;
@@ -31,8 +31,7 @@ mod migrations;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
-#[path = "../../../tests/support/scratch_store.rs"]
-mod test_support;
+mod scratch_store;
 #[cfg(test)]
 mod tests;
 
