@@ -205,6 +205,26 @@ mod tests {
         assert!(l.is_empty());
     }
 
+    /// 100,000 failures from 5 addresses (on any ports: the key has none)
+    /// take 5 records; a fresh address is tracked and banned as usual.
+    #[test]
+    fn a_flood_from_five_addresses_takes_five_records() {
+        let t0 = Instant::now();
+        let mut l = BanLadder::new(65_536);
+        for i in 0..100_000u32 {
+            let at = t0 + Duration::from_micros(u64::from(i) * 10);
+            l.record_failure(IpAddr::from([10, 0, 0, (i % 5) as u8 + 1]), "\0unknown", at);
+        }
+        assert_eq!((l.len(), l.evictions()), (5, 0));
+        let fresh: IpAddr = "198.51.100.9".parse().unwrap();
+        let now = t0 + Duration::from_secs(1);
+        assert_eq!(l.check(fresh, "dave", now), BanCheck::Clear);
+        for _ in 0..4 {
+            l.record_failure(fresh, "dave", now);
+        }
+        assert!(matches!(l.check(fresh, "dave", now), BanCheck::Blocked(_)));
+    }
+
     /// 65,536 addresses with one failure each fill the table; a key that
     /// then fails 4 times is still banned, and a banned key survives a
     /// further flood of first failures.

@@ -239,6 +239,25 @@ mod tests {
         assert_eq!(b.take(ip("10.200.0.1"), 1, t0), BudgetDecision::GlobalSpent);
     }
 
+    /// 100,000 requests from rotating ports of 5 addresses (one /24) for one
+    /// user: a handful of checks; a fresh address elsewhere is admitted.
+    #[test]
+    fn a_flood_from_five_addresses_spends_only_its_own_prefix() {
+        let t0 = Instant::now();
+        let mut b = PasswordBudget::new(&CFG, t0);
+        let allowed = (0..100_000u32)
+            .filter(|i| {
+                let at = t0 + Duration::from_micros(u64::from(*i) * 10);
+                let src = IpAddr::from([10, 0, 0, (i % 5) as u8 + 1]);
+                b.take(src, 1, at) == BudgetDecision::Allow
+            })
+            .count();
+        assert_eq!(allowed, 5);
+        assert_eq!(b.tracked(), (1, 1));
+        let now = t0 + Duration::from_secs(1);
+        assert_eq!(b.take(ip("192.0.2.7"), 1, now), BudgetDecision::Allow);
+    }
+
     /// 65,536 prefixes fill each table; a fresh one is admitted by evicting
     /// the least recent.
     #[test]
