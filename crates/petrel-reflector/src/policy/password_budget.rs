@@ -23,6 +23,12 @@
 //! evict their least-recently-used entry (see `bucket_table.rs`); an
 //! evicted network comes back with a full bucket, which gives back at most
 //! one burst.
+//!
+//! What remains: prefixes together can still spend the global budget (with
+//! the defaults, five /24s guessing at their full rate use all 10 checks/s),
+//! which delays first logins everywhere with `server_busy` until the
+//! guessers' own budgets and the ban ladder slow them; users with a
+//! verified password, and the ladder itself, are unaffected.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
