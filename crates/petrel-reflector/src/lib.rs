@@ -10,8 +10,9 @@
 //! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The
 //! codec parses and writes the wire formats (the 90-byte header, heartbeat,
 //! configuration and voice DATA, `.raw` recordings); the policy tables are
-//! token buckets, the ban ladder and the floor, each taking `now` as an
-//! argument; the model holds device keys, the directory view, frames and
+//! token buckets (rate limits and the per-prefix Argon2 budget), the ban
+//! ladder and the floor, each taking `now` as an argument, and each keyed
+//! by source bounded with least-recently-used eviction; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
 //! recordings, and every configuration section with its validation. None
 //! of it touches a socket, a file or a clock, or knows a thread exists
@@ -37,7 +38,8 @@
 //! # What lives here
 //!
 //! - [`codec`]: the DraARLv1 wire formats.
-//! - [`policy`]: token buckets, the failed-auth ban ladder, half-duplex floors.
+//! - [`policy`]: token buckets (packet rate limits, the Argon2 budget per
+//!   source prefix), the failed-auth ban ladder, half-duplex floors.
 //! - [`model`]: the data types and configuration shared by the layers above.
 //! - [`core`]: the sans-IO session core and the ingress front (rate limits,
 //!   shard choice).
@@ -82,7 +84,11 @@
 //!
 //! Each from draarl-v1 §9: Types 3/4/5 are bound to the authenticated
 //! endpoint; heartbeat replies never echo the password; rate limits are
-//! token buckets; device passwords are Argon2id hashes; receiver snapshots
+//! token buckets, and every table keyed by source evicts its least recent
+//! entry instead of refusing new sources; device passwords are Argon2id
+//! hashes, checked within a budget per source prefix, and only a password
+//! Argon2 found wrong counts toward the ban ladder (§3.1 step 2 also
+//! counts malformed passwords and unapproved accounts); receiver snapshots
 //! are invalidated per domain and in-flight frames are never dropped for a
 //! membership change; sends are batched with `sendmmsg`. Not implemented
 //! yet: the three endpoints above, PROXY protocol v2, private groups with

@@ -1,12 +1,12 @@
 //! Adversarial findings against the sharded ingress (draarl-v1 §3.2, §4.1).
 //! Reproduced live against `petrel reflector serve` on loopback (see the
 //! review report); the tests here pin each finding at the API that owns it.
-//! Ignored tests are open findings: they fail today and pass once fixed.
+//! Each test pins a finding that has since been fixed, or a property that held.
 #![allow(clippy::unwrap_used)]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
@@ -22,6 +22,14 @@ use support::ScratchStore;
 /// The default `session.ban_table_max`.
 const BAN_TABLE_MAX: usize = 65_536;
 
+/// Held by every test here that starts a server: the Argon2 thread count
+/// below is read process-wide, so no other server's pool may start meanwhile.
+static SERVERS: Mutex<()> = Mutex::new(());
+
+fn one_server_at_a_time() -> MutexGuard<'static, ()> {
+    SERVERS.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 fn ip(i: u32) -> IpAddr {
     IpAddr::V4(Ipv4Addr::from(0x7f00_0000 | (i & 0x00ff_ffff)))
 }
@@ -31,13 +39,11 @@ fn ip(i: u32) -> IpAddr {
 /// `user_not_found` failures, filling the table; afterwards 9 wrong
 /// passwords for a real user from a fresh address all got
 /// `invalid_password` and the right one logged in — no `too_many_failures`.
-/// Mitigated in core/login.rs (made-up names from one address now share
-/// one entry), but 65 536 source addresses (one IPv6 /64) still fill the
-/// table. Suggested fix (policy/ban.rs): when full, evict the oldest
-/// unblocked record, or answer `too_many_failures` for untracked keys,
-/// instead of silently not tracking them.
+/// Made-up names from one address now share one entry (core/login.rs), and
+/// a full table evicts its least recent record still within its free
+/// failures instead of leaving new keys untracked (policy/ban.rs), so 65 536
+/// source addresses no longer switch the ladder off.
 #[test]
-#[ignore = "finding: a full failed-auth table (filled with unknown usernames) turns the ban ladder off for every new ip+username"]
 fn ban_ladder_still_bans_after_the_table_is_filled_with_unknown_usernames() {
     let t0 = Instant::now();
     let mut ladder = BanLadder::new(BAN_TABLE_MAX);
@@ -90,6 +96,7 @@ fn argon2_threads_do_not_grow_with_the_shard_count() {
             .filter(|c| c.trim() == "refl-argon2")
             .count()
     }
+    let _alone = one_server_at_a_time();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let scratch = rt
         .block_on(ScratchStore::create(Backend::Sqlite, "adv_argon2_threads"))
@@ -174,20 +181,20 @@ fn heartbeat(name: &str, ssid: u8, pw: &str) -> Vec<u8> {
 }
 
 /// Live: 100 addresses, each well under the rate limits (50 pps), sending
-/// wrong passwords for four real users spend the global Argon2 budget
-/// (`password_checks_per_s`, 10/s) as fast as it refills; a user whose
-/// password is not cached yet got `server_busy` on every try for the 5 s
-/// of the flood (6 of 6). The ban ladder does not help: each address gets
+/// wrong passwords for four real users spent the global Argon2 budget
+/// (`password_checks_per_s`, 10/s) as fast as it refilled; a user whose
+/// password was not cached yet got `server_busy` on every try for the 5 s
+/// of the flood (6 of 6). The ban ladder did not help: each address gets
 /// 4 free guesses per username and `server_busy` is not a failure.
-/// Suggested fix (core/auth.rs + core/cross_shard.rs): share the budget fairly,
-/// e.g. a bounded per-IP (per /24, per /64) token bucket of password
-/// checks in front of the global one, so one source's guesses cannot take
-/// the tokens other sources need.
+/// Fixed by the per-prefix Argon2 budget (policy/password_budget.rs): the
+/// flood's /24 may spend only a few checks per guessed user, and its total
+/// is capped per prefix, so frank — another user, even in the same /24 —
+/// finds tokens at every level.
 #[test]
-#[ignore = "finding: a wrong-password flood from many addresses starves every first login (server_busy)"]
 fn first_login_succeeds_during_a_wrong_password_flood() {
     const PW: &str = "Right123";
     const USERS: [&str; 5] = ["alice", "bob", "carol", "dave", "frank"];
+    let _alone = one_server_at_a_time();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let scratch = rt
         .block_on(ScratchStore::create(

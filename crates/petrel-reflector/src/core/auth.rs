@@ -4,8 +4,9 @@
 //! that needs it parks the heartbeat and emits a [`PasswordCheck`]; the
 //! runtime runs it on a [`crate::runtime::verifier::PasswordVerifier`] pool and reports back
 //! with [`Reflector::handle_password_check`]. Rate limits, the ban ladder,
-//! the per-second budget and a bound on checks in flight all apply before a
-//! check is emitted, and a device has at most one check in flight (its
+//! the Argon2 budget (per source prefix, per prefix and user, then global;
+//! see [`crate::policy::PasswordBudget`]) and a bound on checks in flight
+//! all apply before a check is emitted, and a device has at most one check in flight (its
 //! further heartbeats are dropped and counted meanwhile), so neither the
 //! pool's work nor the parked state can grow without bound.
 
@@ -17,7 +18,7 @@ use super::reflector::{PendingLogin, Reflector};
 use super::replies::RejectReason;
 use crate::codec::{Header, HeartbeatData};
 use crate::model::{is_valid_device_password, DeviceKey, PasswordCheck, UserRecord};
-use crate::policy::BanCheck;
+use crate::policy::{BanCheck, BudgetDecision};
 
 /// A check whose result has not come back after this long is abandoned
 /// (its device may log in again).
@@ -71,9 +72,11 @@ impl Reflector {
             return;
         }
         if !ok {
-            self.shared
+            let evicted = self
+                .shared
                 .logins()
                 .record_failure(p.src.ip(), &user.name, now);
+            self.stats.ban_table_evictions += u64::from(evicted);
             self.reject(p.src, &p.header, RejectReason::InvalidPassword);
             return;
         }
@@ -100,7 +103,9 @@ impl Reflector {
     }
 
     /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
-    /// `Err(ServerBusy)` when the Argon2 budget or the in-flight bound is spent.
+    /// `Err(ServerBusy)` when the Argon2 budget or the in-flight bound is
+    /// spent. Only a wrong password found by Argon2 counts toward the ladder
+    /// (see `login.rs` for the rule).
     pub(super) fn authenticate(
         &mut self,
         now: Instant,
@@ -118,10 +123,11 @@ impl Reflector {
         let Some(phc) = user.device_password_hash.as_deref() else {
             return Err(RejectReason::PasswordNotSet);
         };
+        // Refused without counting: only an Argon2 mismatch is a failure
+        // (see `login.rs`), so malformed passwords sent from a victim's
+        // (spoofable or shared) address cannot ban the victim.
         if !user.approved || !is_valid_device_password(h.password_bytes()) {
-            self.shared
-                .logins()
-                .record_failure(src.ip(), &user.name, now);
+            self.stats.auth_refusals_uncounted += 1;
             return Err(RejectReason::InvalidPassword);
         }
         let credential = Credential {
@@ -146,9 +152,18 @@ impl Reflector {
             self.stats.password_checks_in_flight_drops += 1;
             return Err(RejectReason::ServerBusy);
         }
-        if !logins.take_password_check(now) {
-            self.stats.password_check_budget_drops += 1;
-            return Err(RejectReason::ServerBusy);
+        let (budget, evicted) = logins.take_password_check(src.ip(), user.id, now);
+        self.stats.password_budget_evictions += evicted;
+        match budget {
+            BudgetDecision::Allow => {}
+            BudgetDecision::GlobalSpent => {
+                self.stats.password_check_budget_drops += 1;
+                return Err(RejectReason::ServerBusy);
+            }
+            BudgetDecision::PrefixSpent | BudgetDecision::PrefixUserSpent => {
+                self.stats.password_check_prefix_drops += 1;
+                return Err(RejectReason::ServerBusy);
+            }
         }
         logins.begin_check(&credential);
         drop(logins);

@@ -13,7 +13,8 @@
 //!   floor. The voice path touches only this, for the frame's own domain.
 //! - [`Membership`]: which online device receives where. Touched when a
 //!   device comes online, moves or leaves, and when a snapshot is rebuilt.
-//! - [`LoginGuard`]: the ban ladder, the Argon2 budget, the verified cache
+//! - [`LoginGuard`]: the ban ladder, the Argon2 budget (per source prefix,
+//!   per prefix and user, and global), the verified cache
 //!   and the checks in flight. Touched by logins only.
 //!
 //! A shard reaches them through [`CrossShard`], given to it at construction,
@@ -40,7 +41,10 @@ use subtle::ConstantTimeEq;
 
 use crate::codec::PASSWORD_LEN;
 use crate::model::{DeviceKey, Directory, SessionConfig, Snapshot};
-use crate::policy::{BanCheck, BanLadder, FloorDecision, FloorTable, TokenBucket};
+use crate::policy::{
+    BanCheck, BanLadder, BudgetDecision, FloorDecision, FloorTable, PasswordBudget,
+    PasswordBudgetConfig,
+};
 
 /// Where an online device receives, as its shard last published it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,7 +254,7 @@ impl Credential<'_> {
 /// Login-path state shared by every shard (draarl-v1 §3.1, §3.2).
 pub struct LoginGuard {
     bans: BanLadder,
-    password_checks: TokenBucket,
+    budget: PasswordBudget,
     /// Last verified password per user, so only the first login of a user
     /// pays for Argon2: (PHC string it was checked against, padded password).
     /// At most one entry per user of the directory.
@@ -275,7 +279,17 @@ impl LoginGuard {
     pub fn new(cfg: &SessionConfig, now: Instant) -> Self {
         Self {
             bans: BanLadder::new(cfg.ban_table_max),
-            password_checks: TokenBucket::new(cfg.password_checks_per_s, now),
+            budget: PasswordBudget::new(
+                &PasswordBudgetConfig {
+                    global_per_s: cfg.password_checks_per_s,
+                    prefix_per_min: cfg.prefix_password_checks_per_min,
+                    prefix_burst: cfg.prefix_password_checks_burst,
+                    prefix_user_per_min: cfg.prefix_user_password_checks_per_min,
+                    prefix_user_burst: cfg.prefix_user_password_checks_burst,
+                    table_max: cfg.password_budget_table_max,
+                },
+                now,
+            ),
             verified: HashMap::new(),
             checking: Vec::new(),
         }
@@ -286,9 +300,10 @@ impl LoginGuard {
         self.bans.check(ip, username, now)
     }
 
-    /// Counts a failed authentication on the ladder.
-    pub fn record_failure(&mut self, ip: IpAddr, username: &str, now: Instant) {
-        self.bans.record_failure(ip, username, now);
+    /// Counts a failed authentication on the ladder; returns whether a
+    /// record was evicted to make room for it.
+    pub fn record_failure(&mut self, ip: IpAddr, username: &str, now: Instant) -> bool {
+        self.bans.record_failure(ip, username, now)
     }
 
     /// Clears the ladder of `(ip, username)` after a success.
@@ -296,9 +311,19 @@ impl LoginGuard {
         self.bans.record_success(ip, username);
     }
 
-    /// Takes one Argon2 verification from the per-second budget.
-    pub fn take_password_check(&mut self, now: Instant) -> bool {
-        self.password_checks.take(now)
+    /// Takes one Argon2 verification of user `user_id`'s password from
+    /// source `ip` out of the per-prefix, per-prefix-and-user and global
+    /// budgets (all or none), and returns how many per-prefix entries were
+    /// evicted to track it.
+    pub fn take_password_check(
+        &mut self,
+        ip: IpAddr,
+        user_id: i64,
+        now: Instant,
+    ) -> (BudgetDecision, u64) {
+        let before = self.budget.evictions();
+        let decision = self.budget.take(ip, user_id, now);
+        (decision, self.budget.evictions() - before)
     }
 
     /// Whether `c` was verified before (against the same PHC string).
@@ -352,9 +377,10 @@ impl LoginGuard {
         }
     }
 
-    /// Forgets expired bans.
+    /// Forgets expired bans and idle per-prefix budgets.
     pub fn sweep(&mut self, now: Instant) {
         self.bans.sweep(now);
+        self.budget.sweep(now);
     }
 }
 

@@ -25,8 +25,9 @@ pub struct IngressStats {
     pub read: u64,
     /// Dropped by the per-IP / per-IP:port token buckets.
     pub rate_limit_drops: u64,
-    /// Dropped because a rate-limit table was full.
-    pub rate_table_full_drops: u64,
+    /// Rate-limit entries evicted (least recently seen first) to make room
+    /// for a new source; nothing is dropped for a full table.
+    pub rate_table_evictions: u64,
     /// Dropped because the owning shard's queue was full.
     pub queue_full_drops: u64,
 }
@@ -37,7 +38,7 @@ impl IngressStats {
         vec![
             ("read", self.read),
             ("rate_limit_drops", self.rate_limit_drops),
-            ("rate_table_full_drops", self.rate_table_full_drops),
+            ("rate_table_evictions", self.rate_table_evictions),
             ("queue_full_drops", self.queue_full_drops),
         ]
     }
@@ -65,14 +66,12 @@ impl Ingress {
     /// its shard, or `None` if it was dropped (and counted).
     pub fn admit(&mut self, now: Instant, src: SocketAddr, datagram: &[u8]) -> Option<usize> {
         self.stats.read += 1;
-        match self.rate.check(src, now) {
+        let decision = self.rate.check(src, now);
+        self.stats.rate_table_evictions = self.rate.evictions();
+        match decision {
             RateDecision::Allow => Some(shard_of(datagram, src, self.shards)),
             RateDecision::Limited => {
                 self.stats.rate_limit_drops += 1;
-                None
-            }
-            RateDecision::TableFull => {
-                self.stats.rate_table_full_drops += 1;
                 None
             }
         }

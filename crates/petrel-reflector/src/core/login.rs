@@ -1,5 +1,21 @@
 //! Type 2 login: password check with the ban ladder, reserved SSIDs, the
 //! address-conflict rule and device records (draarl-v1 §3.1, §3.2, §3.5).
+//!
+//! # Who can lock a user out
+//!
+//! The failed-auth ladder is keyed by (source IP, username), as in §3.2, and
+//! is checked before the password. Failures from one address therefore never
+//! block the same user from another address: a correct password from an
+//! address that is not banned is never refused because of what other
+//! addresses sent. Only a password that Argon2 found wrong counts as a
+//! failure (and unknown usernames, on one shared key per address); a
+//! malformed password (not 6–10 ASCII letters and digits) or an unapproved
+//! account is refused with `invalid_password` without counting, unlike the
+//! reference (§3.1 step 2), so datagrams forged with a victim's address or
+//! sent from behind its carrier NAT cannot ban the victim without a real
+//! Argon2 check each, which the per-prefix budget rations. A prefix's
+//! spent budget answers `server_busy` (a retry, not a ban), and never
+//! affects a user whose password is already verified.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -147,7 +163,9 @@ impl Reflector {
                 self.reject(src, h, RejectReason::TooManyFailures);
                 return;
             }
-            logins.record_failure(src.ip(), name, now);
+            let evicted = logins.record_failure(src.ip(), name, now);
+            drop(logins);
+            self.stats.ban_table_evictions += u64::from(evicted);
         }
         self.reject(src, h, reason);
     }

@@ -23,6 +23,16 @@ pub struct SessionStats {
     pub rejects_auth: u64,
     /// Logins refused with `server_busy` because the Argon2 budget was spent.
     pub password_check_budget_drops: u64,
+    /// Logins refused with `server_busy` because their source prefix (or that
+    /// prefix for that user) had spent its Argon2 budget.
+    pub password_check_prefix_drops: u64,
+    /// Per-prefix Argon2 budget entries evicted to track a new prefix.
+    pub password_budget_evictions: u64,
+    /// Failed-auth records evicted to track a new (IP, username).
+    pub ban_table_evictions: u64,
+    /// Logins refused without counting a failure (malformed password,
+    /// unapproved account).
+    pub auth_refusals_uncounted: u64,
     /// Logins refused with `server_busy` because `password_checks_in_flight`
     /// checks were already running.
     pub password_checks_in_flight_drops: u64,
@@ -85,6 +95,10 @@ impl SessionStats {
             rejects_reserved_ssid,
             rejects_auth,
             password_check_budget_drops,
+            password_check_prefix_drops,
+            password_budget_evictions,
+            ban_table_evictions,
+            auth_refusals_uncounted,
             password_checks_in_flight_drops,
             password_check_pending_drops,
             password_checks_coalesced,
@@ -117,6 +131,10 @@ impl SessionStats {
         self.rejects_reserved_ssid += rejects_reserved_ssid;
         self.rejects_auth += rejects_auth;
         self.password_check_budget_drops += password_check_budget_drops;
+        self.password_check_prefix_drops += password_check_prefix_drops;
+        self.password_budget_evictions += password_budget_evictions;
+        self.ban_table_evictions += ban_table_evictions;
+        self.auth_refusals_uncounted += auth_refusals_uncounted;
         self.password_checks_in_flight_drops += password_checks_in_flight_drops;
         self.password_check_pending_drops += password_check_pending_drops;
         self.password_checks_coalesced += password_checks_coalesced;
@@ -156,6 +174,13 @@ impl SessionStats {
                 "password_check_budget_drops",
                 self.password_check_budget_drops,
             ),
+            (
+                "password_check_prefix_drops",
+                self.password_check_prefix_drops,
+            ),
+            ("password_budget_evictions", self.password_budget_evictions),
+            ("ban_table_evictions", self.ban_table_evictions),
+            ("auth_refusals_uncounted", self.auth_refusals_uncounted),
             (
                 "password_checks_in_flight_drops",
                 self.password_checks_in_flight_drops,

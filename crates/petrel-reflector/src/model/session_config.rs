@@ -19,17 +19,39 @@ pub struct SessionConfig {
     pub per_ip_pps: u32,
     /// Sustained packets/s per source IP:port (reference: 150).
     pub per_endpoint_pps: u32,
-    /// Entries in each rate-limit table; new sources beyond it are dropped.
+    /// Entries in each rate-limit table (per IP, per IP:port), 16–10 000 000;
+    /// a new source in a full table evicts the least recently seen one.
     pub rate_table_max: usize,
-    /// Entries in the failed-auth ban table.
+    /// Entries in the failed-auth ban table, 16–10 000 000; a new key in a
+    /// full table evicts the least recent record still within its free
+    /// failures (a banned one only when none is left).
     pub ban_table_max: usize,
     /// Online devices at most; logins beyond it get reject code 3 `server_full`.
     pub max_sessions: usize,
     /// Argon2 password verifications per second across all sources; beyond
     /// it logins get reject code 3 `server_busy` (Argon2 is deliberately slow,
     /// so unbounded verification would let a flood of wrong passwords stall
-    /// ingress). Already-verified passwords do not count.
+    /// ingress). Already-verified passwords do not count. The per-prefix
+    /// budgets below are taken first.
     pub password_checks_per_s: u32,
+    /// Argon2 verifications per minute from one source prefix (/24 for IPv4,
+    /// /64 for IPv6), 1–600 000; beyond it that prefix's first logins get
+    /// `server_busy`, so one network cannot take the global budget. Default
+    /// 120 (2/s).
+    pub prefix_password_checks_per_min: u32,
+    /// Argon2 verifications a source prefix may spend at once, 1–10 000.
+    /// Default 20.
+    pub prefix_password_checks_burst: u32,
+    /// Argon2 verifications per minute from one source prefix for one user,
+    /// 1–600 000, so guesses for some users cannot spend what other users of
+    /// the same network need. Default 6 (one per 10 s).
+    pub prefix_user_password_checks_per_min: u32,
+    /// Argon2 verifications a source prefix may spend on one user at once,
+    /// 1–10 000. Default 5.
+    pub prefix_user_password_checks_burst: u32,
+    /// Entries in each per-prefix budget table (prefixes; prefix-user pairs),
+    /// 16–10 000 000; a new key in a full table evicts the least recent.
+    pub password_budget_table_max: usize,
     /// Argon2 verifications running at once (1–256); a login needing one
     /// beyond it gets reject code 3 `server_busy`. One pool of this many
     /// threads serves every ingress shard; checks never run on ingress
@@ -54,6 +76,11 @@ impl Default for SessionConfig {
             ban_table_max: 65_536,
             max_sessions: 100_000,
             password_checks_per_s: 10,
+            prefix_password_checks_per_min: 120,
+            prefix_password_checks_burst: 20,
+            prefix_user_password_checks_per_min: 6,
+            prefix_user_password_checks_burst: 5,
+            password_budget_table_max: 65_536,
             password_checks_in_flight: 4,
             partitions: 2,
         }
@@ -79,6 +106,31 @@ impl SessionConfig {
             "password_checks_per_s",
             self.password_checks_per_s,
             &(1..=10_000),
+        )?;
+        check_range(
+            "prefix_password_checks_per_min",
+            self.prefix_password_checks_per_min,
+            &(1..=600_000),
+        )?;
+        check_range(
+            "prefix_password_checks_burst",
+            self.prefix_password_checks_burst,
+            &(1..=10_000),
+        )?;
+        check_range(
+            "prefix_user_password_checks_per_min",
+            self.prefix_user_password_checks_per_min,
+            &(1..=600_000),
+        )?;
+        check_range(
+            "prefix_user_password_checks_burst",
+            self.prefix_user_password_checks_burst,
+            &(1..=10_000),
+        )?;
+        check_range(
+            "password_budget_table_max",
+            self.password_budget_table_max,
+            &(16..=10_000_000),
         )?;
         check_range(
             "password_checks_in_flight",

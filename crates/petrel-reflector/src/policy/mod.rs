@@ -1,10 +1,16 @@
 //! Ingress policies, each a small sans-IO table driven by `now`: token-bucket
-//! rate limits, the failed-auth ban ladder and the half-duplex floor.
+//! rate limits, the per-prefix Argon2 budget, the failed-auth ban ladder and
+//! the half-duplex floor. Every table keyed by source is bounded and evicts
+//! its least-recently-used entry rather than refuse a new source.
 
 mod ban;
+mod bucket_table;
 mod floor;
+mod password_budget;
 mod rate_limit;
 
 pub use ban::{BanCheck, BanLadder};
+pub use bucket_table::TokenBucket;
 pub use floor::{FloorDecision, FloorTable};
-pub use rate_limit::{RateDecision, RateLimiter, TokenBucket};
+pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
+pub use rate_limit::{RateDecision, RateLimiter};

@@ -4,100 +4,19 @@
 //! 600 pps per IP and 150 pps per IP:port; §9 notes they allow double bursts
 //! at window edges. Here each key has a token bucket with the same sustained
 //! rate and a burst of one second's worth, refilled continuously.
+//!
+//! The per-IP bucket is charged first, and the IP:port bucket only for a
+//! datagram the per-IP bucket admitted: rotating source ports behind one
+//! address costs that address's own budget, never a table entry per port
+//! beyond what it is allowed to send. Both tables are bounded and evict
+//! their least-recently-used entry for a new source
+//! ([`BucketTable`](super::bucket_table)), so filling them cannot lock a
+//! newcomer out.
 
-use std::collections::HashMap;
-use std::hash::Hash;
 use std::net::{IpAddr, SocketAddr};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-/// Idle time after which a bucket is full again and can be forgotten.
-const IDLE_FORGET: Duration = Duration::from_secs(5);
-
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    tokens: f64,
-    last: Instant,
-}
-
-#[derive(Debug)]
-struct Buckets<K> {
-    rate_pps: f64,
-    burst: f64,
-    max_entries: usize,
-    map: HashMap<K, Bucket>,
-}
-
-impl<K: Hash + Eq + Copy> Buckets<K> {
-    fn new(rate_pps: u32, max_entries: usize) -> Self {
-        Self {
-            rate_pps: f64::from(rate_pps),
-            burst: f64::from(rate_pps.max(1)),
-            max_entries,
-            map: HashMap::new(),
-        }
-    }
-
-    /// `None` when the key is new and the table is full.
-    fn take(&mut self, key: K, now: Instant) -> Option<bool> {
-        if !self.map.contains_key(&key) && self.map.len() >= self.max_entries {
-            return None;
-        }
-        let (rate, burst) = (self.rate_pps, self.burst);
-        let b = self.map.entry(key).or_insert(Bucket {
-            tokens: burst,
-            last: now,
-        });
-        let dt = now.saturating_duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + dt * rate).min(burst);
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            Some(true)
-        } else {
-            Some(false)
-        }
-    }
-
-    fn sweep(&mut self, now: Instant) {
-        self.map
-            .retain(|_, b| now.saturating_duration_since(b.last) < IDLE_FORGET);
-    }
-}
-
-/// One token bucket: `rate` tokens per second, at most `rate` banked.
-#[derive(Debug, Clone)]
-pub struct TokenBucket {
-    rate: f64,
-    bucket: Bucket,
-}
-
-impl TokenBucket {
-    /// A full bucket of `rate_per_s` tokens refilled at `rate_per_s` per second.
-    pub fn new(rate_per_s: u32, now: Instant) -> Self {
-        let rate = f64::from(rate_per_s.max(1));
-        Self {
-            rate,
-            bucket: Bucket {
-                tokens: rate,
-                last: now,
-            },
-        }
-    }
-
-    /// Takes one token if available.
-    pub fn take(&mut self, now: Instant) -> bool {
-        let b = &mut self.bucket;
-        let dt = now.saturating_duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + dt * self.rate).min(self.rate);
-        b.last = now;
-        if b.tokens >= 1.0 {
-            b.tokens -= 1.0;
-            true
-        } else {
-            false
-        }
-    }
-}
+use super::bucket_table::BucketTable;
 
 /// Outcome of [`RateLimiter::check`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -106,35 +25,30 @@ pub enum RateDecision {
     Allow,
     /// Over the per-IP or per-IP:port rate.
     Limited,
-    /// A new source arrived while a table was full; dropped so the table stays bounded.
-    TableFull,
 }
 
 /// Per-IP and per-IP:port token buckets, each table bounded to `max_entries`.
 #[derive(Debug)]
 pub struct RateLimiter {
-    per_ip: Buckets<IpAddr>,
-    per_endpoint: Buckets<SocketAddr>,
+    per_ip: BucketTable<IpAddr>,
+    per_endpoint: BucketTable<SocketAddr>,
 }
 
 impl RateLimiter {
     /// `per_ip_pps` and `per_endpoint_pps` are sustained packets per second.
     pub fn new(per_ip_pps: u32, per_endpoint_pps: u32, max_entries: usize) -> Self {
         Self {
-            per_ip: Buckets::new(per_ip_pps, max_entries),
-            per_endpoint: Buckets::new(per_endpoint_pps, max_entries),
+            per_ip: BucketTable::per_s(per_ip_pps, max_entries),
+            per_endpoint: BucketTable::per_s(per_endpoint_pps, max_entries),
         }
     }
 
     /// Charges one packet from `src` at `now`.
     pub fn check(&mut self, src: SocketAddr, now: Instant) -> RateDecision {
-        match (
-            self.per_ip.take(src.ip(), now),
-            self.per_endpoint.take(src, now),
-        ) {
-            (None, _) | (_, None) => RateDecision::TableFull,
-            (Some(true), Some(true)) => RateDecision::Allow,
-            _ => RateDecision::Limited,
+        if self.per_ip.take(src.ip(), now) && self.per_endpoint.take(src, now) {
+            RateDecision::Allow
+        } else {
+            RateDecision::Limited
         }
     }
 
@@ -146,12 +60,19 @@ impl RateLimiter {
 
     /// Number of tracked (IP, IP:port) keys.
     pub fn tracked(&self) -> (usize, usize) {
-        (self.per_ip.map.len(), self.per_endpoint.map.len())
+        (self.per_ip.len(), self.per_endpoint.len())
+    }
+
+    /// Entries evicted from both tables to make room for new sources.
+    pub fn evictions(&self) -> u64 {
+        self.per_ip.evictions() + self.per_endpoint.evictions()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn addr(s: &str) -> SocketAddr {
@@ -190,24 +111,65 @@ mod tests {
     }
 
     #[test]
-    fn single_bucket_refills() {
-        let t0 = Instant::now();
-        let mut b = TokenBucket::new(10, t0);
-        assert_eq!((0..20).filter(|_| b.take(t0)).count(), 10);
-        assert!(b.take(t0 + Duration::from_millis(100)));
-        assert!(!b.take(t0 + Duration::from_millis(100)));
-    }
-
-    #[test]
     fn tables_are_bounded_and_swept() {
         let t0 = Instant::now();
         let mut rl = RateLimiter::new(600, 150, 2);
         assert_eq!(rl.check(addr("10.0.0.1:1"), t0), RateDecision::Allow);
         assert_eq!(rl.check(addr("10.0.0.2:1"), t0), RateDecision::Allow);
-        assert_eq!(rl.check(addr("10.0.0.3:1"), t0), RateDecision::TableFull);
-        assert_eq!(rl.tracked(), (2, 2));
+        // A third source evicts the least recent instead of being refused.
+        assert_eq!(rl.check(addr("10.0.0.3:1"), t0), RateDecision::Allow);
+        assert_eq!((rl.tracked(), rl.evictions()), ((2, 2), 2));
         rl.sweep(t0 + Duration::from_secs(6));
         assert_eq!(rl.tracked(), (0, 0));
         assert_eq!(rl.check(addr("10.0.0.3:1"), t0), RateDecision::Allow);
+    }
+
+    /// Issue 14: 100,000 datagrams from rotating ports of 5 addresses within
+    /// one second filled the IP:port table (each was inserted even when its
+    /// address was over its rate), and a fresh address was then refused.
+    #[test]
+    fn rotating_ports_of_five_addresses_do_not_lock_out_a_fresh_address() {
+        let t0 = Instant::now();
+        let mut rl = RateLimiter::new(600, 150, 65_536);
+        let mut allowed = 0;
+        for i in 0..100_000u32 {
+            let ip = IpAddr::from([10, 0, 0, (i % 5) as u8 + 1]);
+            let port = 1024 + (i / 5) as u16;
+            let at = t0 + Duration::from_micros(u64::from(i) * 10);
+            allowed += usize::from(rl.check(SocketAddr::new(ip, port), at) == RateDecision::Allow);
+        }
+        // Each address within its per-IP budget (600 burst + 600/s for 1 s),
+        // and only admitted datagrams made IP:port entries.
+        assert!(allowed <= 5 * 1_200, "{allowed}");
+        assert_eq!(rl.tracked(), (5, allowed));
+        let now = t0 + Duration::from_secs(1);
+        assert_eq!(rl.check(addr("10.9.9.9:4000"), now), RateDecision::Allow);
+    }
+
+    /// 65,536 distinct addresses fill both tables; a fresh honest address
+    /// still gets in, evicting the least recent one.
+    #[test]
+    fn distinct_addresses_filling_the_tables_do_not_lock_out_a_fresh_one() {
+        let t0 = Instant::now();
+        let mut rl = RateLimiter::new(600, 150, 65_536);
+        for i in 0..65_536u32 {
+            let src = SocketAddr::new(IpAddr::from((0x0a00_0000 | i).to_be_bytes()), 9);
+            assert_eq!(rl.check(src, t0), RateDecision::Allow);
+        }
+        assert_eq!((rl.tracked(), rl.evictions()), ((65_536, 65_536), 0));
+        let honest = addr("192.0.2.7:4000");
+        let now = t0 + Duration::from_millis(1);
+        assert_eq!(rl.check(honest, now), RateDecision::Allow);
+        assert_eq!((rl.tracked(), rl.evictions()), ((65_536, 65_536), 2));
+        // Its buckets are the most recent: a further flood of 65,535 new
+        // sources does not evict them, so its rate is still enforced.
+        for i in 0..65_535u32 {
+            let src = SocketAddr::new(IpAddr::from((0x0b00_0000 | i).to_be_bytes()), 9);
+            rl.check(src, now);
+        }
+        let over = (0..200)
+            .filter(|_| rl.check(honest, now) == RateDecision::Allow)
+            .count();
+        assert_eq!(over, 149);
     }
 }
