@@ -64,10 +64,11 @@ impl<K: Hash + Eq + Copy> Buckets<K> {
     }
 }
 
-/// One token bucket: `rate` tokens per second, at most `rate` banked.
+/// One token bucket: `rate` tokens per second, at most `burst` banked.
 #[derive(Debug, Clone)]
 pub struct TokenBucket {
     rate: f64,
+    burst: f64,
     bucket: Bucket,
 }
 
@@ -75,10 +76,18 @@ impl TokenBucket {
     /// A full bucket of `rate_per_s` tokens refilled at `rate_per_s` per second.
     pub fn new(rate_per_s: u32, now: Instant) -> Self {
         let rate = f64::from(rate_per_s.max(1));
+        Self::with_burst(rate, rate_per_s.max(1), now)
+    }
+
+    /// A full bucket of `burst` (at least 1) tokens refilled at `rate_per_s`
+    /// tokens per second (fractions allowed: 0.5 is one token every 2 s).
+    pub fn with_burst(rate_per_s: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
         Self {
-            rate,
+            rate: rate_per_s.max(0.0),
+            burst,
             bucket: Bucket {
-                tokens: rate,
+                tokens: burst,
                 last: now,
             },
         }
@@ -88,7 +97,7 @@ impl TokenBucket {
     pub fn take(&mut self, now: Instant) -> bool {
         let b = &mut self.bucket;
         let dt = now.saturating_duration_since(b.last).as_secs_f64();
-        b.tokens = (b.tokens + dt * self.rate).min(self.rate);
+        b.tokens = (b.tokens + dt * self.rate).min(self.burst);
         b.last = now;
         if b.tokens >= 1.0 {
             b.tokens -= 1.0;
@@ -196,6 +205,18 @@ mod tests {
         assert_eq!((0..20).filter(|_| b.take(t0)).count(), 10);
         assert!(b.take(t0 + Duration::from_millis(100)));
         assert!(!b.take(t0 + Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn bucket_with_burst_and_fractional_rate() {
+        let t0 = Instant::now();
+        let mut b = TokenBucket::with_burst(0.5, 3, t0);
+        assert_eq!((0..10).filter(|_| b.take(t0)).count(), 3);
+        assert!(!b.take(t0 + Duration::from_millis(1900)));
+        assert!(b.take(t0 + Duration::from_millis(2100)));
+        // Idle for a minute: refilled to the burst, not beyond.
+        let t1 = t0 + Duration::from_secs(60);
+        assert_eq!((0..10).filter(|_| b.take(t1)).count(), 3);
     }
 
     #[test]

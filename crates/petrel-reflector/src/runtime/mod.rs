@@ -13,6 +13,7 @@
 
 pub mod fanout;
 pub mod http;
+mod http_server;
 pub mod server;
 mod shard;
 mod shared_tables;

@@ -16,6 +16,7 @@ use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::fanout::FanoutEngine;
+use super::http::AdminToken;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{ServerStats, StatsSource};
@@ -26,7 +27,7 @@ use super::wall_clock::unix_ms;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
-use crate::model::{Directory, VerifierConfig};
+use crate::model::{Directory, HttpConfig, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -113,6 +114,8 @@ impl ServerHandle {
             reloads_skipped: Arc::default(),
             store_errors: Arc::default(),
             store_events_dropped: Arc::default(),
+            http: Arc::default(),
+            history: Arc::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -122,9 +125,9 @@ impl ServerHandle {
                     stats: stats.clone(),
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
-                    admin_token: cfg.admin_token.as_deref().map(Arc::from),
+                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
                 };
-                let (addr, task) = spawn_http(listen, state).await?;
+                let (addr, task) = spawn_http(listen, state, &cfg.http).await?;
                 (Some(addr), Some(task))
             }
             None => (None, None),
@@ -256,15 +259,18 @@ impl Drop for ServerHandle {
 async fn spawn_http(
     listen: SocketAddr,
     state: super::http::AppState,
+    limits: &HttpConfig,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
-    let app = super::http::router(state);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "http server stopped");
-        }
-    });
+    let stats = Arc::clone(&state.stats.http);
+    let app = super::http::router(state, limits);
+    let task = tokio::spawn(super::http_server::serve(
+        listener,
+        app,
+        limits.clone(),
+        stats,
+    ));
     Ok((addr, task))
 }
 
