@@ -14,12 +14,14 @@
 pub mod fanout;
 pub mod http;
 mod http_server;
+mod recording_files;
 pub mod server;
 mod shard;
 mod shared_tables;
 pub mod stats;
 pub mod store;
 mod store_writer;
+mod text_history;
 pub mod verifier;
 mod wall_clock;
 

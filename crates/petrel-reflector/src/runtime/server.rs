@@ -21,7 +21,9 @@ use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
+use super::recording_files::RecordingFiles;
 use super::store_writer::spawn_store_writer;
+use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
 use crate::core::{Ingress, Recorder, Reflector};
@@ -132,7 +134,17 @@ impl ServerHandle {
             }
             None => (None, None),
         };
-        let (event_tx, events) = spawn_store_writer(&store, &cfg, &stats);
+        let text_history =
+            TextHistory::load(&store, cfg.message_history_max_bytes, &stats.history).await?;
+        let recordings = if cfg.recording.enabled {
+            let dir = std::path::PathBuf::from(&cfg.recording.dir);
+            let quota = cfg.recording.max_total_bytes;
+            Some(RecordingFiles::load(dir, quota, &store, &stats.history).await?)
+        } else {
+            None
+        };
+        let (event_tx, events) =
+            spawn_store_writer(&store, text_history.clone(), recordings, &stats);
         let mut dir_txs = Vec::new();
         let mut threads = Vec::new();
         let mut queues = Vec::new();
@@ -188,7 +200,14 @@ impl ServerHandle {
                 .name("refl-ingress".into())
                 .spawn(move || shard::reader_loop(reader))?,
         );
-        let reload = spawn_reload(store, &cfg, dir_txs, &stats, Arc::clone(&reload_now));
+        let reload = spawn_reload(
+            store,
+            text_history,
+            &cfg,
+            dir_txs,
+            &stats,
+            Arc::clone(&reload_now),
+        );
         tracing::info!(%local_addr, workers, "reflector listening");
         let mut tasks = vec![events, reload];
         tasks.extend(http_task);
@@ -278,6 +297,7 @@ async fn spawn_http(
 /// shard each `reload_interval_ms`, or at once when `now` is notified.
 fn spawn_reload(
     store: Store,
+    text_history: TextHistory,
     cfg: &ServerConfig,
     shards: Vec<SyncSender<Directory>>,
     stats: &StatsSource,
@@ -295,7 +315,7 @@ fn spawn_reload(
                 _ = tick.tick() => {}
                 () = now.notified() => {}
             }
-            if let Err(err) = store.prune_messages(unix_ms() - keep_ms).await {
+            if let Err(err) = text_history.prune_older_than(unix_ms() - keep_ms).await {
                 errs.fetch_add(1, Relaxed);
                 tracing::warn!(error = %err, "message pruning failed");
             }

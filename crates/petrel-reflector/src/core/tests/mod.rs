@@ -12,6 +12,7 @@ use crate::model::{
 };
 
 mod auth;
+mod text_rate;
 
 pub(crate) const CHEAP: HashCost = HashCost {
     m_cost_kib: 64,

@@ -37,6 +37,7 @@ mod test_support;
 mod tests;
 
 pub use crate::model::{redact, Backend};
+pub use history::{Pruned, StoredRecording};
 
 use std::time::Duration;
 
