@@ -112,7 +112,12 @@ impl Reflector {
             return;
         };
         let voice = h.packet_type == PacketType::Voice;
-        if !voice && !self.sessions.get_mut(&key).is_some_and(|s| s.text.take(now)) {
+        if !voice
+            && !self
+                .sessions
+                .get_mut(&key)
+                .is_some_and(|s| s.text.take(now))
+        {
             self.stats.text_rate_drops += 1;
             return;
         }

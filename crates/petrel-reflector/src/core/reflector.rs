@@ -9,11 +9,11 @@ use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
 use crate::codec::{self, Header, PacketType};
-use crate::policy::TokenBucket;
 use crate::model::{
     DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
     Transmit, UNGROUPED,
 };
+use crate::policy::TokenBucket;
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
 pub(super) const DEV_MODEL_ANDROID: u8 = 101;

@@ -72,11 +72,7 @@ impl HttpConfig {
             &(100..=300_000),
         )?;
         check_range("http.max_connections", self.max_connections, &(1..=65_536))?;
-        check_range(
-            "http.max_body_bytes",
-            self.max_body_bytes,
-            &(64..=16 << 20),
-        )?;
+        check_range("http.max_body_bytes", self.max_body_bytes, &(64..=16 << 20))?;
         check_range("http.per_ip_rps", self.per_ip_rps, &(1..=100_000))?;
         check_range("http.per_ip_burst", self.per_ip_burst, &(1..=100_000))?;
         check_range("http.ip_table_max", self.ip_table_max, &(16..=1_000_000))

@@ -40,7 +40,11 @@ pub fn numbered_path(r: &Recording, n: u32) -> String {
     let secs = r.started_unix_ms.div_euclid(1000);
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let t = secs.rem_euclid(86_400);
-    let suffix = if n == 0 { String::new() } else { format!("-{n}") };
+    let suffix = if n == 0 {
+        String::new()
+    } else {
+        format!("-{n}")
+    };
     format!(
         "{y:04}/{m:02}/{d}/u{}s{}_{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z{suffix}.raw",
         r.device.0,

@@ -456,7 +456,12 @@ mod tests {
     fn admin_token_matches_only_itself_and_hides_in_debug() {
         let t = AdminToken::new("0123456789abcdef");
         assert!(t.matches("0123456789abcdef"));
-        for wrong in ["", "0123456789abcde", "0123456789abcdeF", "0123456789abcdef0"] {
+        for wrong in [
+            "",
+            "0123456789abcde",
+            "0123456789abcdeF",
+            "0123456789abcdef0",
+        ] {
             assert!(!t.matches(wrong), "{wrong}");
         }
         assert_eq!(format!("{t:?}"), "AdminToken(***)");

@@ -72,7 +72,11 @@ impl RecordingFiles {
 
     /// Creates the first free name of `r` and writes `bytes` to it; returns
     /// the relative and the full path.
-    async fn create_unique(&self, r: &Recording, bytes: &[u8]) -> Result<(String, PathBuf), String> {
+    async fn create_unique(
+        &self,
+        r: &Recording,
+        bytes: &[u8],
+    ) -> Result<(String, PathBuf), String> {
         for n in 0..NAME_TRIES {
             let rel = numbered_path(r, n);
             let path = self.dir.join(&rel);

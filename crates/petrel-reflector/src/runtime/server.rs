@@ -17,11 +17,11 @@ use tokio::sync::Notify;
 
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
+use super::recording_files::RecordingFiles;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
-use super::recording_files::RecordingFiles;
 use super::store_writer::spawn_store_writer;
 use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};

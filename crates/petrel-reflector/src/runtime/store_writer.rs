@@ -56,7 +56,9 @@ pub(super) fn spawn_store_writer(
 async fn persist_event(store: &Store, text: &TextHistory, e: &StoreEvent) -> Result<(), String> {
     store.apply(e).await.map_err(|e| e.to_string())?;
     if let StoreEvent::Text { text: t, .. } = e {
-        text.added(t.len() as u64).await.map_err(|e| e.to_string())?;
+        text.added(t.len() as u64)
+            .await
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }

@@ -19,7 +19,10 @@ fn texts_beyond_the_device_budget_are_dropped_and_counted() {
     drain_texts(&mut s);
     // Defaults: a burst of 5, then 30 a minute (one every 2 s).
     for i in 0..12u8 {
-        s.send("127.0.0.1:1", &media(PacketType::Text, "alice", 7, &[b'a' + i]));
+        s.send(
+            "127.0.0.1:1",
+            &media(PacketType::Text, "alice", 7, &[b'a' + i]),
+        );
     }
     assert_eq!(drain_texts(&mut s), (5, 5));
     assert_eq!(s.r.stats().text_rate_drops, 7);

@@ -290,7 +290,12 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     // Same timestamp for the first two: insertion order breaks the tie.
-    for (ms, text) in [(1_000, "aaaa"), (1_000, "bb"), (2_000, "cccccc"), (500, "d")] {
+    for (ms, text) in [
+        (1_000, "aaaa"),
+        (1_000, "bb"),
+        (2_000, "cccccc"),
+        (500, "d"),
+    ] {
         s.apply(&StoreEvent::Text {
             device: (uid, 7),
             group_id: 999,
@@ -321,7 +326,11 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
 async fn oldest_recordings_come_first_and_rows_delete(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
-    for (ms, path, bytes) in [(5_000, "b.raw", 300), (1_000, "a.raw", 200), (9_000, "c.raw", 100)] {
+    for (ms, path, bytes) in [
+        (5_000, "b.raw", 300),
+        (1_000, "a.raw", 200),
+        (9_000, "c.raw", 100),
+    ] {
         let r = crate::model::Recording {
             device: (uid, 7),
             group_id: 999,
