@@ -159,3 +159,111 @@ async fn remove_listed_file(dir: &Path, rel: &str) {
         Err(e) => tracing::warn!(error = %e, path = %path.display(), "recording not removed"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::decode_raw;
+    use crate::model::Backend;
+    use crate::runtime::store::test_support::ScratchStore;
+    use crate::runtime::store::StoreOptions;
+
+    fn rec(started_unix_ms: i64, tag: u8) -> Recording {
+        Recording {
+            device: (4, 7),
+            group_id: 999,
+            started_unix_ms,
+            frames: vec![vec![tag; 40]; 10],
+        }
+    }
+
+    /// Runs `body` with recording files in a fresh directory over a fresh
+    /// SQLite store, then removes both.
+    async fn with_files<F, Fut>(name: &str, quota: u64, body: F)
+    where
+        F: FnOnce(RecordingFiles, Store, PathBuf) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let scratch = ScratchStore::create(Backend::Sqlite, name)
+            .await
+            .unwrap()
+            .unwrap();
+        let store = Store::open(scratch.location(), StoreOptions::default())
+            .await
+            .unwrap();
+        let dir = PathBuf::from(format!("{}-rec", scratch.location()));
+        let stats = Arc::new(HistoryStats::default());
+        let files = RecordingFiles::load(dir.clone(), quota, &store, &stats)
+            .await
+            .unwrap();
+        body(files, store.clone(), dir.clone()).await;
+        store.close().await;
+        let _ = std::fs::remove_dir_all(&dir);
+        scratch.remove().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn same_second_recordings_get_numbered_names_and_nothing_is_overwritten() {
+        with_files("rec_names", 1 << 30, |files, store, dir| async move {
+            // A file from before a restart holds the plain name.
+            let first = dir.join(numbered_path(&rec(1_709_251_199_000, 0), 0));
+            std::fs::create_dir_all(first.parent().unwrap()).unwrap();
+            std::fs::write(&first, b"keep").unwrap();
+            // Three recordings of one talker in the same second.
+            for (ms, tag) in [
+                (1_709_251_199_000, 1),
+                (1_709_251_199_400, 2),
+                (1_709_251_199_900, 3),
+            ] {
+                files.write(&rec(ms, tag)).await.unwrap();
+            }
+            assert_eq!(std::fs::read(&first).unwrap(), b"keep");
+            let mut rows = store.recent_recordings(999, 10).await.unwrap();
+            rows.reverse();
+            let paths: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+            assert_eq!(
+                paths,
+                [
+                    "2024/02/29/u4s7_20240229T235959Z-1.raw",
+                    "2024/02/29/u4s7_20240229T235959Z-2.raw",
+                    "2024/02/29/u4s7_20240229T235959Z-3.raw",
+                ]
+            );
+            for (path, tag) in paths.iter().zip(1u8..) {
+                let bytes = std::fs::read(dir.join(path)).unwrap();
+                assert_eq!(decode_raw(&bytes).unwrap()[0], &[tag; 40][..]);
+            }
+            assert_eq!(files.stats.recording_name_collisions.load(Relaxed), 3);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn quota_deletes_the_oldest_recordings_first_and_counts_them() {
+        let frames: Vec<&[u8]> = vec![&[0u8; 40][..]; 10];
+        let size = encode_raw(&frames).unwrap().len() as u64;
+        // Room for two and a half recordings.
+        with_files("rec_quota", size * 5 / 2, |files, store, dir| async move {
+            for k in 0..5u8 {
+                files
+                    .write(&rec(1_000_000 * i64::from(k + 1), k))
+                    .await
+                    .unwrap();
+                assert!(files.stats.recording_bytes.load(Relaxed) <= size * 5 / 2);
+            }
+            let s = &files.stats;
+            assert_eq!(s.recordings_pruned.load(Relaxed), 3);
+            assert_eq!(s.recording_bytes_pruned.load(Relaxed), 3 * size);
+            assert_eq!(s.recording_bytes.load(Relaxed), 2 * size);
+            let rows = store.recent_recordings(999, 10).await.unwrap();
+            assert_eq!(rows.len(), 2);
+            assert_eq!(store.recording_bytes().await.unwrap(), 2 * size);
+            // The newest two are kept; the files of the others are gone.
+            for k in 0..5u8 {
+                let path = dir.join(numbered_path(&rec(1_000_000 * i64::from(k + 1), k), 0));
+                assert_eq!(path.exists(), k >= 3, "recording {k}");
+            }
+        })
+        .await;
+    }
+}

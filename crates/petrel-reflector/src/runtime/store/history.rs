@@ -7,6 +7,9 @@ use sqlx::Row;
 use super::{Store, StoreError};
 use crate::model::Recording;
 
+/// Messages [`Store::prune_oldest_messages`] deletes per call at most.
+const PRUNE_BATCH: u32 = 256;
+
 impl Store {
     /// Records a written `.raw` file.
     pub async fn add_recording(
@@ -90,16 +93,21 @@ impl Store {
         Pruned::of(&rows)
     }
 
-    /// Deletes the `limit` oldest messages (by time, then insertion);
-    /// returns how many and their text's bytes. The server runs it while the
-    /// history is over its byte cap.
-    pub async fn prune_oldest_messages(&self, limit: u32) -> Result<Pruned, StoreError> {
+    /// Deletes the fewest oldest messages (by time, then insertion) that
+    /// hold at least `bytes` of text, at most 256 per call;
+    /// returns how many and their bytes. The server runs it while the
+    /// history is over its byte cap, with the excess.
+    pub async fn prune_oldest_messages(&self, bytes: u64) -> Result<Pruned, StoreError> {
         let rows = sqlx::query(
-            "DELETE FROM messages WHERE id IN
-               (SELECT id FROM messages ORDER BY sent_at_ms, id LIMIT $1)
+            "DELETE FROM messages WHERE id IN (
+               SELECT id FROM (
+                 SELECT id, SUM(LENGTH(text)) OVER (ORDER BY sent_at_ms, id) - LENGTH(text) AS before
+                 FROM (SELECT id, sent_at_ms, text FROM messages ORDER BY sent_at_ms, id LIMIT $2) AS oldest
+               ) AS ranked WHERE before < $1)
              RETURNING CAST(LENGTH(text) AS BIGINT)",
         )
-        .bind(i64::from(limit))
+        .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
+        .bind(i64::from(PRUNE_BATCH))
         .fetch_all(&self.pool)
         .await?;
         Pruned::of(&rows)

@@ -32,7 +32,7 @@ mod migrations;
 mod harness;
 #[cfg(test)]
 #[path = "../../../tests/support/scratch_store.rs"]
-mod test_support;
+pub(crate) mod test_support;
 #[cfg(test)]
 mod tests;
 

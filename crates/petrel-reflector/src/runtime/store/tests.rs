@@ -306,7 +306,8 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
         .unwrap();
     }
     assert_eq!(s.text_bytes().await.unwrap(), 13);
-    let p = s.prune_oldest_messages(2).await.unwrap();
+    // "d" (1 byte) is not enough, "d" and "aaaa" are.
+    let p = s.prune_oldest_messages(3).await.unwrap();
     assert_eq!((p.rows, p.bytes), (2, 5));
     let left: Vec<Vec<u8>> = s
         .recent_messages(999, 10)
