@@ -27,7 +27,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-use super::http::HttpStats;
+use super::http_stats::HttpStats;
 use crate::model::HttpConfig;
 
 /// What a refused connection reads before it is closed.

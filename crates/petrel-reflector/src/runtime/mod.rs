@@ -14,6 +14,7 @@
 pub mod fanout;
 pub mod http;
 mod http_server;
+pub mod http_stats;
 mod recording_files;
 pub mod server;
 mod shard;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use petrel_sys::socket::SocketBuffers;
 
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
-use super::http::{HttpStats, HttpStatsSnapshot};
+use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
