@@ -10,8 +10,8 @@
 //! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The
 //! codec parses and writes the wire formats (the 90-byte header, heartbeat,
 //! configuration and voice DATA, `.raw` recordings); the policy tables are
-//! token buckets, the ban ladder and the floor, each taking `now` as an
-//! argument; the model holds device keys, the directory view, frames and
+//! token buckets, the ban ladder, the floor and the HTTP per-IP budget, each
+//! taking `now` as an argument; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
 //! recordings, and every configuration section with its validation. None
 //! of it touches a socket, a file or a clock, or knows a thread exists
@@ -32,17 +32,21 @@
 //! shard threads, the shared tables with one lock per stripe of domains, the
 //! Argon2 verifier pool (each check answered on its shard's own queue), the
 //! fan-out writers with batched sends, the store writer and directory
-//! reloads (`sqlx`), recording files, the HTTP endpoint and the counters.
+//! reloads (`sqlx`), recording files and the bounds of what is kept on
+//! disk, the HTTP endpoint with its limits, and the counters.
 //!
 //! # What lives here
 //!
 //! - [`codec`]: the DraARLv1 wire formats.
-//! - [`policy`]: token buckets, the failed-auth ban ladder, half-duplex floors.
+//! - [`policy`]: token buckets, the failed-auth ban ladder, half-duplex floors,
+//!   the evicting per-IP table of the HTTP endpoint.
 //! - [`model`]: the data types and configuration shared by the layers above.
 //! - [`core`]: the sans-IO session core and the ingress front (rate limits,
 //!   shard choice).
-//! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store,
-//!   HTTP (`/healthz`, Prometheus `/metrics`, the token-auth admin API).
+//! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store
+//!   (text history under an age limit and a byte cap, recordings under a
+//!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
+//!   admin API; timeouts, a connection cap, body and per-IP limits).
 //!
 //! # What does not
 //!
@@ -84,7 +88,9 @@
 //! endpoint; heartbeat replies never echo the password; rate limits are
 //! token buckets; device passwords are Argon2id hashes; receiver snapshots
 //! are invalidated per domain and in-flight frames are never dropped for a
-//! membership change; sends are batched with `sendmmsg`. Not implemented
+//! membership change; sends are batched with `sendmmsg`; text is rate-limited
+//! per device and queued apart from voice, so it never evicts voice frames;
+//! stored text and recordings are bounded in bytes. Not implemented
 //! yet: the three endpoints above, PROXY protocol v2, private groups with
 //! membership, pushing a stored Type 3 configuration to a device (the
 //! reflector only queries it).

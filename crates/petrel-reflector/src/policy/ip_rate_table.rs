@@ -20,7 +20,8 @@ struct Entry {
     last: Instant,
 }
 
-/// Per-IP request budget. See the [module docs](self).
+/// Per-IP request budget: token buckets in a bounded table that evicts
+/// idle, then least recently seen, entries to admit a new address.
 #[derive(Debug)]
 pub struct IpRateTable {
     rate_per_s: u32,

@@ -15,10 +15,9 @@
 //! in constant time, so neither its bytes nor its length show in the time
 //! an answer takes.
 //!
-//! Limits, outermost first (each answer counted in
-//! [`HttpStats`](super::http_stats::HttpStats)): a request
-//! without a valid admin token is charged to its source IP's budget
-//! (`[http] per_ip_rps`, 429 beyond it); the whole request (body and
+//! Limits, outermost first (each answer counted in [`HttpStats`]): a
+//! request without a valid admin token is charged to its source IP's
+//! budget (`[http] per_ip_rps`, 429 beyond it); the whole request (body and
 //! handler) must finish within `request_timeout_ms` (408); a body over
 //! `max_body_bytes` gets 413. The connection-level limits (header timeout,
 //! connection cap) are in `http_server.rs`. The timeout and body limit are
