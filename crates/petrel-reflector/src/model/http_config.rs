@@ -33,7 +33,8 @@ pub struct HttpConfig {
     /// Default 16384 (admin bodies are a few dozen bytes).
     pub max_body_bytes: usize,
     /// Sustained requests per second per source IP without a valid admin
-    /// token (1–100000); beyond it 429. Default 10.
+    /// token (1–100000); beyond it 429. Default 10. Behind a reverse proxy
+    /// every request has the proxy's address, so the budget is shared.
     pub per_ip_rps: u32,
     /// Requests per source IP that may come at once before `per_ip_rps`
     /// applies (1–100000). Default 20.

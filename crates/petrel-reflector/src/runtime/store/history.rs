@@ -7,7 +7,7 @@ use sqlx::Row;
 use super::{Store, StoreError};
 use crate::model::Recording;
 
-/// Messages [`Store::prune_oldest_messages`] deletes per call at most.
+/// Messages deleted per query when pruning.
 const PRUNE_BATCH: u32 = 256;
 
 impl Store {
@@ -82,19 +82,31 @@ impl Store {
 
     /// Deletes messages sent before `before_ms` (Unix ms); returns how many
     /// and their text's bytes. The server runs it at every reload with its
-    /// retention setting.
+    /// retention setting. Deletes in batches of [`PRUNE_BATCH`] oldest
+    /// first, so a long backlog never comes back as one huge answer.
     pub async fn prune_messages(&self, before_ms: i64) -> Result<Pruned, StoreError> {
-        let rows = sqlx::query(
-            "DELETE FROM messages WHERE sent_at_ms < $1 RETURNING CAST(LENGTH(text) AS BIGINT)",
-        )
-        .bind(before_ms)
-        .fetch_all(&self.pool)
-        .await?;
-        Pruned::of(&rows)
+        let mut total = Pruned::default();
+        loop {
+            let rows = sqlx::query(
+                "DELETE FROM messages WHERE id IN
+                   (SELECT id FROM messages WHERE sent_at_ms < $1 ORDER BY sent_at_ms, id LIMIT $2)
+                 RETURNING CAST(LENGTH(text) AS BIGINT)",
+            )
+            .bind(before_ms)
+            .bind(i64::from(PRUNE_BATCH))
+            .fetch_all(&self.pool)
+            .await?;
+            let batch = Pruned::of(&rows)?;
+            total.rows += batch.rows;
+            total.bytes += batch.bytes;
+            if batch.rows < u64::from(PRUNE_BATCH) {
+                return Ok(total);
+            }
+        }
     }
 
     /// Deletes the fewest oldest messages (by time, then insertion) that
-    /// hold at least `bytes` of text, at most 256 per call;
+    /// hold at least `bytes` of text, at most [`PRUNE_BATCH`] per call;
     /// returns how many and their bytes. The server runs it while the
     /// history is over its byte cap, with the excess.
     pub async fn prune_oldest_messages(&self, bytes: u64) -> Result<Pruned, StoreError> {

@@ -322,6 +322,20 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
     assert_eq!((p.rows, p.bytes), (1, 2));
     assert_eq!(s.prune_oldest_messages(10).await.unwrap().rows, 1);
     assert_eq!(s.text_bytes().await.unwrap(), 0);
+    // A backlog larger than one batch (256) goes in one call.
+    for ms in 0..600 {
+        s.apply(&StoreEvent::Text {
+            device: (uid, 7),
+            group_id: 999,
+            unix_ms: ms,
+            text: b"xy".to_vec(),
+        })
+        .await
+        .unwrap();
+    }
+    let p = s.prune_messages(550).await.unwrap();
+    assert_eq!((p.rows, p.bytes), (550, 1100));
+    assert_eq!(s.text_bytes().await.unwrap(), 100);
 }
 
 async fn oldest_recordings_come_first_and_rows_delete(db: String) {
