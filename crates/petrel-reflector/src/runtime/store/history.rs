@@ -82,7 +82,7 @@ impl Store {
 
     /// Deletes messages sent before `before_ms` (Unix ms); returns how many
     /// and their text's bytes. The server runs it at every reload with its
-    /// retention setting. Deletes in batches of [`PRUNE_BATCH`] oldest
+    /// retention setting. Deletes in batches of 256, oldest
     /// first, so a long backlog never comes back as one huge answer.
     pub async fn prune_messages(&self, before_ms: i64) -> Result<Pruned, StoreError> {
         let mut total = Pruned::default();
@@ -106,7 +106,7 @@ impl Store {
     }
 
     /// Deletes the fewest oldest messages (by time, then insertion) that
-    /// hold at least `bytes` of text, at most [`PRUNE_BATCH`] per call;
+    /// hold at least `bytes` of text, at most 256 per call;
     /// returns how many and their bytes. The server runs it while the
     /// history is over its byte cap, with the excess.
     pub async fn prune_oldest_messages(&self, bytes: u64) -> Result<Pruned, StoreError> {
