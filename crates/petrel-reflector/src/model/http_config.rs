@@ -32,8 +32,8 @@ pub struct HttpConfig {
     /// Largest request body, bytes (64–16777216); larger ones get 413.
     /// Default 16384 (admin bodies are a few dozen bytes).
     pub max_body_bytes: usize,
-    /// Sustained requests per second per source IP without a valid admin
-    /// token (1–100000); beyond it 429. Default 10. Behind a reverse proxy
+    /// Sustained requests per second per source IP (IPv6: per /64) without
+    /// a valid admin token (1–100000); beyond it 429. Default 10. Behind a reverse proxy
     /// every request has the proxy's address, so the budget is shared.
     pub per_ip_rps: u32,
     /// Requests per source IP that may come at once before `per_ip_rps`

@@ -1,15 +1,19 @@
-//! Token buckets per source IP in a bounded table that evicts instead of
-//! refusing: the HTTP endpoint's budget for requests without a valid admin
-//! token.
+//! Token buckets per source address in a bounded table that evicts instead
+//! of refusing: the HTTP endpoint's budget for requests without a valid
+//! admin token. An IPv4 address is one key; IPv6 addresses are keyed by
+//! their /64, the block one subscriber gets, so a host cannot multiply its
+//! budget by rotating addresses (IPv4-mapped IPv6 counts as IPv4).
 //!
 //! A full table first forgets buckets idle long enough to be full again
 //! (forgetting them loses nothing: a new bucket starts full), then, if
-//! every entry is busy, the least recently seen one. So a flood from many
-//! addresses can never lock a new address out; at worst an evicted address
-//! gets a fresh burst, which the table size makes rare.
+//! still full, the least recently seen sixteenth of the entries (found in
+//! one linear pass, so the cost per new address stays constant on
+//! average). So a flood from many addresses can never lock a new address
+//! out; at worst an evicted address gets a fresh burst, which the table
+//! size makes rare.
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 use super::rate_limit::TokenBucket;
@@ -50,6 +54,7 @@ impl IpRateTable {
 
     /// Charges one request from `ip` at `now`; `false` when over its budget.
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> bool {
+        let ip = budget_key(ip);
         if !self.map.contains_key(&ip) && self.map.len() >= self.max_entries {
             self.make_room(now);
         }
@@ -68,10 +73,11 @@ impl IpRateTable {
         self.map
             .retain(|_, e| now.saturating_duration_since(e.last) < refill);
         if self.map.len() >= self.max_entries {
-            let oldest = self.map.iter().min_by_key(|(_, e)| e.last).map(|(k, _)| *k);
-            if let Some(k) = oldest {
-                self.map.remove(&k);
-            }
+            let batch = (self.max_entries / 16).max(1);
+            let mut seen: Vec<Instant> = self.map.values().map(|e| e.last).collect();
+            let (_, cutoff, _) = seen.select_nth_unstable(batch - 1);
+            let cutoff = *cutoff;
+            self.map.retain(|_, e| e.last > cutoff);
         }
         self.evictions += (before - self.map.len()) as u64;
     }
@@ -89,6 +95,17 @@ impl IpRateTable {
     /// Entries evicted so far to make room for new addresses.
     pub fn evictions(&self) -> u64 {
         self.evictions
+    }
+}
+
+/// The key `ip` is budgeted under: itself for IPv4, its /64 for IPv6.
+fn budget_key(ip: IpAddr) -> IpAddr {
+    match ip.to_canonical() {
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+            IpAddr::V6(Ipv6Addr::from(prefix))
+        }
+        v4 => v4,
     }
 }
 
@@ -133,5 +150,42 @@ mod tests {
         let t2 = t1 + Duration::from_secs(2);
         assert!(t.admit(ip(2000), t2));
         assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_busy_full_table_evicts_its_least_recent_sixteenth() {
+        let t0 = crate::test_clock::origin();
+        let mut t = IpRateTable::new(1, 1, 64);
+        for n in 0..64 {
+            t.admit(ip(n), t0 + Duration::from_millis(u64::from(n)));
+        }
+        let t1 = t0 + Duration::from_millis(100);
+        assert!(t.admit(ip(1000), t1));
+        assert_eq!((t.len(), t.evictions()), (61, 4));
+        // The next three new addresses fit without evicting.
+        for n in 1001..1004 {
+            assert!(t.admit(ip(n), t1));
+        }
+        assert_eq!((t.len(), t.evictions()), (64, 4));
+        // ip(3) was among the four evicted, ip(4) was not.
+        assert!(t.admit(ip(3), t1));
+        assert!(!t.admit(ip(40), t1));
+    }
+
+    #[test]
+    fn ipv6_hosts_share_their_64_and_mapped_ipv4_is_ipv4() {
+        let t0 = crate::test_clock::origin();
+        let mut t = IpRateTable::new(1, 2, 16);
+        let a: IpAddr = "2001:db8:1:2::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert!(t.admit(a, t0) && t.admit(b, t0));
+        assert!(!t.admit(a, t0));
+        assert!(t.admit(other, t0));
+        let v4: IpAddr = "192.0.2.7".parse().unwrap();
+        let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
+        assert!(t.admit(v4, t0) && t.admit(mapped, t0));
+        assert!(!t.admit(v4, t0));
+        assert_eq!(t.len(), 3);
     }
 }
