@@ -20,7 +20,7 @@ use super::http::AdminToken;
 use super::recording_files::RecordingFiles;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
-use super::stats::{ServerStats, StatsSource};
+use super::stats::{HistoryStats, ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
 use super::store_writer::spawn_store_writer;
 use super::text_history::TextHistory;
@@ -91,6 +91,16 @@ impl ServerHandle {
         )
         .await?;
         let dir = store.load_directory().await?;
+        let history = Arc::new(HistoryStats::default());
+        let text_history =
+            TextHistory::load(&store, cfg.message_history_max_bytes, &history).await?;
+        let recordings = if cfg.recording.enabled {
+            let rec_dir = std::path::PathBuf::from(&cfg.recording.dir);
+            let quota = cfg.recording.max_total_bytes;
+            Some(RecordingFiles::load(rec_dir, quota, &store, &history).await?)
+        } else {
+            None
+        };
         let (sock, socket) = bind(&cfg)?;
         let local_addr = sock.local_addr()?;
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
@@ -117,7 +127,7 @@ impl ServerHandle {
             store_errors: Arc::default(),
             store_events_dropped: Arc::default(),
             http: Arc::default(),
-            history: Arc::default(),
+            history,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -133,15 +143,6 @@ impl ServerHandle {
                 (Some(addr), Some(task))
             }
             None => (None, None),
-        };
-        let text_history =
-            TextHistory::load(&store, cfg.message_history_max_bytes, &stats.history).await?;
-        let recordings = if cfg.recording.enabled {
-            let dir = std::path::PathBuf::from(&cfg.recording.dir);
-            let quota = cfg.recording.max_total_bytes;
-            Some(RecordingFiles::load(dir, quota, &store, &stats.history).await?)
-        } else {
-            None
         };
         let (event_tx, events) =
             spawn_store_writer(&store, text_history.clone(), recordings, &stats);
