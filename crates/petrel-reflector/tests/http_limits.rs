@@ -260,3 +260,40 @@ fn requests_without_the_token_are_limited_per_ip() {
         assert_eq!(srv.stats().http.rate_limited, 3);
     });
 }
+
+#[test]
+fn one_source_cannot_take_every_connection() {
+    let http_cfg = HttpConfig {
+        max_connections_per_ip: 2,
+        header_timeout_ms: 10_000,
+        ..HttpConfig::default()
+    };
+    with_server("conn_per_ip", None, http_cfg, |srv, web| {
+        let held = [connect(web), connect(web)];
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(get(web, "/healthz", ""), 503);
+        // Another source still gets in.
+        let other =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        other
+            .bind(&SocketAddr::from(([127, 0, 0, 2], 0)).into())
+            .unwrap();
+        other.connect(&web.into()).unwrap();
+        let mut other = TcpStream::from(other);
+        other
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        other
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        assert_eq!(read_answer(&mut other).0, 200);
+        let s = srv.stats().http;
+        assert_eq!(
+            (s.connections_refused_per_ip, s.connections_refused),
+            (1, 0)
+        );
+        drop(held);
+        std::thread::sleep(Duration::from_millis(100));
+        assert_eq!(get(web, "/healthz", ""), 200);
+    });
+}

@@ -29,6 +29,11 @@ pub struct HttpConfig {
     /// Connections open at once (1–65536); beyond it a new connection gets
     /// `503` and is closed, counted in `http_connections_refused`. Default 64.
     pub max_connections: usize,
+    /// Connections open at once from one source IP (IPv6: one /64)
+    /// (1–65536); beyond it a new one gets `503` and is closed, counted in
+    /// `http_connections_refused_per_ip`, so one host cannot take every
+    /// slot. Default 8.
+    pub max_connections_per_ip: usize,
     /// Largest request body, bytes (64–16777216); larger ones get 413.
     /// Default 16384 (admin bodies are a few dozen bytes).
     pub max_body_bytes: usize,
@@ -51,6 +56,7 @@ impl Default for HttpConfig {
             header_timeout_ms: 5_000,
             request_timeout_ms: 10_000,
             max_connections: 64,
+            max_connections_per_ip: 8,
             max_body_bytes: 16 << 10,
             per_ip_rps: 10,
             per_ip_burst: 20,
@@ -73,6 +79,11 @@ impl HttpConfig {
             &(100..=300_000),
         )?;
         check_range("http.max_connections", self.max_connections, &(1..=65_536))?;
+        check_range(
+            "http.max_connections_per_ip",
+            self.max_connections_per_ip,
+            &(1..=65_536),
+        )?;
         check_range("http.max_body_bytes", self.max_body_bytes, &(64..=16 << 20))?;
         check_range("http.per_ip_rps", self.per_ip_rps, &(1..=100_000))?;
         check_range("http.per_ip_burst", self.per_ip_burst, &(1..=100_000))?;

@@ -54,7 +54,7 @@ impl IpRateTable {
 
     /// Charges one request from `ip` at `now`; `false` when over its budget.
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> bool {
-        let ip = budget_key(ip);
+        let ip = source_key(ip);
         if !self.map.contains_key(&ip) && self.map.len() >= self.max_entries {
             self.make_room(now);
         }
@@ -98,8 +98,9 @@ impl IpRateTable {
     }
 }
 
-/// The key `ip` is budgeted under: itself for IPv4, its /64 for IPv6.
-fn budget_key(ip: IpAddr) -> IpAddr {
+/// The key a source address is limited under: itself for IPv4 (also when
+/// IPv4-mapped), its /64 for IPv6.
+pub fn source_key(ip: IpAddr) -> IpAddr {
     match ip.to_canonical() {
         IpAddr::V6(v6) => {
             let prefix = u128::from(v6) & !((1u128 << 64) - 1);

@@ -9,5 +9,5 @@ mod rate_limit;
 
 pub use ban::{BanCheck, BanLadder};
 pub use floor::{FloorDecision, FloorTable};
-pub use ip_rate_table::IpRateTable;
+pub use ip_rate_table::{source_key, IpRateTable};
 pub use rate_limit::{RateDecision, RateLimiter, TokenBucket};

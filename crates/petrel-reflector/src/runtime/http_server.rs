@@ -1,5 +1,8 @@
 //! The HTTP endpoint's accept loop and connection limits: at most
-//! `max_connections` open at once (beyond it a `503` and close, counted),
+//! `max_connections` open at once and `max_connections_per_ip` from one
+//! source (beyond either a `503` and close, counted; the per-source counts
+//! exist only for sources with a connection open, so that table is bounded
+//! by `max_connections`),
 //! request headers complete within `header_timeout_ms` (else the
 //! connection is closed, counted: a slow-loris client holds a slot no
 //! longer than that), one request per connection (no keep-alive, so an
@@ -13,9 +16,10 @@
 //! slow client keeps open before its request exists. The per-request
 //! limits stay `tower-http` layers on the router (`http.rs`).
 
-use std::net::SocketAddr;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
@@ -29,6 +33,7 @@ use tower::ServiceExt;
 
 use super::http_stats::HttpStats;
 use crate::model::HttpConfig;
+use crate::policy::source_key;
 
 /// What a refused connection reads before it is closed.
 const REFUSED: &[u8] =
@@ -44,6 +49,7 @@ pub(crate) async fn serve(
     stats: Arc<HttpStats>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let per_source = PerSource::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(c) => c,
@@ -54,18 +60,65 @@ pub(crate) async fn serve(
             }
         };
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-            stats.connections_refused.fetch_add(1, Relaxed);
-            // Best effort: a fresh socket's send buffer takes these bytes
-            // at once; dropping the stream closes it either way.
-            let _ = stream.try_write(REFUSED);
+            refuse(&stream, &stats.connections_refused);
+            continue;
+        };
+        let Some(source) = SourceSlot::take(&per_source, peer, limits.max_connections_per_ip)
+        else {
+            refuse(&stream, &stats.connections_refused_per_ip);
             continue;
         };
         stats.connections_accepted.fetch_add(1, Relaxed);
         let (app, stats, limits) = (app.clone(), Arc::clone(&stats), limits.clone());
         tokio::spawn(async move {
             serve_connection(stream, peer, app, &limits, &stats).await;
+            drop(source);
             drop(slot);
         });
+    }
+}
+
+/// Answers 503 and closes (by dropping the stream), counted in `counter`.
+fn refuse(stream: &TcpStream, counter: &AtomicU64) {
+    counter.fetch_add(1, Relaxed);
+    // Best effort: a fresh socket's send buffer takes these bytes at once.
+    let _ = stream.try_write(REFUSED);
+}
+
+type PerSource = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// One open connection counted against its source; dropping it uncounts.
+struct SourceSlot {
+    table: PerSource,
+    key: IpAddr,
+}
+
+impl SourceSlot {
+    /// Counts a connection from `peer`, or `None` if its source already
+    /// has `max` open.
+    fn take(table: &PerSource, peer: SocketAddr, max: usize) -> Option<Self> {
+        let key = source_key(peer.ip());
+        let mut open = table.lock().unwrap_or_else(PoisonError::into_inner);
+        if open.get(&key).is_some_and(|n| *n >= max) {
+            return None;
+        }
+        *open.entry(key).or_insert(0) += 1;
+        Some(Self {
+            table: Arc::clone(table),
+            key,
+        })
+    }
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut open = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = open.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                open.remove(&self.key);
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct HttpStats {
     pub(crate) connections_accepted: AtomicU64,
     pub(crate) connections_refused: AtomicU64,
+    pub(crate) connections_refused_per_ip: AtomicU64,
     pub(crate) header_timeouts: AtomicU64,
     pub(crate) connection_timeouts: AtomicU64,
     pub(crate) rate_limited: AtomicU64,
@@ -24,6 +25,9 @@ pub struct HttpStatsSnapshot {
     pub connections_accepted: u64,
     /// Connections refused (503, closed) because `max_connections` were open.
     pub connections_refused: u64,
+    /// Connections refused (503, closed) because their source had
+    /// `max_connections_per_ip` open.
+    pub connections_refused_per_ip: u64,
     /// Connections closed because the request headers took longer than
     /// `header_timeout_ms` (slow or idle clients).
     pub header_timeouts: u64,
@@ -48,6 +52,7 @@ impl HttpStats {
         HttpStatsSnapshot {
             connections_accepted: self.connections_accepted.load(Relaxed),
             connections_refused: self.connections_refused.load(Relaxed),
+            connections_refused_per_ip: self.connections_refused_per_ip.load(Relaxed),
             header_timeouts: self.header_timeouts.load(Relaxed),
             connection_timeouts: self.connection_timeouts.load(Relaxed),
             rate_limited: self.rate_limited.load(Relaxed),
@@ -65,6 +70,10 @@ impl HttpStatsSnapshot {
         vec![
             ("connections_accepted", self.connections_accepted),
             ("connections_refused", self.connections_refused),
+            (
+                "connections_refused_per_ip",
+                self.connections_refused_per_ip,
+            ),
             ("header_timeouts", self.header_timeouts),
             ("connection_timeouts", self.connection_timeouts),
             ("rate_limited", self.rate_limited),
