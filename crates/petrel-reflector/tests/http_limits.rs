@@ -258,6 +258,21 @@ fn requests_without_the_token_are_limited_per_ip() {
             assert_eq!(get(web, "/api/stats", &bearer(TOKEN)), 200);
         }
         assert_eq!(srv.stats().http.rate_limited, 3);
+        let (code, body) = http(
+            web,
+            &format!(
+                "GET /metrics HTTP/1.1\r\nHost: x\r\n{}Connection: close\r\n\r\n",
+                bearer(TOKEN)
+            ),
+        );
+        assert_eq!(code, 200);
+        assert!(
+            body.contains("\npetrel_reflector_http_rate_limited_total 3\n"),
+            "{body}"
+        );
+        assert!(body.contains("# TYPE petrel_reflector_history_text_bytes gauge\n"));
+        assert!(body.contains("# TYPE petrel_reflector_history_recordings_pruned_total counter\n"));
+        assert!(body.contains("petrel_reflector_fanout_text_frames_dropped_total 0\n"));
     });
 }
 
