@@ -17,7 +17,8 @@
 //!
 //! Limits, outermost first (each answer counted in [`HttpStats`]): a
 //! request without a valid admin token is charged to its source IP's
-//! budget (`[http] per_ip_rps`, 429 beyond it); the whole request (body and
+//! budget (`[http] per_ip_rps`, 429 beyond it) whatever its route, so
+//! routes added later (app login, captcha, `/ws` upgrades) are covered too; the whole request (body and
 //! handler) must finish within `request_timeout_ms` (408); a body over
 //! `max_body_bytes` gets 413. The connection-level limits (header timeout,
 //! connection cap) are in `http_server.rs`. The timeout and body limit are
