@@ -10,9 +10,10 @@
 //! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The
 //! codec parses and writes the wire formats (the 90-byte header, heartbeat,
 //! configuration and voice DATA, `.raw` recordings); the policy tables are
-//! token buckets (rate limits and the per-prefix Argon2 budget), the ban
-//! ladder and the floor, each taking `now` as an argument, and each keyed
-//! by source bounded with least-recently-used eviction; the model holds device keys, the directory view, frames and
+//! token buckets (rate limits, the per-prefix Argon2 budget and the HTTP
+//! per-IP budget), the ban ladder and the floor, each taking `now` as an
+//! argument, and each keyed by source bounded with least-recently-used
+//! eviction; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
 //! recordings, and every configuration section with its validation. None
 //! of it touches a socket, a file or a clock, or knows a thread exists
@@ -33,18 +34,22 @@
 //! shard threads, the shared tables with one lock per stripe of domains, the
 //! Argon2 verifier pool (each check answered on its shard's own queue), the
 //! fan-out writers with batched sends, the store writer and directory
-//! reloads (`sqlx`), recording files, the HTTP endpoint and the counters.
+//! reloads (`sqlx`), recording files and the bounds of what is kept on
+//! disk, the HTTP endpoint with its limits, and the counters.
 //!
 //! # What lives here
 //!
 //! - [`codec`]: the DraARLv1 wire formats.
 //! - [`policy`]: token buckets (packet rate limits, the Argon2 budget per
-//!   source prefix), the failed-auth ban ladder, half-duplex floors.
+//!   source prefix, the HTTP endpoint's per-IP budget), the failed-auth ban
+//!   ladder, half-duplex floors.
 //! - [`model`]: the data types and configuration shared by the layers above.
 //! - [`core`]: the sans-IO session core and the ingress front (rate limits,
 //!   shard choice).
-//! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store,
-//!   HTTP (`/healthz`, Prometheus `/metrics`, the token-auth admin API).
+//! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store
+//!   (text history under an age limit and a byte cap, recordings under a
+//!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
+//!   admin API; timeouts, a connection cap, body and per-IP limits).
 //!
 //! # What does not
 //!
@@ -90,7 +95,9 @@
 //! Argon2 found wrong counts toward the ban ladder (§3.1 step 2 also
 //! counts malformed passwords and unapproved accounts); receiver snapshots
 //! are invalidated per domain and in-flight frames are never dropped for a
-//! membership change; sends are batched with `sendmmsg`. Not implemented
+//! membership change; sends are batched with `sendmmsg`; text is rate-limited
+//! per device and queued apart from voice, so it never evicts voice frames;
+//! stored text and recordings are bounded in bytes. Not implemented
 //! yet: the three endpoints above, PROXY protocol v2, private groups with
 //! membership, pushing a stored Type 3 configuration to a device (the
 //! reflector only queries it).

@@ -81,6 +81,7 @@ on_every_backend!(
     metrics_healthz_and_admin_api,
     voice_is_recorded_as_raw_files,
     each_device_keeps_its_order_across_ingress_shards,
+    a_text_flood_is_limited_and_costs_no_voice,
 );
 
 /// Fills the empty store with `users` accounts (cheap Argon2 for speed) and
@@ -652,5 +653,49 @@ fn each_device_keeps_its_order_across_ingress_shards(env: &Env) {
     assert_eq!(s.ingress_workers, SHARDS);
     assert_eq!(s.ingress.queue_full_drops, 0);
     assert_eq!(s.session.voice_frames, u64::from(ROUNDS) * 3);
+    env.rt.block_on(srv.shutdown());
+}
+
+fn a_text_flood_is_limited_and_costs_no_voice(env: &Env) {
+    seed(env, &["alice", "bob"]);
+    // Room for all 40 voice frames and a single text frame: the texts the
+    // budget lets through may evict each other, never voice (the queue's
+    // unit tests show the separation; this checks the wiring).
+    let srv = start(
+        env,
+        FanoutConfig {
+            frame_queue: 64,
+            text_queue: 1,
+            ..FanoutConfig::default()
+        },
+    );
+    let alice = Client::new([127, 0, 6, 1], srv.local_addr(), "alice", 1);
+    let bob = Client::new([127, 0, 6, 2], srv.local_addr(), "bob", 1);
+    alice.login();
+    bob.login();
+    for k in 0u8..40 {
+        alice.send(PacketType::Text, &[b'a' + k % 26; 200]);
+        alice.send(PacketType::Voice, &[k; 30]);
+    }
+    bob.sock
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let (mut voice, mut text) = (Vec::new(), 0);
+    let mut buf = [0u8; 2048];
+    while let Ok((n, _)) = bob.sock.recv_from(&mut buf) {
+        match decode(&buf[..n]).unwrap() {
+            p if p.header.packet_type == PacketType::Voice => voice.push(p.data[0]),
+            p if p.header.packet_type == PacketType::Text => text += 1,
+            _ => {}
+        }
+    }
+    let s = srv.stats();
+    // The default budget: a burst of 5 texts; the rest dropped at the core.
+    assert_eq!(s.session.text_rate_drops, 35);
+    assert!((1..=5).contains(&text), "{text} texts");
+    assert_eq!(text as u64 + s.fanout.text_frames_dropped, 5);
+    // Every voice frame arrives, in order.
+    assert_eq!(voice, (0u8..40).collect::<Vec<_>>());
+    assert_eq!((s.fanout.frames_dropped, s.fanout.frames_expired), (0, 0));
     env.rt.block_on(srv.shutdown());
 }

@@ -1,6 +1,8 @@
 //! Types 3/4/5 from a bound endpoint: config reports, and voice/text
 //! planned for fan-out with the sender's store identity (draarl-v1 §2.4,
-//! §2.8, §3.7).
+//! §2.8, §3.7). Text is limited per device (`text_per_minute` with a burst
+//! of `text_burst`; beyond it dropped, not stored, and counted in
+//! `text_rate_drops`), since every text is also stored.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -9,7 +11,7 @@ use std::time::Instant;
 use super::cross_shard::SnapshotSource;
 use super::reflector::Reflector;
 use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, PacketType};
-use crate::model::{DeviceKey, Frame, StoreEvent, Transmit};
+use crate::model::{DeviceKey, Frame, FrameKind, StoreEvent, Transmit};
 
 impl Reflector {
     pub(super) fn unix_ms(&self, now: Instant) -> Option<i64> {
@@ -110,6 +112,15 @@ impl Reflector {
             return;
         };
         let voice = h.packet_type == PacketType::Voice;
+        if !voice
+            && !self
+                .sessions
+                .get_mut(&key)
+                .is_some_and(|s| s.text.take(now))
+        {
+            self.stats.text_rate_drops += 1;
+            return;
+        }
         let targets = if voice {
             self.shared.voice_targets(&self.dir, domain_id, key, now)
         } else {
@@ -163,6 +174,11 @@ impl Reflector {
             });
         }
         self.frames.push_back(Frame {
+            kind: if voice {
+                FrameKind::Voice
+            } else {
+                FrameKind::Text
+            },
             created: now,
             packet,
             snapshot,

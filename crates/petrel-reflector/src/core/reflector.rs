@@ -13,17 +13,21 @@ use crate::model::{
     DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
     Transmit, UNGROUPED,
 };
+use crate::policy::TokenBucket;
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
 pub(super) const DEV_MODEL_ANDROID: u8 = 101;
 /// Outbound store events kept at most between two polls.
 const MAX_PENDING_EVENTS: usize = 4096;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Session {
     pub(super) addr: SocketAddr,
     pub(super) last_seen: Instant,
     pub(super) group_id: i64,
+    /// Type 4 budget of the device (`text_per_minute`, `text_burst`); kept
+    /// across logins from new endpoints while the session lasts.
+    pub(super) text: TokenBucket,
 }
 
 /// A heartbeat waiting for its password check.
@@ -266,10 +270,16 @@ impl Reflector {
         src: SocketAddr,
         group_id: i64,
     ) {
-        let s = self.sessions.entry(key).or_insert(Session {
+        let cfg = &self.cfg;
+        let s = self.sessions.entry(key).or_insert_with(|| Session {
             addr: src,
             last_seen: now,
             group_id,
+            text: TokenBucket::with_burst(
+                f64::from(cfg.text_per_minute) / 60.0,
+                cfg.text_burst,
+                now,
+            ),
         });
         s.addr = src;
         s.last_seen = now;

@@ -80,6 +80,9 @@ pub struct SessionStats {
     pub snapshot_invalidations: u64,
     /// Store events dropped because the outbound event queue was full.
     pub store_events_dropped: u64,
+    /// Type 4 texts over their device's `text_per_minute` budget, dropped
+    /// (neither forwarded nor stored).
+    pub text_rate_drops: u64,
 }
 
 impl SessionStats {
@@ -121,6 +124,7 @@ impl SessionStats {
             snapshot_rebuilds,
             snapshot_invalidations,
             store_events_dropped,
+            text_rate_drops,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -157,6 +161,7 @@ impl SessionStats {
         self.snapshot_rebuilds += snapshot_rebuilds;
         self.snapshot_invalidations += snapshot_invalidations;
         self.store_events_dropped += store_events_dropped;
+        self.text_rate_drops += text_rate_drops;
     }
 
     /// Every counter with its name, for metrics export.
@@ -212,6 +217,7 @@ impl SessionStats {
             ("snapshot_rebuilds", self.snapshot_rebuilds),
             ("snapshot_invalidations", self.snapshot_invalidations),
             ("store_events_dropped", self.store_events_dropped),
+            ("text_rate_drops", self.text_rate_drops),
         ]
     }
 }

@@ -10,8 +10,11 @@ use petrel_sys::range::{check_range, RangeError};
 pub struct FanoutConfig {
     /// Parallel send paths (reference `UDP.SendWorkers`), 1–32. Default 2.
     pub writers: usize,
-    /// Whole frames queued at most (reference `UDP.FrameQueueSize`), 1–4096. Default 64.
+    /// Whole voice frames queued at most (reference `UDP.FrameQueueSize`), 1–4096. Default 64.
     pub frame_queue: usize,
+    /// Text frames queued at most, apart from voice (1–4096): a full text
+    /// queue evicts its oldest text, never a voice frame. Default 16.
+    pub text_queue: usize,
     /// Frames older than this are dropped unsent, ms (reference `MaxFrameAgeMS`), 1–10000. Default 500.
     pub max_frame_age_ms: u64,
     /// Datagrams per `sendmmsg` call, 1–1024. Default 64.
@@ -23,6 +26,7 @@ impl Default for FanoutConfig {
         Self {
             writers: 2,
             frame_queue: 64,
+            text_queue: 16,
             max_frame_age_ms: 500,
             batch: 64,
         }
@@ -34,6 +38,7 @@ impl FanoutConfig {
     pub fn validate(&self) -> Result<(), RangeError> {
         check_range("writers", self.writers, &(1..=32))?;
         check_range("frame_queue", self.frame_queue, &(1..=4096))?;
+        check_range("text_queue", self.text_queue, &(1..=4096))?;
         check_range("max_frame_age_ms", self.max_frame_age_ms, &(1..=10_000))?;
         check_range("batch", self.batch, &(1..=1024))
     }

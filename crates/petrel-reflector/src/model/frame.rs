@@ -16,9 +16,21 @@ pub struct Transmit {
     pub payload: Vec<u8>,
 }
 
+/// What a [`Frame`] carries; the fan-out queue keeps each kind in its own
+/// bounded queue, so text can never evict voice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FrameKind {
+    /// Type 5 voice.
+    Voice,
+    /// Type 4 text.
+    Text,
+}
+
 /// One forwarded packet with its receivers, the unit of the fan-out queue.
 #[derive(Debug, Clone)]
 pub struct Frame {
+    /// Voice or text.
+    pub kind: FrameKind,
     /// When the core planned it; the fan-out engine drops frames older than its max age.
     pub created: Instant,
     /// The rewritten datagram, shared by every target.

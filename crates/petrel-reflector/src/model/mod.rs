@@ -13,6 +13,7 @@ mod device;
 mod directory;
 mod fanout_config;
 mod frame;
+mod http_config;
 mod password;
 mod password_check;
 mod recording;
@@ -28,13 +29,14 @@ pub use db_location::{redact, Backend};
 pub use device::{is_reserved_ssid, DeviceKey};
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
 pub use fanout_config::FanoutConfig;
-pub use frame::{Frame, Transmit};
+pub use frame::{Frame, FrameKind, Transmit};
+pub use http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
 pub use password::{
     hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
 };
 pub use password_check::PasswordCheck;
 pub(crate) use recording::FRAME_MS;
-pub use recording::{relative_path, Recording};
+pub use recording::{numbered_path, relative_path, Recording};
 pub use recording_config::RecordingConfig;
 pub use server_config::ServerConfig;
 pub use session_config::SessionConfig;

@@ -27,12 +27,26 @@ impl Recording {
 
 /// Relative path of a recording: `YYYY/MM/D/u<owner>s<ssid>_<YYYYMMDDTHHMMSSZ>.raw`
 /// (UTC; month zero-padded, day not, as the reference's object keys).
+/// Two recordings of one talker starting in the same second share it; the
+/// writer then uses [`numbered_path`].
 pub fn relative_path(r: &Recording) -> String {
+    numbered_path(r, 0)
+}
+
+/// [`relative_path`] for `n = 0`, else with `-<n>` before `.raw`
+/// (`u4s7_20240229T235959Z-1.raw`): the names the writer tries in turn,
+/// creating each only if it does not exist yet.
+pub fn numbered_path(r: &Recording, n: u32) -> String {
     let secs = r.started_unix_ms.div_euclid(1000);
     let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
     let t = secs.rem_euclid(86_400);
+    let suffix = if n == 0 {
+        String::new()
+    } else {
+        format!("-{n}")
+    };
     format!(
-        "{y:04}/{m:02}/{d}/u{}s{}_{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z.raw",
+        "{y:04}/{m:02}/{d}/u{}s{}_{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z{suffix}.raw",
         r.device.0,
         r.device.1,
         t / 3600,
@@ -67,6 +81,10 @@ mod tests {
             frames: vec![],
         };
         assert_eq!(relative_path(&rec), "2024/02/29/u4s7_20240229T235959Z.raw");
+        assert_eq!(
+            numbered_path(&rec, 2),
+            "2024/02/29/u4s7_20240229T235959Z-2.raw"
+        );
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(-1), (1969, 12, 31));
     }

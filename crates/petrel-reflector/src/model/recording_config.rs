@@ -21,6 +21,10 @@ pub struct RecordingConfig {
     /// Talkers recorded at once (1–4096), split evenly between ingress
     /// shards (at least 1 each). Default 64.
     pub max_active: usize,
+    /// Disk quota for the recording files the store lists, bytes (1 MiB–
+    /// 64 TiB); beyond it the oldest recordings are deleted first (counted
+    /// in `history_recordings_pruned`). Default 4 GiB.
+    pub max_total_bytes: u64,
 }
 
 impl Default for RecordingConfig {
@@ -32,6 +36,7 @@ impl Default for RecordingConfig {
             max_duration_s: 300,
             gap_ms: 600,
             max_active: 64,
+            max_total_bytes: 4 << 30,
         }
     }
 }
@@ -46,7 +51,12 @@ impl RecordingConfig {
         )?;
         check_range("recording.max_duration_s", self.max_duration_s, &(1..=3600))?;
         check_range("recording.gap_ms", self.gap_ms, &(100..=10_000))?;
-        check_range("recording.max_active", self.max_active, &(1..=4096))
+        check_range("recording.max_active", self.max_active, &(1..=4096))?;
+        check_range(
+            "recording.max_total_bytes",
+            self.max_total_bytes,
+            &(1 << 20..=64 << 40),
+        )
     }
 
     /// The share of one of `shards` recorders: `max_active` divided evenly,

@@ -5,10 +5,11 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use petrel_sys::range::{check_range, RangeError};
+use petrel_sys::range::{check_range, check_range_in, RangeError};
 
 use super::db_location::redact;
 use super::fanout_config::FanoutConfig;
+use super::http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
 use super::recording_config::RecordingConfig;
 use super::session_config::SessionConfig;
 
@@ -30,6 +31,10 @@ pub struct ServerConfig {
     pub reload_interval_ms: u64,
     /// Text history kept, days (reference `comm.retention_days`: 30), 1–3650.
     pub message_retention_days: u32,
+    /// Text history kept at most, bytes of message text (64 KiB–1 TiB);
+    /// beyond it the oldest messages are deleted first (counted in
+    /// `history_messages_pruned_bytes_cap`). Default 256 MiB.
+    pub message_history_max_bytes: u64,
     /// Requested SO_RCVBUF and SO_SNDBUF, bytes (reference: 4 MiB), 64 KiB–256 MiB.
     pub socket_buffer_bytes: usize,
     /// Ingress shards (reference `UDP.IngressWorkers`), 1–64. Default 2.
@@ -49,8 +54,13 @@ pub struct ServerConfig {
     /// TCP address of `/healthz`, `/metrics` and the admin API; `None`
     /// disables HTTP. Default `127.0.0.1:9000` (the reference's web port).
     pub http_listen: Option<SocketAddr>,
-    /// Bearer token for the admin API; unset disables it (404). 16+ characters.
+    /// Bearer token for the admin API, at least
+    /// [`MIN_ADMIN_TOKEN_CHARS`] characters (a shorter one, including `""`,
+    /// is a configuration error naming `admin_token`). Unset disables the
+    /// admin routes (404): the admin API is never open without a token.
     pub admin_token: Option<String>,
+    /// HTTP server limits.
+    pub http: HttpConfig,
 }
 
 impl Default for ServerConfig {
@@ -61,6 +71,7 @@ impl Default for ServerConfig {
             default_group_id: 999,
             reload_interval_ms: 10_000,
             message_retention_days: 30,
+            message_history_max_bytes: 256 << 20,
             socket_buffer_bytes: 4 << 20,
             ingress_workers: 2,
             ingress_queue: 4096,
@@ -69,6 +80,7 @@ impl Default for ServerConfig {
             recording: RecordingConfig::default(),
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             admin_token: None,
+            http: HttpConfig::default(),
         }
     }
 }
@@ -81,6 +93,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("default_group_id", &self.default_group_id)
             .field("reload_interval_ms", &self.reload_interval_ms)
             .field("message_retention_days", &self.message_retention_days)
+            .field("message_history_max_bytes", &self.message_history_max_bytes)
             .field("socket_buffer_bytes", &self.socket_buffer_bytes)
             .field("ingress_workers", &self.ingress_workers)
             .field("ingress_queue", &self.ingress_queue)
@@ -89,14 +102,30 @@ impl std::fmt::Debug for ServerConfig {
             .field("recording", &self.recording)
             .field("http_listen", &self.http_listen)
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
+            .field("http", &self.http)
             .finish()
     }
 }
 
 impl ServerConfig {
-    /// Checks every field against its range.
+    /// Checks every field against its range, and the admin token's length
+    /// (`admin_token = 3 characters is outside 16..=1024 characters`; the
+    /// token itself is never printed).
     pub fn validate(&self) -> Result<(), RangeError> {
         check_range("default_group_id", self.default_group_id, &(1..=i64::MAX))?;
+        check_range(
+            "message_history_max_bytes",
+            self.message_history_max_bytes,
+            &(64 << 10..=1 << 40),
+        )?;
+        if let Some(token) = &self.admin_token {
+            check_range_in(
+                "admin_token",
+                token.chars().count(),
+                &(MIN_ADMIN_TOKEN_CHARS..=1024),
+                "characters",
+            )?;
+        }
         check_range(
             "reload_interval_ms",
             self.reload_interval_ms,
@@ -111,7 +140,8 @@ impl ServerConfig {
         check_range("ingress_queue", self.ingress_queue, &(64..=1 << 20))?;
         self.session.validate()?;
         self.fanout.validate()?;
-        self.recording.validate()
+        self.recording.validate()?;
+        self.http.validate()
     }
 
     /// The session-core policy the server runs: `session` with its receiver
@@ -155,5 +185,25 @@ mod tests {
         assert!(toml::from_str::<ServerConfig>("listen_port = 1").is_err());
         let cfg: ServerConfig = toml::from_str("[fanout]\nframe_queue = 0").unwrap();
         assert_eq!(cfg.validate().unwrap_err().field, "frame_queue");
+    }
+
+    #[test]
+    fn short_or_empty_admin_token_is_a_config_error_without_the_token() {
+        for token in ["", "short-token", "0123456789abcde"] {
+            let cfg = ServerConfig {
+                admin_token: Some(token.into()),
+                ..ServerConfig::default()
+            };
+            let e = cfg.validate().unwrap_err();
+            assert_eq!(e.field, "admin_token");
+            let text = e.to_string();
+            assert!(text.contains("outside 16..=1024 characters"), "{text}");
+            assert!(token.is_empty() || !text.contains(token), "{text}");
+        }
+        let cfg = ServerConfig {
+            admin_token: Some("0123456789abcdef".into()),
+            ..ServerConfig::default()
+        };
+        assert!(cfg.validate().is_ok());
     }
 }

@@ -57,6 +57,13 @@ pub struct SessionConfig {
     /// threads serves every ingress shard; checks never run on ingress
     /// threads.
     pub password_checks_in_flight: usize,
+    /// Type 4 texts per minute per device, sustained (1–6000); beyond it
+    /// texts are dropped and counted (`text_rate_drops`). Every text is also
+    /// stored, so this bounds what one device adds to the history. Default 30.
+    pub text_per_minute: u32,
+    /// Texts a device may send at once before `text_per_minute` applies
+    /// (1–1000). Default 5.
+    pub text_burst: u32,
     /// Send paths the receiver snapshots are partitioned for (1–32). Not read
     /// from TOML: a runtime derives it from its own send paths (the server
     /// from `[fanout] writers`, see [`super::ServerConfig::session_policy`]).
@@ -82,6 +89,8 @@ impl Default for SessionConfig {
             prefix_user_password_checks_burst: 5,
             password_budget_table_max: 65_536,
             password_checks_in_flight: 4,
+            text_per_minute: 30,
+            text_burst: 5,
             partitions: 2,
         }
     }
@@ -137,6 +146,8 @@ impl SessionConfig {
             self.password_checks_in_flight,
             &(1..=256),
         )?;
+        check_range("text_per_minute", self.text_per_minute, &(1..=6000))?;
+        check_range("text_burst", self.text_burst, &(1..=1000))?;
         check_range("partitions", self.partitions, &(1..=32))
     }
 

@@ -51,12 +51,19 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket of `rate_per_s` tokens refilled at `rate_per_s` per second.
     pub fn new(rate_per_s: u32, now: Instant) -> Self {
-        let rate = f64::from(rate_per_s.max(1));
+        let rate_per_s = rate_per_s.max(1);
+        Self::with_burst(f64::from(rate_per_s), rate_per_s, now)
+    }
+
+    /// A full bucket of `burst` (at least 1) tokens refilled at `rate_per_s`
+    /// tokens per second (fractions allowed: 0.5 is one token every 2 s).
+    pub fn with_burst(rate_per_s: f64, burst: u32, now: Instant) -> Self {
+        let burst = f64::from(burst.max(1));
         Self {
-            rate,
-            burst: rate,
+            rate: rate_per_s.max(0.0),
+            burst,
             bucket: Bucket {
-                tokens: rate,
+                tokens: burst,
                 last: now,
             },
         }
@@ -175,6 +182,18 @@ impl<K: Hash + Eq> BucketTable<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucket_with_burst_and_fractional_rate() {
+        let t0 = crate::test_clock::origin();
+        let mut b = TokenBucket::with_burst(0.5, 3, t0);
+        assert_eq!((0..10).filter(|_| b.take(t0)).count(), 3);
+        assert!(!b.take(t0 + Duration::from_millis(1900)));
+        assert!(b.take(t0 + Duration::from_millis(2100)));
+        // Idle for a minute: refilled to the burst, not beyond.
+        let t1 = t0 + Duration::from_secs(60);
+        assert_eq!((0..10).filter(|_| b.take(t1)).count(), 3);
+    }
 
     #[test]
     fn single_bucket_refills() {

@@ -1,16 +1,19 @@
 //! Ingress policies, each a small sans-IO table driven by `now`: token-bucket
-//! rate limits, the per-prefix Argon2 budget, the failed-auth ban ladder and
-//! the half-duplex floor. Every table keyed by source is bounded and evicts
-//! its least-recently-used entry rather than refuse a new source.
+//! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-IP
+//! request budget, the failed-auth ban ladder and the half-duplex floor.
+//! Every table keyed by source is bounded and evicts its least-recently-used
+//! entry rather than refuse a new source.
 
 mod ban;
 mod bucket_table;
 mod floor;
+mod ip_rate_table;
 mod password_budget;
 mod rate_limit;
 
 pub use ban::{BanCheck, BanLadder};
 pub use bucket_table::TokenBucket;
 pub use floor::{FloorDecision, FloorTable};
+pub use ip_rate_table::{source_key, IpRateTable};
 pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
 pub use rate_limit::{RateDecision, RateLimiter};

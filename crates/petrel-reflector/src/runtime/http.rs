@@ -7,27 +7,80 @@
 //! `{"disable_send": b, "disable_recv": b}` (after the reference's routes,
 //! draarl-v1 §3.7). Admin writes go to the store and trigger an immediate
 //! directory reload.
+//!
+//! Without a configured token the admin routes answer 404: the admin API is
+//! disabled, never open (a configured token has at least
+//! [`MIN_ADMIN_TOKEN_CHARS`](crate::model::MIN_ADMIN_TOKEN_CHARS)
+//! characters, checked at start). The token is compared as SHA-256 digests
+//! in constant time, so neither its bytes nor its length show in the time
+//! an answer takes.
+//!
+//! Limits, outermost first (each answer counted in [`HttpStats`]): a
+//! request without a valid admin token is charged to its source IP's
+//! budget (`[http] per_ip_rps`, 429 beyond it) whatever its route, so
+//! routes added later (app login, captcha, `/ws` upgrades) are covered too; the whole request (body and
+//! handler) must finish within `request_timeout_ms` (408); a body over
+//! `max_body_bytes` gets 413. The connection-level limits (header timeout,
+//! connection cap) are in `http_server.rs`. The timeout and body limit are
+//! `tower-http`'s layers rather than our own: they are the ones axum
+//! documents, answer with the right status, and the body limit covers both
+//! a too-large `Content-Length` (refused before reading) and a chunked body
+//! that grows too large (the `Json` extractor then answers 413).
 
-use std::sync::Arc;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio::sync::Notify;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
 
+use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError};
+use crate::model::HttpConfig;
+use crate::policy::IpRateTable;
+
+/// The admin token, kept only as its SHA-256 digest.
+#[derive(Clone)]
+pub(crate) struct AdminToken([u8; 32]);
+
+impl AdminToken {
+    pub(crate) fn new(token: &str) -> Self {
+        Self(Sha256::digest(token.as_bytes()).into())
+    }
+
+    /// Whether `given` is the token: digests of equal size compared in
+    /// constant time, so the time depends on neither the token's bytes nor
+    /// its length (only on the length of `given`, which the caller chose).
+    fn matches(&self, given: &str) -> bool {
+        let given: [u8; 32] = Sha256::digest(given.as_bytes()).into();
+        bool::from(given.ct_eq(&self.0))
+    }
+}
+
+impl std::fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AdminToken(***)")
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct AppState {
     pub(crate) stats: StatsSource,
     pub(crate) store: Store,
     pub(crate) reload: Arc<Notify>,
-    pub(crate) admin_token: Option<Arc<str>>,
+    pub(crate) admin_token: Option<AdminToken>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -36,7 +89,25 @@ impl std::fmt::Debug for AppState {
     }
 }
 
-pub(crate) fn router(state: AppState) -> Router {
+/// What the per-request guard needs: the token, the per-IP budget and the
+/// counters.
+#[derive(Clone)]
+struct Guard {
+    admin_token: Option<AdminToken>,
+    budget: Arc<Mutex<IpRateTable>>,
+    stats: Arc<HttpStats>,
+}
+
+pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
+    let guard = Guard {
+        admin_token: state.admin_token.clone(),
+        budget: Arc::new(Mutex::new(IpRateTable::new(
+            limits.per_ip_rps,
+            limits.per_ip_burst,
+            limits.ip_table_max,
+        ))),
+        stats: Arc::clone(&state.stats.http),
+    };
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
@@ -45,6 +116,58 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
         .route("/api/devices/{user}/{ssid}/comm-control", put(comm_control))
         .with_state(state)
+        .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            limits.request_timeout(),
+        ))
+        .layer(axum::middleware::from_fn_with_state(guard, guard_request))
+}
+
+/// Charges requests without a valid admin token to their source IP (429
+/// beyond its budget), then counts the refusals the inner layers and
+/// handlers answer with.
+async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Response {
+    let admin = g
+        .admin_token
+        .as_ref()
+        .is_some_and(|t| bearer(req.headers()).is_some_and(|given| t.matches(given)));
+    if !admin {
+        let ip = req
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map(|c| c.0.ip());
+        if let Some(ip) = ip {
+            let mut budget = g.budget.lock().unwrap_or_else(PoisonError::into_inner);
+            let admitted = budget.admit(ip, Instant::now());
+            g.stats
+                .ip_table_evictions
+                .store(budget.evictions(), Relaxed);
+            drop(budget);
+            if !admitted {
+                g.stats.rate_limited.fetch_add(1, Relaxed);
+                return StatusCode::TOO_MANY_REQUESTS.into_response();
+            }
+        }
+    }
+    let resp = next.run(req).await;
+    let counter = match resp.status() {
+        StatusCode::UNAUTHORIZED => Some(&g.stats.unauthorized),
+        StatusCode::REQUEST_TIMEOUT => Some(&g.stats.request_timeouts),
+        StatusCode::PAYLOAD_TOO_LARGE => Some(&g.stats.body_too_large),
+        _ => None,
+    };
+    if let Some(c) = counter {
+        c.fetch_add(1, Relaxed);
+    }
+    resp
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
 }
 
 /// Renders counters in the Prometheus text format.
@@ -98,6 +221,18 @@ pub fn render_metrics(s: &ServerStats) -> String {
         };
         put(name, if gauge { "gauge" } else { "counter" }, v);
     }
+    for (n, v) in s.http.counters() {
+        put(format!("petrel_reflector_http_{n}_total"), "counter", v);
+    }
+    for (n, v) in s.history.counters() {
+        let gauge = n.ends_with("_bytes");
+        let (name, kind) = if gauge {
+            (format!("petrel_reflector_history_{n}"), "gauge")
+        } else {
+            (format!("petrel_reflector_history_{n}_total"), "counter")
+        };
+        put(name, kind, v);
+    }
     put(
         "petrel_reflector_online_devices".into(),
         "gauge",
@@ -129,20 +264,15 @@ async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `Ok` when the request carries the configured admin token.
+/// `Ok` when the request carries the configured admin token; 404 when no
+/// token is configured (the admin API is disabled), 401 otherwise.
 fn authorize(st: &AppState, headers: &HeaderMap) -> Result<(), StatusCode> {
     let Some(token) = &st.admin_token else {
         return Err(StatusCode::NOT_FOUND);
     };
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .unwrap_or("");
-    if bool::from(given.as_bytes().ct_eq(token.as_bytes())) {
-        Ok(())
-    } else {
-        Err(StatusCode::UNAUTHORIZED)
+    match bearer(headers) {
+        Some(given) if token.matches(given) => Ok(()),
+        _ => Err(StatusCode::UNAUTHORIZED),
     }
 }
 
@@ -167,6 +297,8 @@ async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response 
             "send_actual": s.socket.send_actual,
         },
         "fanout": serde_json::Value::Object(map(s.fanout.counters())),
+        "http": serde_json::Value::Object(map(s.http.counters())),
+        "history": serde_json::Value::Object(map(s.history.counters())),
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,
@@ -242,5 +374,25 @@ async fn comm_control(
             StatusCode::NO_CONTENT.into_response()
         }
         Err(e) => store_error(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_token_matches_only_itself_and_hides_in_debug() {
+        let t = AdminToken::new("0123456789abcdef");
+        assert!(t.matches("0123456789abcdef"));
+        for wrong in [
+            "",
+            "0123456789abcde",
+            "0123456789abcdeF",
+            "0123456789abcdef0",
+        ] {
+            assert!(!t.matches(wrong), "{wrong}");
+        }
+        assert_eq!(format!("{t:?}"), "AdminToken(***)");
     }
 }

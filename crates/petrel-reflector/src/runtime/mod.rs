@@ -8,17 +8,26 @@
 //! [`SharedTables`] and carries out what it polls: replies on the socket,
 //! frames to the [`fanout`] writers, password checks to the [`verifier`]
 //! pool (each answered on that shard's own queue), store events and
-//! recordings to the store writer (`store_writer.rs`). Tokio tasks reload
-//! the directory and serve [`http`]; [`stats`] gathers the counters.
+//! recordings to the store writer (`store_writer.rs`), which keeps the text
+//! history under its byte cap (`text_history.rs`, also the age limit at
+//! each reload) and writes recording files under fresh names within their
+//! disk quota (`recording_files.rs`). Tokio tasks reload the directory and
+//! serve [`http`] (routes and per-request limits; the accept loop with the
+//! connection limits in `http_server.rs`); [`stats`] and [`http_stats`]
+//! gather the counters.
 
 pub mod fanout;
 pub mod http;
+mod http_server;
+pub mod http_stats;
+mod recording_files;
 pub mod server;
 mod shard;
 mod shared_tables;
 pub mod stats;
 pub mod store;
 mod store_writer;
+mod text_history;
 pub mod verifier;
 mod wall_clock;
 

@@ -16,17 +16,20 @@ use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::fanout::FanoutEngine;
+use super::http::AdminToken;
+use super::recording_files::RecordingFiles;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
-use super::stats::{ServerStats, StatsSource};
+use super::stats::{HistoryStats, ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
 use super::store_writer::spawn_store_writer;
+use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
-use crate::model::{Directory, VerifierConfig};
+use crate::model::{Directory, HttpConfig, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -88,6 +91,16 @@ impl ServerHandle {
         )
         .await?;
         let dir = store.load_directory().await?;
+        let history = Arc::new(HistoryStats::default());
+        let text_history =
+            TextHistory::load(&store, cfg.message_history_max_bytes, &history).await?;
+        let recordings = if cfg.recording.enabled {
+            let rec_dir = std::path::PathBuf::from(&cfg.recording.dir);
+            let quota = cfg.recording.max_total_bytes;
+            Some(RecordingFiles::load(rec_dir, quota, &store, &history).await?)
+        } else {
+            None
+        };
         let (sock, socket) = bind(&cfg)?;
         let local_addr = sock.local_addr()?;
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
@@ -113,6 +126,8 @@ impl ServerHandle {
             reloads_skipped: Arc::default(),
             store_errors: Arc::default(),
             store_events_dropped: Arc::default(),
+            http: Arc::default(),
+            history,
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -122,14 +137,15 @@ impl ServerHandle {
                     stats: stats.clone(),
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
-                    admin_token: cfg.admin_token.as_deref().map(Arc::from),
+                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
                 };
-                let (addr, task) = spawn_http(listen, state).await?;
+                let (addr, task) = spawn_http(listen, state, &cfg.http).await?;
                 (Some(addr), Some(task))
             }
             None => (None, None),
         };
-        let (event_tx, events) = spawn_store_writer(&store, &cfg, &stats);
+        let (event_tx, events) =
+            spawn_store_writer(&store, text_history.clone(), recordings, &stats);
         let mut dir_txs = Vec::new();
         let mut threads = Vec::new();
         let mut queues = Vec::new();
@@ -185,7 +201,14 @@ impl ServerHandle {
                 .name("refl-ingress".into())
                 .spawn(move || shard::reader_loop(reader))?,
         );
-        let reload = spawn_reload(store, &cfg, dir_txs, &stats, Arc::clone(&reload_now));
+        let reload = spawn_reload(
+            store,
+            text_history,
+            &cfg,
+            dir_txs,
+            &stats,
+            Arc::clone(&reload_now),
+        );
         tracing::info!(%local_addr, workers, "reflector listening");
         let mut tasks = vec![events, reload];
         tasks.extend(http_task);
@@ -256,15 +279,18 @@ impl Drop for ServerHandle {
 async fn spawn_http(
     listen: SocketAddr,
     state: super::http::AppState,
+    limits: &HttpConfig,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
-    let app = super::http::router(state);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "http server stopped");
-        }
-    });
+    let stats = Arc::clone(&state.stats.http);
+    let app = super::http::router(state, limits);
+    let task = tokio::spawn(super::http_server::serve(
+        listener,
+        app,
+        limits.clone(),
+        stats,
+    ));
     Ok((addr, task))
 }
 
@@ -272,6 +298,7 @@ async fn spawn_http(
 /// shard each `reload_interval_ms`, or at once when `now` is notified.
 fn spawn_reload(
     store: Store,
+    text_history: TextHistory,
     cfg: &ServerConfig,
     shards: Vec<SyncSender<Directory>>,
     stats: &StatsSource,
@@ -289,7 +316,7 @@ fn spawn_reload(
                 _ = tick.tick() => {}
                 () = now.notified() => {}
             }
-            if let Err(err) = store.prune_messages(unix_ms() - keep_ms).await {
+            if let Err(err) = text_history.prune_older_than(unix_ms() - keep_ms).await {
                 errs.fetch_add(1, Relaxed);
                 tracing::warn!(error = %err, "message pruning failed");
             }

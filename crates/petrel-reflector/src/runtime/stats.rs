@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use petrel_sys::socket::SocketBuffers;
 
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
+use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
@@ -35,6 +36,74 @@ pub struct ServerStats {
     pub password_checks: VerifierStats,
     /// Socket buffer sizes: both directions request `socket_buffer_bytes`.
     pub socket: SocketBuffers,
+    /// HTTP endpoint counters (all zero when HTTP is off).
+    pub http: HttpStatsSnapshot,
+    /// Stored text history and recording files: sizes and pruning.
+    pub history: HistoryStatsSnapshot,
+}
+
+/// Disk use of the text history and the recordings, and what the byte cap,
+/// the age limit and the recording quota deleted. Updated by the store
+/// writer and the reload task.
+#[derive(Debug, Default)]
+pub struct HistoryStats {
+    pub(crate) text_bytes: AtomicU64,
+    pub(crate) messages_pruned_age: AtomicU64,
+    pub(crate) messages_pruned_bytes_cap: AtomicU64,
+    pub(crate) recording_bytes: AtomicU64,
+    pub(crate) recordings_pruned: AtomicU64,
+    pub(crate) recording_bytes_pruned: AtomicU64,
+    pub(crate) recording_name_collisions: AtomicU64,
+}
+
+/// A copy of [`HistoryStats`] at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistoryStatsSnapshot {
+    /// Bytes of message text stored now.
+    pub text_bytes: u64,
+    /// Messages deleted for being older than `message_retention_days`.
+    pub messages_pruned_age: u64,
+    /// Messages deleted, oldest first, to keep `message_history_max_bytes`.
+    pub messages_pruned_bytes_cap: u64,
+    /// Bytes of recording files stored now.
+    pub recording_bytes: u64,
+    /// Recording files deleted, oldest first, to keep `recording.max_total_bytes`.
+    pub recordings_pruned: u64,
+    /// Bytes those deleted recordings held.
+    pub recording_bytes_pruned: u64,
+    /// Recordings written under a numbered name because the plain one existed.
+    pub recording_name_collisions: u64,
+}
+
+impl HistoryStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> HistoryStatsSnapshot {
+        HistoryStatsSnapshot {
+            text_bytes: self.text_bytes.load(Relaxed),
+            messages_pruned_age: self.messages_pruned_age.load(Relaxed),
+            messages_pruned_bytes_cap: self.messages_pruned_bytes_cap.load(Relaxed),
+            recording_bytes: self.recording_bytes.load(Relaxed),
+            recordings_pruned: self.recordings_pruned.load(Relaxed),
+            recording_bytes_pruned: self.recording_bytes_pruned.load(Relaxed),
+            recording_name_collisions: self.recording_name_collisions.load(Relaxed),
+        }
+    }
+}
+
+impl HistoryStatsSnapshot {
+    /// Every counter with its name, for metrics export; the two ending in
+    /// `_bytes` are gauges.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("text_bytes", self.text_bytes),
+            ("messages_pruned_age", self.messages_pruned_age),
+            ("messages_pruned_bytes_cap", self.messages_pruned_bytes_cap),
+            ("recording_bytes", self.recording_bytes),
+            ("recordings_pruned", self.recordings_pruned),
+            ("recording_bytes_pruned", self.recording_bytes_pruned),
+            ("recording_name_collisions", self.recording_name_collisions),
+        ]
+    }
 }
 
 /// What one shard publishes every 10 ms.
@@ -56,6 +125,8 @@ pub(crate) struct StatsSource {
     pub(crate) reloads_skipped: Arc<AtomicU64>,
     pub(crate) store_errors: Arc<AtomicU64>,
     pub(crate) store_events_dropped: Arc<AtomicU64>,
+    pub(crate) http: Arc<HttpStats>,
+    pub(crate) history: Arc<HistoryStats>,
 }
 
 impl StatsSource {
@@ -83,6 +154,8 @@ impl StatsSource {
             recording,
             password_checks: self.verifier.stats(),
             socket: self.socket,
+            http: self.http.snapshot(),
+            history: self.history.snapshot(),
         }
     }
 }

@@ -13,6 +13,7 @@ use crate::model::{
 
 mod auth;
 mod lockout;
+mod text_rate;
 
 pub(crate) const CHEAP: HashCost = HashCost {
     m_cost_kib: 64,

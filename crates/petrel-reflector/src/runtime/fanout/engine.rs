@@ -16,7 +16,7 @@ use super::queue::{FrameQueue, Push};
 use super::send::{send_to_many, SendBatch, SendReport};
 use super::stats::FanoutStats;
 use crate::model::FanoutConfig;
-use crate::model::Frame;
+use crate::model::{Frame, FrameKind};
 
 #[derive(Debug)]
 struct Shared {
@@ -65,10 +65,10 @@ impl FanoutEngine {
     /// `cfg.writers` send paths.
     pub fn start(sock: &UdpSocket, cfg: &FanoutConfig) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            queue: Mutex::new(FrameQueue::new(
-                cfg.frame_queue,
-                Duration::from_millis(cfg.max_frame_age_ms),
-            )),
+            queue: Mutex::new(
+                FrameQueue::new(cfg.frame_queue, Duration::from_millis(cfg.max_frame_age_ms))
+                    .with_text_capacity(cfg.text_queue),
+            ),
             ready: Condvar::new(),
             stop: AtomicBool::new(false),
         });
@@ -109,8 +109,11 @@ impl FanoutEngine {
         })
     }
 
-    /// Queues a frame; when the queue is full the oldest whole frame is evicted.
+    /// Queues a frame; when its kind's queue is full the oldest whole frame
+    /// of that kind is evicted (voice counted in `frames_dropped`, text in
+    /// `text_frames_dropped`).
     pub fn submit(&self, frame: Frame) {
+        let kind = frame.kind;
         let mut q = self
             .shared
             .queue
@@ -118,7 +121,11 @@ impl FanoutEngine {
             .unwrap_or_else(PoisonError::into_inner);
         self.stats.frames_accepted.fetch_add(1, Relaxed);
         if q.push(frame) == Push::EvictedOldest {
-            self.stats.frames_dropped.fetch_add(1, Relaxed);
+            let dropped = match kind {
+                FrameKind::Voice => &self.stats.frames_dropped,
+                FrameKind::Text => &self.stats.text_frames_dropped,
+            };
+            dropped.fetch_add(1, Relaxed);
         }
         self.stats
             .queue_high_water

@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct FanoutStats {
     pub(crate) frames_accepted: AtomicU64,
     pub(crate) frames_dropped: AtomicU64,
+    pub(crate) text_frames_dropped: AtomicU64,
     pub(crate) frames_expired: AtomicU64,
     pub(crate) frames_sent: AtomicU64,
     pub(crate) targets_attempted: AtomicU64,
@@ -24,8 +25,11 @@ pub struct FanoutStats {
 pub struct FanoutStatsSnapshot {
     /// Frames submitted to the queue.
     pub frames_accepted: u64,
-    /// Whole frames evicted because the queue was full.
+    /// Whole voice frames evicted because the voice queue was full.
     pub frames_dropped: u64,
+    /// Text frames evicted because the text queue was full (text never
+    /// evicts voice).
+    pub text_frames_dropped: u64,
     /// Whole frames dropped for exceeding the max age.
     pub frames_expired: u64,
     /// Frames dispatched to every send path.
@@ -54,6 +58,7 @@ impl FanoutStats {
         FanoutStatsSnapshot {
             frames_accepted: self.frames_accepted.load(Relaxed),
             frames_dropped: self.frames_dropped.load(Relaxed),
+            text_frames_dropped: self.text_frames_dropped.load(Relaxed),
             frames_expired: self.frames_expired.load(Relaxed),
             frames_sent: self.frames_sent.load(Relaxed),
             targets_attempted: self.targets_attempted.load(Relaxed),
@@ -74,6 +79,7 @@ impl FanoutStatsSnapshot {
         vec![
             ("frames_accepted", self.frames_accepted),
             ("frames_dropped", self.frames_dropped),
+            ("text_frames_dropped", self.text_frames_dropped),
             ("frames_expired", self.frames_expired),
             ("frames_sent", self.frames_sent),
             ("targets_attempted", self.targets_attempted),

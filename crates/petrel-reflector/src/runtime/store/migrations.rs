@@ -8,6 +8,9 @@
 //! shared. `talkgroups.id` is a plain key on both: the store assigns it
 //! (`MAX(id) + 1`, as SQLite's rowid does), so explicit ids such as 999
 //! never collide with a PostgreSQL sequence.
+//!
+//! Version 4 indexes messages and recordings by time alone, for pruning the
+//! oldest first (the text byte cap, the recording quota).
 
 use crate::model::Backend;
 
@@ -101,6 +104,11 @@ const SQLITE: &[(i64, &str)] = &[
     );
     CREATE INDEX recordings_group_time ON recordings (group_id, started_at_ms);",
     ),
+    (
+        4,
+        "CREATE INDEX messages_time ON messages (sent_at_ms, id);
+    CREATE INDEX recordings_time ON recordings (started_at_ms, id);",
+    ),
 ];
 
 const POSTGRES: &[(i64, &str)] = &[
@@ -172,6 +180,11 @@ const POSTGRES: &[(i64, &str)] = &[
         bytes BIGINT NOT NULL
     );
     CREATE INDEX recordings_group_time ON recordings (group_id, started_at_ms);",
+    ),
+    (
+        4,
+        "CREATE INDEX messages_time ON messages (sent_at_ms, id);
+    CREATE INDEX recordings_time ON recordings (started_at_ms, id);",
     ),
 ];
 

@@ -31,11 +31,12 @@ mod migrations;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
-mod scratch_store;
+pub(crate) mod scratch_store;
 #[cfg(test)]
 mod tests;
 
 pub use crate::model::{redact, Backend};
+pub use history::{Pruned, StoredRecording};
 
 use std::time::Duration;
 

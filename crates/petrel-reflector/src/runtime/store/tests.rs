@@ -32,6 +32,8 @@ on_every_backend!(
     text_history_is_kept_newest_first_and_pruned,
     recordings_are_listed_newest_first,
     group_ids_follow_the_highest_in_use,
+    text_history_is_pruned_oldest_first_with_bytes,
+    oldest_recordings_come_first_and_rows_delete,
 );
 
 const CHEAP: HashCost = HashCost {
@@ -59,10 +61,10 @@ fn alice() -> NewUser {
 
 async fn fresh_store_migrates_once_and_has_the_public_group(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 3);
+    assert_eq!(s.schema_version().await.unwrap(), 4);
     s.close().await;
     let s = Store::open(&db, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 3);
+    assert_eq!(s.schema_version().await.unwrap(), 4);
     let d = s.load_directory().await.unwrap();
     let g = d.group(999).unwrap();
     assert!(g.enabled && !g.is_virtual);
@@ -206,7 +208,7 @@ async fn text_history_is_kept_newest_first_and_pruned(db: String) {
         ]
     );
     assert!(s.recent_messages(1, 10).await.unwrap().is_empty());
-    assert_eq!(s.prune_messages(2_500).await.unwrap(), 2);
+    assert_eq!(s.prune_messages(2_500).await.unwrap().rows, 2);
     assert_eq!(s.recent_messages(999, 10).await.unwrap().len(), 1);
 }
 
@@ -276,10 +278,87 @@ async fn concurrent_first_opens_on_postgres_migrate_once() {
             let all = tokio::join!(open(), open(), open(), open());
             for s in [all.0, all.1, all.2, all.3] {
                 let s = s.unwrap();
-                assert_eq!(s.schema_version().await.unwrap(), 3);
+                assert_eq!(s.schema_version().await.unwrap(), 4);
                 s.close().await;
             }
         },
     )
     .await;
+}
+
+async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    let uid = s.add_user(&alice()).await.unwrap();
+    // Same timestamp for the first two: insertion order breaks the tie.
+    for (ms, text) in [
+        (1_000, "aaaa"),
+        (1_000, "bb"),
+        (2_000, "cccccc"),
+        (500, "d"),
+    ] {
+        s.apply(&StoreEvent::Text {
+            device: (uid, 7),
+            group_id: 999,
+            unix_ms: ms,
+            text: text.into(),
+        })
+        .await
+        .unwrap();
+    }
+    assert_eq!(s.text_bytes().await.unwrap(), 13);
+    // "d" (1 byte) is not enough, "d" and "aaaa" are.
+    let p = s.prune_oldest_messages(3).await.unwrap();
+    assert_eq!((p.rows, p.bytes), (2, 5));
+    let left: Vec<Vec<u8>> = s
+        .recent_messages(999, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.3)
+        .collect();
+    assert_eq!(left, vec![b"cccccc".to_vec(), b"bb".to_vec()]);
+    assert_eq!(s.text_bytes().await.unwrap(), 8);
+    let p = s.prune_messages(1_500).await.unwrap();
+    assert_eq!((p.rows, p.bytes), (1, 2));
+    assert_eq!(s.prune_oldest_messages(10).await.unwrap().rows, 1);
+    assert_eq!(s.text_bytes().await.unwrap(), 0);
+    // A backlog larger than one batch (256) goes in one call.
+    for ms in 0..600 {
+        s.apply(&StoreEvent::Text {
+            device: (uid, 7),
+            group_id: 999,
+            unix_ms: ms,
+            text: b"xy".to_vec(),
+        })
+        .await
+        .unwrap();
+    }
+    let p = s.prune_messages(550).await.unwrap();
+    assert_eq!((p.rows, p.bytes), (550, 1100));
+    assert_eq!(s.text_bytes().await.unwrap(), 100);
+}
+
+async fn oldest_recordings_come_first_and_rows_delete(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    let uid = s.add_user(&alice()).await.unwrap();
+    for (ms, path, bytes) in [
+        (5_000, "b.raw", 300),
+        (1_000, "a.raw", 200),
+        (9_000, "c.raw", 100),
+    ] {
+        let r = crate::model::Recording {
+            device: (uid, 7),
+            group_id: 999,
+            started_unix_ms: ms,
+            frames: vec![vec![0; 20]; 10],
+        };
+        s.add_recording(&r, path, bytes).await.unwrap();
+    }
+    assert_eq!(s.recording_bytes().await.unwrap(), 600);
+    let old = s.oldest_recordings(2).await.unwrap();
+    let paths: Vec<(&str, u64)> = old.iter().map(|r| (r.path.as_str(), r.bytes)).collect();
+    assert_eq!(paths, vec![("a.raw", 200), ("b.raw", 300)]);
+    s.delete_recording(old[0].id).await.unwrap();
+    assert_eq!(s.recording_bytes().await.unwrap(), 400);
+    assert_eq!(s.oldest_recordings(10).await.unwrap()[0].path, "b.raw");
 }

@@ -1,0 +1,86 @@
+//! Counters of the HTTP endpoint (`http.rs`, `http_server.rs`), shared
+//! between its tasks.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Counters of the HTTP endpoint.
+#[derive(Debug, Default)]
+pub struct HttpStats {
+    pub(crate) connections_accepted: AtomicU64,
+    pub(crate) connections_refused: AtomicU64,
+    pub(crate) connections_refused_per_ip: AtomicU64,
+    pub(crate) header_timeouts: AtomicU64,
+    pub(crate) connection_timeouts: AtomicU64,
+    pub(crate) rate_limited: AtomicU64,
+    pub(crate) unauthorized: AtomicU64,
+    pub(crate) request_timeouts: AtomicU64,
+    pub(crate) body_too_large: AtomicU64,
+    pub(crate) ip_table_evictions: AtomicU64,
+}
+
+/// A copy of [`HttpStats`] at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HttpStatsSnapshot {
+    /// Connections accepted and served.
+    pub connections_accepted: u64,
+    /// Connections refused (503, closed) because `max_connections` were open.
+    pub connections_refused: u64,
+    /// Connections refused (503, closed) because their source had
+    /// `max_connections_per_ip` open.
+    pub connections_refused_per_ip: u64,
+    /// Connections closed because the request headers took longer than
+    /// `header_timeout_ms` (slow or idle clients).
+    pub header_timeouts: u64,
+    /// Connections closed after `header_timeout_ms + request_timeout_ms`
+    /// (e.g. a client not reading its response).
+    pub connection_timeouts: u64,
+    /// Requests without a valid admin token over their IP's budget (429).
+    pub rate_limited: u64,
+    /// Admin requests with a missing or wrong token (401).
+    pub unauthorized: u64,
+    /// Requests not answered within `request_timeout_ms` (408).
+    pub request_timeouts: u64,
+    /// Requests with a body over `max_body_bytes` (413).
+    pub body_too_large: u64,
+    /// Per-IP budget entries evicted to make room for new addresses.
+    pub ip_table_evictions: u64,
+}
+
+impl HttpStats {
+    /// Reads every counter.
+    pub fn snapshot(&self) -> HttpStatsSnapshot {
+        HttpStatsSnapshot {
+            connections_accepted: self.connections_accepted.load(Relaxed),
+            connections_refused: self.connections_refused.load(Relaxed),
+            connections_refused_per_ip: self.connections_refused_per_ip.load(Relaxed),
+            header_timeouts: self.header_timeouts.load(Relaxed),
+            connection_timeouts: self.connection_timeouts.load(Relaxed),
+            rate_limited: self.rate_limited.load(Relaxed),
+            unauthorized: self.unauthorized.load(Relaxed),
+            request_timeouts: self.request_timeouts.load(Relaxed),
+            body_too_large: self.body_too_large.load(Relaxed),
+            ip_table_evictions: self.ip_table_evictions.load(Relaxed),
+        }
+    }
+}
+
+impl HttpStatsSnapshot {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("connections_accepted", self.connections_accepted),
+            ("connections_refused", self.connections_refused),
+            (
+                "connections_refused_per_ip",
+                self.connections_refused_per_ip,
+            ),
+            ("header_timeouts", self.header_timeouts),
+            ("connection_timeouts", self.connection_timeouts),
+            ("rate_limited", self.rate_limited),
+            ("unauthorized", self.unauthorized),
+            ("request_timeouts", self.request_timeouts),
+            ("body_too_large", self.body_too_large),
+            ("ip_table_evictions", self.ip_table_evictions),
+        ]
+    }
+}
