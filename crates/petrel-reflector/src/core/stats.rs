@@ -70,6 +70,14 @@ pub struct SessionStats {
     pub snapshot_invalidations: u64,
     /// Store events dropped because the outbound event queue was full.
     pub store_events_dropped: u64,
+    /// Logins refused because the account had `max_per_account` endpoints online.
+    pub account_endpoint_limit_rejects: u64,
+    /// Logins refused because the source's /24 or /64 had `max_per_prefix` endpoints online.
+    pub prefix_endpoint_limit_rejects: u64,
+    /// New endpoints that started receiving fan-out after being heard again `receive_after_ms` after their login.
+    pub endpoints_heard_twice: u64,
+    /// Sessions ended because their endpoint was reported unreachable (ICMP).
+    pub unreachable_sessions_ended: u64,
 }
 
 impl SessionStats {
@@ -107,6 +115,10 @@ impl SessionStats {
             snapshot_rebuilds,
             snapshot_invalidations,
             store_events_dropped,
+            account_endpoint_limit_rejects,
+            prefix_endpoint_limit_rejects,
+            endpoints_heard_twice,
+            unreachable_sessions_ended,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -139,6 +151,10 @@ impl SessionStats {
         self.snapshot_rebuilds += snapshot_rebuilds;
         self.snapshot_invalidations += snapshot_invalidations;
         self.store_events_dropped += store_events_dropped;
+        self.account_endpoint_limit_rejects += account_endpoint_limit_rejects;
+        self.prefix_endpoint_limit_rejects += prefix_endpoint_limit_rejects;
+        self.endpoints_heard_twice += endpoints_heard_twice;
+        self.unreachable_sessions_ended += unreachable_sessions_ended;
     }
 
     /// Every counter with its name, for metrics export.
@@ -187,6 +203,19 @@ impl SessionStats {
             ("snapshot_rebuilds", self.snapshot_rebuilds),
             ("snapshot_invalidations", self.snapshot_invalidations),
             ("store_events_dropped", self.store_events_dropped),
+            (
+                "account_endpoint_limit_rejects",
+                self.account_endpoint_limit_rejects,
+            ),
+            (
+                "prefix_endpoint_limit_rejects",
+                self.prefix_endpoint_limit_rejects,
+            ),
+            ("endpoints_heard_twice", self.endpoints_heard_twice),
+            (
+                "unreachable_sessions_ended",
+                self.unreachable_sessions_ended,
+            ),
         ]
     }
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
+use super::endpoint_policy::EndpointPolicy;
+
 /// Policy knobs of the session core. Durations are in ms, rates in packets/s.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -35,6 +37,8 @@ pub struct SessionConfig {
     /// threads serves every ingress shard; checks never run on ingress
     /// threads.
     pub password_checks_in_flight: usize,
+    /// Which endpoints may receive fan-out (TOML `[session.endpoints]`).
+    pub endpoints: EndpointPolicy,
     /// Send paths the receiver snapshots are partitioned for (1–32). Not read
     /// from TOML: a runtime derives it from its own send paths (the server
     /// from `[fanout] writers`, see [`super::ServerConfig::session_policy`]).
@@ -55,6 +59,7 @@ impl Default for SessionConfig {
             max_sessions: 100_000,
             password_checks_per_s: 10,
             password_checks_in_flight: 4,
+            endpoints: EndpointPolicy::default(),
             partitions: 2,
         }
     }
@@ -84,6 +89,13 @@ impl SessionConfig {
             "password_checks_in_flight",
             self.password_checks_in_flight,
             &(1..=256),
+        )?;
+        self.endpoints.validate()?;
+        // A new endpoint must be able to prove itself before it goes offline.
+        check_range(
+            "receive_after_ms",
+            self.endpoints.receive_after_ms,
+            &(0..=self.offline_timeout_ms - 1),
         )?;
         check_range("partitions", self.partitions, &(1..=32))
     }

@@ -8,11 +8,14 @@
 //! [`SharedTables`] and carries out what it polls: replies on the socket,
 //! frames to the [`fanout`] writers, password checks to the [`verifier`]
 //! pool (each answered on that shard's own queue), store events and
-//! recordings to the store writer (`store_writer.rs`). Tokio tasks reload
+//! recordings to the store writer (`store_writer.rs`). The reader also
+//! drains the socket's ICMP errors (`icmp.rs`) and reports unreachable
+//! endpoints to every shard. Tokio tasks reload
 //! the directory and serve [`http`]; [`stats`] gathers the counters.
 
 pub mod fanout;
 pub mod http;
+mod icmp;
 pub mod server;
 mod shard;
 mod shared_tables;
@@ -22,4 +25,5 @@ mod store_writer;
 pub mod verifier;
 mod wall_clock;
 
+pub use icmp::IcmpStats;
 pub use shared_tables::{SharedTables, DOMAIN_STRIPES};

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use petrel_sys::socket::SocketBuffers;
 
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
+use super::icmp::{IcmpCounters, IcmpStats};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
@@ -35,6 +36,8 @@ pub struct ServerStats {
     pub password_checks: VerifierStats,
     /// Socket buffer sizes: both directions request `socket_buffer_bytes`.
     pub socket: SocketBuffers,
+    /// ICMP errors read from the socket.
+    pub icmp: IcmpStats,
 }
 
 /// What one shard publishes every 10 ms.
@@ -56,6 +59,7 @@ pub(crate) struct StatsSource {
     pub(crate) reloads_skipped: Arc<AtomicU64>,
     pub(crate) store_errors: Arc<AtomicU64>,
     pub(crate) store_events_dropped: Arc<AtomicU64>,
+    pub(crate) icmp: Arc<IcmpCounters>,
 }
 
 impl StatsSource {
@@ -83,6 +87,7 @@ impl StatsSource {
             recording,
             password_checks: self.verifier.stats(),
             socket: self.socket,
+            icmp: self.icmp.snapshot(),
         }
     }
 }
