@@ -12,6 +12,7 @@ use crate::model::{
 };
 
 mod auth;
+mod endpoints;
 
 pub(crate) const CHEAP: HashCost = HashCost {
     m_cost_kib: 64,
@@ -106,9 +107,13 @@ struct Sim {
 
 impl Sim {
     fn new() -> Self {
+        Self::with(SessionConfig::default())
+    }
+
+    fn with(cfg: SessionConfig) -> Self {
         let now = crate::test_clock::origin();
         Self {
-            r: Reflector::new(SessionConfig::default(), dir(), now),
+            r: Reflector::new(cfg, dir(), now),
             now,
         }
     }
