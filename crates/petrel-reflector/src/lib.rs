@@ -7,35 +7,39 @@
 //!
 //! # The layers
 //!
-//! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The
-//! codec parses and writes the wire formats (the 90-byte header, heartbeat,
+//! **[`model`]** (with [`codec`] and [`policy`]) is the vocabulary. The codec
+//! parses and writes the wire formats (the 90-byte header, heartbeat,
 //! configuration and voice DATA, `.raw` recordings); the policy tables are
 //! token buckets (rate limits, the per-prefix Argon2 budget and the HTTP
 //! per-IP budget), the ban ladder and the floor, each taking `now` as an
 //! argument, and each keyed by source bounded with least-recently-used
 //! eviction; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
-//! recordings, and every configuration section with its validation. None
-//! of it touches a socket, a file or a clock, or knows a thread exists
-//! (hashing a new device password draws its salt from the OS).
+//! recordings, source prefixes (/24, /64), and every configuration section
+//! with its validation. None of it touches a socket, a file or a clock, or
+//! knows a thread exists (hashing a new device password draws its salt from
+//! the OS).
 //!
 //! **[`core`]** is the protocol as sans-IO state machines, in the style of
 //! `petrel-proto`: a [`core::Reflector`] per ingress shard is fed
 //! `(now, source, datagram)` with `handle_*` methods and polled with
 //! `poll_transmit`, `poll_frame`, `poll_event`, `poll_password_check`,
-//! `poll_recording` and `poll_timeout`. It owns login, sessions, bans,
-//! floors and forwarding decisions. State that spans shards (receivers and
-//! floors per domain, the ban ladder, the Argon2 budget) is reached
-//! through the [`core::CrossShard`] port it is given, so the core contains
-//! no mutex, thread, channel or clock read; a single shard owns the tables
-//! outright ([`core::LocalTables`]).
+//! `poll_recording` and `poll_timeout`. It owns login, sessions, bans, floors
+//! and forwarding decisions, and which endpoints may receive fan-out
+//! (per-account and per-network caps, the heard-twice rule, ICMP unreachable
+//! reports handed in with `handle_unreachable`). State that spans shards
+//! (receivers and floors per domain, the ban ladder, the Argon2 budget) is
+//! reached through the [`core::CrossShard`] port it is given, so the core
+//! contains no mutex, thread, channel or clock read; a single shard owns the
+//! tables outright ([`core::LocalTables`]).
 //!
-//! **[`runtime`]** carries the core: one UDP socket, the ingress reader and
-//! shard threads, the shared tables with one lock per stripe of domains, the
-//! Argon2 verifier pool (each check answered on its shard's own queue), the
-//! fan-out writers with batched sends, the store writer and directory
-//! reloads (`sqlx`), recording files and the bounds of what is kept on
-//! disk, the HTTP endpoint with its limits, and the counters.
+//! **[`runtime`]** carries the core: one UDP socket (with its ICMP error
+//! queue, read by the ingress reader), the ingress reader and shard threads,
+//! the shared tables with one lock per stripe of domains, the Argon2 verifier
+//! pool (each check answered on its shard's own queue), the fan-out writers
+//! with batched sends, the store writer and directory reloads (`sqlx`),
+//! recording files and the bounds of what is kept on disk, the HTTP endpoint
+//! with its limits, and the counters.
 //!
 //! # What lives here
 //!

@@ -27,6 +27,9 @@
 //!   `sendmmsg` when the kernel refuses) — and batched receive (`recvmmsg`, UDP
 //!   GRO with the segment size reported); one `send_to`/`recv_from` per datagram
 //!   where these do not exist.
+//! - [`error_queue`]: ICMP errors for sent datagrams (`IP_RECVERR` /
+//!   `IPV6_RECVERR`, read with `MSG_ERRQUEUE`; Linux), each with the
+//!   destination that caused it.
 //! - [`poll`] (Linux): an epoll set waited on with nanosecond timeouts.
 //! - [`thread`]: per-thread timer slack.
 //! - [`proc`]: process and thread CPU time, RSS and peak RSS, host CPU from
@@ -64,6 +67,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 pub mod batch;
+pub mod error_queue;
 pub mod hash;
 #[cfg(target_os = "linux")]
 pub mod poll;

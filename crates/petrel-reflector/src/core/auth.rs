@@ -90,7 +90,7 @@ impl Reflector {
             return;
         }
         let mac = HeartbeatData::parse(&p.data).unwrap_or_default().mac;
-        if let Err(reason) = self.admit(now, &p.header, p.key, mac) {
+        if let Err(reason) = self.admit(now, p.src, &p.header, p.key, mac) {
             self.reject(p.src, &p.header, reason);
             return;
         }

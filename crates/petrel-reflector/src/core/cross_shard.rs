@@ -11,8 +11,9 @@
 //! they are touched:
 //! - [`DomainCache`]: per domain, the cached receiver [`Snapshot`] and the
 //!   floor. The voice path touches only this, for the frame's own domain.
-//! - [`Membership`]: which online device receives where. Touched when a
-//!   device comes online, moves or leaves, and when a snapshot is rebuilt.
+//! - [`Membership`]: which online device receives where, and the
+//!   per-account and per-network endpoint caps. Touched when a device
+//!   comes online, moves or leaves, and when a snapshot is rebuilt.
 //! - [`LoginGuard`]: the ban ladder, the Argon2 budget (per source prefix,
 //!   per prefix and user, and global), the verified cache
 //!   and the checks in flight. Touched by logins only.
@@ -39,8 +40,9 @@ use std::time::{Duration, Instant};
 
 use subtle::ConstantTimeEq;
 
+use super::endpoint_caps::{EndpointCaps, EndpointLimit};
 use crate::codec::PASSWORD_LEN;
-use crate::model::{DeviceKey, Directory, SessionConfig, Snapshot};
+use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
     BanCheck, BanLadder, BudgetDecision, FloorDecision, FloorTable, PasswordBudget,
     PasswordBudgetConfig,
@@ -76,8 +78,17 @@ pub trait CrossShard: std::fmt::Debug + Send {
     fn set_member(&mut self, dir: &Directory, key: DeviceKey, group_id: i64, member: Member)
         -> u64;
 
-    /// Publishes that `key` went offline.
+    /// Publishes that `key` went offline (and frees its endpoint entry).
     fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64;
+
+    /// Admits `key` at endpoint `addr` under the caps of `policy`, or says
+    /// which cap is full; see [`EndpointCaps::claim`].
+    fn claim_endpoint(
+        &mut self,
+        key: DeviceKey,
+        addr: SocketAddr,
+        policy: &EndpointPolicy,
+    ) -> Result<(), EndpointLimit>;
 
     /// Drops every cached snapshot (directory reload).
     fn invalidate_all(&mut self) -> u64;
@@ -102,15 +113,26 @@ pub trait CrossShard: std::fmt::Debug + Send {
     fn sweep(&mut self, now: Instant);
 }
 
-/// Online devices per group, and the group of each online device. Bounded
-/// by the devices online (at most `max_sessions`).
+/// Online devices per group, the group of each online device, and the
+/// endpoint caps. Bounded by the devices online (at most `max_sessions`).
 #[derive(Debug, Default)]
 pub struct Membership {
     members: HashMap<i64, HashMap<DeviceKey, Member>>,
     group_of: HashMap<DeviceKey, i64>,
+    caps: EndpointCaps,
 }
 
 impl Membership {
+    /// Admits `key` at `addr` under the caps of `policy` ([`EndpointCaps::claim`]).
+    pub fn claim(
+        &mut self,
+        key: DeviceKey,
+        addr: SocketAddr,
+        policy: &EndpointPolicy,
+    ) -> Result<(), EndpointLimit> {
+        self.caps.claim(key, addr, policy)
+    }
+
     /// Online devices.
     pub fn online(&self) -> usize {
         self.group_of.len()
@@ -139,8 +161,9 @@ impl Membership {
         changed
     }
 
-    /// Takes `key` out; returns the group it was in.
+    /// Takes `key` out and frees its endpoint entry; returns the group it was in.
     pub fn remove(&mut self, key: DeviceKey) -> Option<i64> {
+        self.caps.release(key);
         let old = self.group_of.remove(&key)?;
         self.remove_from(old, key);
         Some(old)
@@ -435,6 +458,15 @@ impl CrossShard for LocalTables {
             Some(old) => self.invalidate_groups(dir, &[old]),
             None => 0,
         }
+    }
+
+    fn claim_endpoint(
+        &mut self,
+        key: DeviceKey,
+        addr: SocketAddr,
+        policy: &EndpointPolicy,
+    ) -> Result<(), EndpointLimit> {
+        self.membership.claim(key, addr, policy)
     }
 
     fn invalidate_all(&mut self) -> u64 {

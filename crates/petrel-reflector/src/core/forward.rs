@@ -75,6 +75,12 @@ impl Reflector {
             return None;
         }
         s.last_seen = now;
+        let (waiting, group_id) = (!s.receiving, s.group_id);
+        if let (true, Some(k)) = (waiting, key) {
+            if self.heard(now, k) {
+                self.move_session(k, group_id);
+            }
+        }
         key
     }
 

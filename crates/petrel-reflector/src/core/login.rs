@@ -21,6 +21,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use super::auth::AuthStep;
+use super::endpoint_caps::EndpointLimit;
 use super::reflector::Reflector;
 use super::reflector::DEV_MODEL_ANDROID;
 use super::replies::{self, RejectReason};
@@ -89,7 +90,7 @@ impl Reflector {
                 Ok(AuthStep::Pending) => return,
                 Ok(AuthStep::Verified) => {}
             }
-            if let Err(reason) = self.admit(now, h, key, mac) {
+            if let Err(reason) = self.admit(now, src, h, key, mac) {
                 self.reject(src, h, reason);
                 return;
             }
@@ -97,11 +98,13 @@ impl Reflector {
         self.accept(now, src, h, data, &user, key, mac);
     }
 
-    /// After a correct password: the online-conflict rule (spec §3.5) and
-    /// the session limit.
+    /// After a correct password: the online-conflict rule (spec §3.5), the
+    /// session limit and the endpoint caps (see
+    /// [`EndpointPolicy`](crate::model::EndpointPolicy)).
     pub(super) fn admit(
         &mut self,
         now: Instant,
+        src: SocketAddr,
         h: &Header,
         key: DeviceKey,
         mac: Option<Mac>,
@@ -116,6 +119,17 @@ impl Reflector {
             }
         } else if self.shared.online() >= self.cfg.max_sessions {
             return Err(RejectReason::ServerFull);
+        }
+        match self.shared.claim_endpoint(key, src, &self.cfg.endpoints) {
+            Ok(()) => {}
+            Err(EndpointLimit::Account) => {
+                self.stats.account_endpoint_limit_rejects += 1;
+                return Err(RejectReason::AccountEndpointLimit);
+            }
+            Err(EndpointLimit::Prefix) => {
+                self.stats.prefix_endpoint_limit_rejects += 1;
+                return Err(RejectReason::PrefixEndpointLimit);
+            }
         }
         self.stats.logins += 1;
         Ok(())

@@ -18,7 +18,8 @@
 //! count) lives in three sans-IO tables split by traffic: a
 //! [`DomainCache`] per domain (snapshot and floor: the only one the voice
 //! path touches, once per frame, for the frame's own domain), the
-//! [`Membership`] (touched when devices come, move or go) and the
+//! [`Membership`] (touched when devices come, move or go; it also holds
+//! the per-account and per-network endpoint caps) and the
 //! [`LoginGuard`] (touched by logins). A shard reaches them through the
 //! [`CrossShard`] port it is given, so their owner is the runtime's
 //! choice: [`LocalTables`] for one shard, the runtime's `SharedTables` for
@@ -29,14 +30,18 @@
 //!
 //! Files: `reflector.rs` (the shard's sessions and the dispatch),
 //! `login.rs` (Type 2), `auth.rs` (password checks off the ingress path),
+//! `endpoint_caps.rs` (online endpoints per account and per network),
+//! `liveness.rs` (when an endpoint may receive, ICMP unreachable reports),
 //! `forward.rs` (Types 3/4/5 and fan-out planning), `replies.rs`
 //! (heartbeat replies), `ingress.rs` (the front), `cross_shard.rs`,
 //! `recorder.rs` (voice recording), `stats.rs`.
 
 mod auth;
 mod cross_shard;
+mod endpoint_caps;
 mod forward;
 mod ingress;
+mod liveness;
 mod login;
 mod recorder;
 mod reflector;
@@ -50,6 +55,7 @@ pub use cross_shard::{
     Credential, CrossShard, DomainCache, LocalTables, LoginGuard, Member, Membership,
     SnapshotSource,
 };
+pub use endpoint_caps::{EndpointCaps, EndpointLimit};
 pub use ingress::{shard_of, Ingress, IngressStats};
 pub use recorder::{Recorder, RecorderStats};
 pub use reflector::Reflector;

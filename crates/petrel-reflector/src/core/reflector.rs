@@ -1,7 +1,7 @@
 //! One ingress shard's session core: sessions of its devices, the
 //! datagram dispatch, liveness and directory changes (draarl-v1 §2.2, §3).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
@@ -28,6 +28,12 @@ pub(super) struct Session {
     /// Type 4 budget of the device (`text_per_minute`, `text_burst`); kept
     /// across logins from new endpoints while the session lasts.
     pub(super) text: TokenBucket,
+    /// When this endpoint was first heard at `addr`.
+    pub(super) heard_since: Instant,
+    /// Whether the endpoint receives fan-out: heard again at least
+    /// `receive_after_ms` after `heard_since`, or exempt (see
+    /// [`EndpointPolicy`](crate::model::EndpointPolicy)).
+    pub(super) receiving: bool,
 }
 
 /// A heartbeat waiting for its password check.
@@ -50,6 +56,9 @@ pub struct Reflector {
     pub(super) dir: Directory,
     /// Sessions of the devices this shard owns.
     pub(super) sessions: HashMap<DeviceKey, Session>,
+    /// The same sessions by endpoint (several devices may share one), for
+    /// ICMP reports.
+    pub(super) by_addr: BTreeSet<(SocketAddr, DeviceKey)>,
     pub(super) shared: Box<dyn CrossShard>,
     /// Logins parked behind a password check, by check id (at most
     /// `password_checks_in_flight` over all shards).
@@ -93,6 +102,7 @@ impl Reflector {
             cfg,
             dir,
             sessions: HashMap::new(),
+            by_addr: BTreeSet::new(),
             shared,
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
@@ -125,6 +135,12 @@ impl Reflector {
     /// Whether a device is online, and at which endpoint.
     pub fn session_addr(&self, key: DeviceKey) -> Option<SocketAddr> {
         self.sessions.get(&key).map(|s| s.addr)
+    }
+
+    /// Whether an online device receives fan-out (see
+    /// [`EndpointPolicy`](crate::model::EndpointPolicy)); `None` if offline.
+    pub fn session_receives(&self, key: DeviceKey) -> Option<bool> {
+        self.sessions.get(&key).map(|s| s.receiving)
     }
 
     /// Tells the core that `now` is `unix_ms` on the wall clock; needed for
@@ -263,6 +279,9 @@ impl Reflector {
         self.events.push_back(e);
     }
 
+    /// Marks `key` online at `src` (heard now) in `group_id`. A new
+    /// endpoint starts not receiving unless exempt; one heard again late
+    /// enough starts receiving (see `liveness.rs`).
     pub(super) fn go_online(
         &mut self,
         now: Instant,
@@ -270,19 +289,38 @@ impl Reflector {
         src: SocketAddr,
         group_id: i64,
     ) {
-        let cfg = &self.cfg;
-        let s = self.sessions.entry(key).or_insert_with(|| Session {
-            addr: src,
-            last_seen: now,
-            group_id,
-            text: TokenBucket::with_burst(
-                f64::from(cfg.text_per_minute) / 60.0,
-                cfg.text_burst,
-                now,
-            ),
-        });
-        s.addr = src;
-        s.last_seen = now;
+        let at_once = self.cfg.endpoints.receive_after_ms == 0 || self.cfg.endpoints.exempt(src);
+        match self.sessions.get_mut(&key) {
+            Some(s) if s.addr == src => s.last_seen = now,
+            Some(s) => {
+                self.by_addr.remove(&(s.addr, key));
+                self.by_addr.insert((src, key));
+                s.addr = src;
+                s.last_seen = now;
+                s.group_id = group_id;
+                s.heard_since = now;
+                s.receiving = at_once;
+            }
+            None => {
+                self.by_addr.insert((src, key));
+                self.sessions.insert(
+                    key,
+                    Session {
+                        addr: src,
+                        last_seen: now,
+                        group_id,
+                        text: TokenBucket::with_burst(
+                            f64::from(self.cfg.text_per_minute) / 60.0,
+                            self.cfg.text_burst,
+                            now,
+                        ),
+                        heard_since: now,
+                        receiving: at_once,
+                    },
+                );
+            }
+        }
+        self.heard(now, key);
         self.move_session(key, group_id);
     }
 
@@ -294,10 +332,11 @@ impl Reflector {
             return;
         };
         s.group_id = group_id;
-        let receives = self
-            .dir
-            .device(key.0, key.1)
-            .is_some_and(|r| !r.disable_recv);
+        let receives = s.receiving
+            && self
+                .dir
+                .device(key.0, key.1)
+                .is_some_and(|r| !r.disable_recv);
         let member = Member {
             addr: s.addr,
             receives,
@@ -307,7 +346,8 @@ impl Reflector {
     }
 
     pub(super) fn drop_session(&mut self, key: DeviceKey) {
-        if self.sessions.remove(&key).is_some() {
+        if let Some(s) = self.sessions.remove(&key) {
+            self.by_addr.remove(&(s.addr, key));
             self.stats.snapshot_invalidations += self.shared.remove_member(&self.dir, key);
         }
     }

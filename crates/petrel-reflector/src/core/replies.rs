@@ -23,6 +23,12 @@ pub enum RejectReason {
     ServerFull,
     /// Code 3: the password-check budget is spent; retry later (Petrel-specific).
     ServerBusy,
+    /// Code 3: the account has `max_per_account` endpoints online
+    /// (Petrel-specific; see [`EndpointPolicy`](crate::model::EndpointPolicy)).
+    AccountEndpointLimit,
+    /// Code 3: the source's /24 or /64 has `max_per_prefix` endpoints
+    /// online (Petrel-specific).
+    PrefixEndpointLimit,
 }
 
 impl RejectReason {
@@ -47,6 +53,8 @@ impl RejectReason {
             Self::TooManyFailures => "too_many_failures",
             Self::ServerFull => "server_full",
             Self::ServerBusy => "server_busy",
+            Self::AccountEndpointLimit => "too_many_devices",
+            Self::PrefixEndpointLimit => "too_many_devices_from_network",
         }
     }
 }

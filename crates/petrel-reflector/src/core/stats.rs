@@ -83,6 +83,14 @@ pub struct SessionStats {
     /// Type 4 texts over their device's `text_per_minute` budget, dropped
     /// (neither forwarded nor stored).
     pub text_rate_drops: u64,
+    /// Logins refused because the account had `max_per_account` endpoints online.
+    pub account_endpoint_limit_rejects: u64,
+    /// Logins refused because the source's /24 or /64 had `max_per_prefix` endpoints online.
+    pub prefix_endpoint_limit_rejects: u64,
+    /// New endpoints that started receiving fan-out after being heard again `receive_after_ms` after their login.
+    pub endpoints_heard_twice: u64,
+    /// Sessions ended because their endpoint was reported unreachable (ICMP).
+    pub unreachable_sessions_ended: u64,
 }
 
 impl SessionStats {
@@ -125,6 +133,10 @@ impl SessionStats {
             snapshot_invalidations,
             store_events_dropped,
             text_rate_drops,
+            account_endpoint_limit_rejects,
+            prefix_endpoint_limit_rejects,
+            endpoints_heard_twice,
+            unreachable_sessions_ended,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -162,6 +174,10 @@ impl SessionStats {
         self.snapshot_invalidations += snapshot_invalidations;
         self.store_events_dropped += store_events_dropped;
         self.text_rate_drops += text_rate_drops;
+        self.account_endpoint_limit_rejects += account_endpoint_limit_rejects;
+        self.prefix_endpoint_limit_rejects += prefix_endpoint_limit_rejects;
+        self.endpoints_heard_twice += endpoints_heard_twice;
+        self.unreachable_sessions_ended += unreachable_sessions_ended;
     }
 
     /// Every counter with its name, for metrics export.
@@ -218,6 +234,19 @@ impl SessionStats {
             ("snapshot_invalidations", self.snapshot_invalidations),
             ("store_events_dropped", self.store_events_dropped),
             ("text_rate_drops", self.text_rate_drops),
+            (
+                "account_endpoint_limit_rejects",
+                self.account_endpoint_limit_rejects,
+            ),
+            (
+                "prefix_endpoint_limit_rejects",
+                self.prefix_endpoint_limit_rejects,
+            ),
+            ("endpoints_heard_twice", self.endpoints_heard_twice),
+            (
+                "unreachable_sessions_ended",
+                self.unreachable_sessions_ended,
+            ),
         ]
     }
 }

@@ -5,6 +5,8 @@ use std::time::Duration;
 use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
+use super::endpoint_policy::EndpointPolicy;
+
 /// Policy knobs of the session core. Durations are in ms, rates in packets/s.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -64,6 +66,8 @@ pub struct SessionConfig {
     /// Texts a device may send at once before `text_per_minute` applies
     /// (1–1000). Default 5.
     pub text_burst: u32,
+    /// Which endpoints may receive fan-out (TOML `[session.endpoints]`).
+    pub endpoints: EndpointPolicy,
     /// Send paths the receiver snapshots are partitioned for (1–32). Not read
     /// from TOML: a runtime derives it from its own send paths (the server
     /// from `[fanout] writers`, see [`super::ServerConfig::session_policy`]).
@@ -91,6 +95,7 @@ impl Default for SessionConfig {
             password_checks_in_flight: 4,
             text_per_minute: 30,
             text_burst: 5,
+            endpoints: EndpointPolicy::default(),
             partitions: 2,
         }
     }
@@ -148,6 +153,13 @@ impl SessionConfig {
         )?;
         check_range("text_per_minute", self.text_per_minute, &(1..=6000))?;
         check_range("text_burst", self.text_burst, &(1..=1000))?;
+        self.endpoints.validate()?;
+        // A new endpoint must be able to prove itself before it goes offline.
+        check_range(
+            "receive_after_ms",
+            self.endpoints.receive_after_ms,
+            &(0..=self.offline_timeout_ms - 1),
+        )?;
         check_range("partitions", self.partitions, &(1..=32))
     }
 

@@ -212,6 +212,9 @@ pub fn render_metrics(s: &ServerStats) -> String {
             v as u64,
         );
     }
+    for (n, v) in s.icmp.counters() {
+        put(format!("petrel_reflector_icmp_{n}_total"), "counter", v);
+    }
     for (n, v) in s.fanout.counters() {
         let gauge = matches!(n, "queue_high_water" | "max_dispatch_ns");
         let name = if gauge {
@@ -299,6 +302,7 @@ async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response 
         "fanout": serde_json::Value::Object(map(s.fanout.counters())),
         "http": serde_json::Value::Object(map(s.http.counters())),
         "history": serde_json::Value::Object(map(s.history.counters())),
+        "icmp": serde_json::Value::Object(map(s.icmp.counters())),
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,

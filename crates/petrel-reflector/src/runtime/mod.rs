@@ -11,15 +11,17 @@
 //! recordings to the store writer (`store_writer.rs`), which keeps the text
 //! history under its byte cap (`text_history.rs`, also the age limit at
 //! each reload) and writes recording files under fresh names within their
-//! disk quota (`recording_files.rs`). Tokio tasks reload the directory and
-//! serve [`http`] (routes and per-request limits; the accept loop with the
-//! connection limits in `http_server.rs`); [`stats`] and [`http_stats`]
-//! gather the counters.
+//! disk quota (`recording_files.rs`). The reader also drains the socket's
+//! ICMP errors (`icmp.rs`) and reports unreachable endpoints to every shard.
+//! Tokio tasks reload the directory and serve [`http`] (routes and
+//! per-request limits; the accept loop with the connection limits in
+//! `http_server.rs`); [`stats`] and [`http_stats`] gather the counters.
 
 pub mod fanout;
 pub mod http;
 mod http_server;
 pub mod http_stats;
+mod icmp;
 mod recording_files;
 pub mod server;
 mod shard;
@@ -31,4 +33,5 @@ mod text_history;
 pub mod verifier;
 mod wall_clock;
 
+pub use icmp::IcmpStats;
 pub use shared_tables::{SharedTables, DOMAIN_STRIPES};

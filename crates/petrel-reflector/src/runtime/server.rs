@@ -11,12 +11,14 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use petrel_sys::error_queue::enable_recv_errors;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpOptions};
 use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
+use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::recording_files::RecordingFiles;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
@@ -73,6 +75,11 @@ fn bind(cfg: &ServerConfig) -> std::io::Result<(UdpSocket, SocketBuffers)> {
         ..UdpOptions::new(cfg.listen)
     })?;
     sock.set_read_timeout(Some(shard::READ_TICK))?;
+    // ICMP errors end unreachable sessions (see `icmp.rs`); without them
+    // (off Linux) sessions end at the liveness timeout only.
+    if !enable_recv_errors(&sock)? {
+        tracing::info!("ICMP errors are not reported on this platform");
+    }
     Ok((sock, buffers))
 }
 
@@ -128,6 +135,7 @@ impl ServerHandle {
             store_events_dropped: Arc::default(),
             http: Arc::default(),
             history,
+            icmp: Arc::new(IcmpCounters::default()),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -149,6 +157,7 @@ impl ServerHandle {
         let mut dir_txs = Vec::new();
         let mut threads = Vec::new();
         let mut queues = Vec::new();
+        let mut report_txs = Vec::new();
         let queue_len = (cfg.ingress_queue / workers).max(MIN_SHARD_QUEUE);
         // Each shard's checks are answered on its own queue, which can hold
         // every check in flight over all shards.
@@ -157,6 +166,7 @@ impl ServerHandle {
             let (dir_tx, dirs) = mpsc::sync_channel::<Directory>(1);
             let (queue_tx, queue) = mpsc::sync_channel(queue_len);
             let (answer_to, answers) = mpsc::sync_channel(in_flight);
+            let (report_tx, unreachable) = mpsc::sync_channel(REPORT_QUEUE);
             let mut core = Reflector::shard(
                 session.clone(),
                 dir.clone(),
@@ -176,6 +186,7 @@ impl ServerHandle {
                 events: event_tx.clone(),
                 events_dropped: Arc::clone(&stats.store_events_dropped),
                 dirs,
+                unreachable,
                 stop: Arc::clone(&stop),
                 published: Arc::clone(published),
             };
@@ -186,6 +197,7 @@ impl ServerHandle {
             );
             dir_txs.push(dir_tx);
             queues.push(queue_tx);
+            report_txs.push(report_tx);
         }
         drop(engine);
         let reader = shard::Reader {
@@ -194,6 +206,7 @@ impl ServerHandle {
             shards: queues,
             stop: Arc::clone(&stop),
             published: Arc::clone(&stats.ingress),
+            icmp: IcmpWatch::new(report_txs, Arc::clone(&stats.icmp)),
         };
         threads.insert(
             0,

@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc as tmpsc;
 
+use petrel_sys::error_queue::is_deferred_error;
+
 use super::fanout::FanoutEngine;
+use super::icmp::{IcmpWatch, Report};
 use super::stats::Published;
 use super::store_writer::Persist;
 use super::verifier::{Answer, PasswordVerifier};
@@ -52,6 +55,8 @@ pub(super) struct Reader {
     pub shards: Vec<SyncSender<Datagram>>,
     pub stop: Arc<AtomicBool>,
     pub published: Arc<Mutex<IngressStats>>,
+    /// The socket's ICMP errors, reported to every shard.
+    pub icmp: IcmpWatch,
 }
 
 pub(super) fn reader_loop(mut r: Reader) {
@@ -59,6 +64,7 @@ pub(super) fn reader_loop(mut r: Reader) {
     let mut last_publish = Instant::now();
     let mut next_sweep = last_publish + SWEEP_EVERY;
     while !r.stop.load(Relaxed) {
+        let mut icmp_due = false;
         match r.sock.recv_from(&mut buf) {
             Ok((n, src)) => {
                 let at = Instant::now();
@@ -83,9 +89,12 @@ pub(super) fn reader_loop(mut r: Reader) {
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) => {}
+            // An ICMP error queued for an earlier send.
+            Err(e) if is_deferred_error(&e) => icmp_due = true,
             Err(e) => tracing::debug!(error = %e, "recv_from"),
         }
         let now = Instant::now();
+        r.icmp.poll(&r.sock, now, icmp_due);
         if now >= next_sweep {
             next_sweep = now + SWEEP_EVERY;
             r.ingress.sweep(now);
@@ -112,6 +121,8 @@ pub(super) struct ShardIo {
     pub events: tmpsc::Sender<Persist>,
     pub events_dropped: Arc<AtomicU64>,
     pub dirs: Receiver<Directory>,
+    /// Unreachable endpoints reported by the reader.
+    pub unreachable: Receiver<Report>,
     pub stop: Arc<AtomicBool>,
     pub published: Arc<Mutex<Published>>,
 }
@@ -143,6 +154,9 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
         while let Ok((id, ok)) = io.answers.try_recv() {
             core.handle_password_check(now, id, ok);
         }
+        while let Ok((at, addr)) = io.unreachable.try_recv() {
+            core.handle_unreachable(at, addr);
+        }
         while let Some(check) = core.poll_password_check() {
             // The core has at most as many checks out as the pool has
             // threads, so the queue is full only while checks it abandoned
@@ -153,7 +167,12 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             }
         }
         while let Some(t) = core.poll_transmit() {
-            if let Err(e) = io.sock.send_to(&t.payload, t.dst) {
+            // A failure may be an earlier datagram's ICMP error: try once more.
+            let sent = match io.sock.send_to(&t.payload, t.dst) {
+                Err(e) if is_deferred_error(&e) => io.sock.send_to(&t.payload, t.dst),
+                r => r,
+            };
+            if let Err(e) = sent {
                 tracing::debug!(error = %e, dst = %t.dst, "reply send failed");
             }
         }

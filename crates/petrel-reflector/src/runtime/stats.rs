@@ -7,6 +7,7 @@ use petrel_sys::socket::SocketBuffers;
 
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::http_stats::{HttpStats, HttpStatsSnapshot};
+use super::icmp::{IcmpCounters, IcmpStats};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
@@ -40,6 +41,8 @@ pub struct ServerStats {
     pub http: HttpStatsSnapshot,
     /// Stored text history and recording files: sizes and pruning.
     pub history: HistoryStatsSnapshot,
+    /// ICMP errors read from the socket.
+    pub icmp: IcmpStats,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -127,6 +130,7 @@ pub(crate) struct StatsSource {
     pub(crate) store_events_dropped: Arc<AtomicU64>,
     pub(crate) http: Arc<HttpStats>,
     pub(crate) history: Arc<HistoryStats>,
+    pub(crate) icmp: Arc<IcmpCounters>,
 }
 
 impl StatsSource {
@@ -156,6 +160,7 @@ impl StatsSource {
             socket: self.socket,
             http: self.http.snapshot(),
             history: self.history.snapshot(),
+            icmp: self.icmp.snapshot(),
         }
     }
 }

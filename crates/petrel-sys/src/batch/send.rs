@@ -32,6 +32,10 @@ pub struct SendReport {
     pub would_block: u64,
     /// Failures with `EMSGSIZE`.
     pub message_too_large: u64,
+    /// Sends that reported an earlier datagram's ICMP error
+    /// ([`is_deferred_error`](crate::error_queue::is_deferred_error)); the
+    /// target was tried once more and is counted by that try.
+    pub deferred_errors: u64,
 }
 
 impl SendReport {
@@ -170,6 +174,9 @@ impl SendBatch {
             ..SendReport::default()
         };
         let mut off = 0;
+        // With `IP_RECVERR` an earlier datagram's ICMP error is reported by
+        // whichever send comes next: the target it lands on is tried once more.
+        let mut retried = None;
         while off < targets_buf.len() {
             let rest = &targets_buf[off..];
             match self.send_indexed(&socket, rest.len(), |_| payload, |i| Some(rest[i])) {
@@ -183,6 +190,10 @@ impl SendBatch {
                 Ok(n) => {
                     report.sent += n as u64;
                     off += n;
+                }
+                Err(e) if retried != Some(off) && crate::error_queue::is_deferred_error(&e) => {
+                    report.deferred_errors += 1;
+                    retried = Some(off);
                 }
                 Err(e) => {
                     report.record_error(&e);

@@ -254,3 +254,19 @@ fn gro_coalesces_a_gso_train_with_its_segment_size() {
     // refused it) the datagrams may arrive one by one.
     assert!(coalesced || !batch.gso_enabled());
 }
+
+#[cfg(target_os = "linux")]
+#[test]
+fn send_to_each_retries_a_target_that_drew_an_earlier_icmp_error() {
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    crate::error_queue::enable_recv_errors(&tx).unwrap();
+    let closed = addr(&UdpSocket::bind("127.0.0.1:0").unwrap());
+    let open = rx();
+    tx.send_to(b"a", closed).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    // The queued error fails the next send once; that target is retried.
+    let mut batch = SendBatch::new(8);
+    let r = batch.send_to_each(&tx, b"c", [addr(&open)]);
+    assert_eq!((r.sent, r.errors, r.deferred_errors), (1, 0, 1));
+    assert_eq!(read_n(&open, 1), vec![b"c".to_vec()]);
+}

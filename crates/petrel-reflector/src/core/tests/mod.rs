@@ -12,6 +12,7 @@ use crate::model::{
 };
 
 mod auth;
+mod endpoints;
 mod lockout;
 mod text_rate;
 
@@ -108,9 +109,13 @@ struct Sim {
 
 impl Sim {
     fn new() -> Self {
+        Self::with(SessionConfig::default())
+    }
+
+    fn with(cfg: SessionConfig) -> Self {
         let now = crate::test_clock::origin();
         Self {
-            r: Reflector::new(SessionConfig::default(), dir(), now),
+            r: Reflector::new(cfg, dir(), now),
             now,
         }
     }

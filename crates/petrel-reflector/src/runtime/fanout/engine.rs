@@ -44,6 +44,7 @@ fn add(stats: &FanoutStats, r: &SendReport) {
     stats
         .message_too_large
         .fetch_add(r.message_too_large, Relaxed);
+    stats.deferred_errors.fetch_add(r.deferred_errors, Relaxed);
 }
 
 fn send_partition(

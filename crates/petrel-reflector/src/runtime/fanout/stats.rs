@@ -16,6 +16,7 @@ pub struct FanoutStats {
     pub(crate) enobufs: AtomicU64,
     pub(crate) would_block: AtomicU64,
     pub(crate) message_too_large: AtomicU64,
+    pub(crate) deferred_errors: AtomicU64,
     pub(crate) queue_high_water: AtomicU64,
     pub(crate) max_dispatch_ns: AtomicU64,
 }
@@ -46,6 +47,9 @@ pub struct FanoutStatsSnapshot {
     pub would_block: u64,
     /// Failures with EMSGSIZE.
     pub message_too_large: u64,
+    /// Sends that reported an earlier datagram's ICMP error and were
+    /// retried once (the socket has `IP_RECVERR` on).
+    pub deferred_errors: u64,
     /// Most frames queued at once.
     pub queue_high_water: u64,
     /// Longest time to dispatch one frame to all send paths, ns.
@@ -67,6 +71,7 @@ impl FanoutStats {
             enobufs: self.enobufs.load(Relaxed),
             would_block: self.would_block.load(Relaxed),
             message_too_large: self.message_too_large.load(Relaxed),
+            deferred_errors: self.deferred_errors.load(Relaxed),
             queue_high_water: self.queue_high_water.load(Relaxed),
             max_dispatch_ns: self.max_dispatch_ns.load(Relaxed),
         }
@@ -88,6 +93,7 @@ impl FanoutStatsSnapshot {
             ("enobufs", self.enobufs),
             ("would_block", self.would_block),
             ("message_too_large", self.message_too_large),
+            ("deferred_errors", self.deferred_errors),
             ("queue_high_water", self.queue_high_water),
             ("max_dispatch_ns", self.max_dispatch_ns),
         ]

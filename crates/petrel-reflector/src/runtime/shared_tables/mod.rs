@@ -17,12 +17,15 @@
 //! reads the membership after a change, or is dropped by that change's
 //! invalidation, which waits for the stripe the rebuild holds.
 
+use std::net::SocketAddr;
 use std::ops::DerefMut;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
-use crate::core::{CrossShard, DomainCache, LoginGuard, Member, Membership, SnapshotSource};
-use crate::model::{DeviceKey, Directory, SessionConfig, Snapshot};
+use crate::core::{
+    CrossShard, DomainCache, EndpointLimit, LoginGuard, Member, Membership, SnapshotSource,
+};
+use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 
 /// Domain stripes. Enough that distinct busy domains rarely share one;
 /// each is a few words when empty.
@@ -104,6 +107,15 @@ impl CrossShard for Arc<SharedTables> {
     fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64 {
         let old = lock(&self.membership).remove(key);
         old.map_or(0, |g| self.invalidate_groups(dir, &[g]))
+    }
+
+    fn claim_endpoint(
+        &mut self,
+        key: DeviceKey,
+        addr: SocketAddr,
+        policy: &EndpointPolicy,
+    ) -> Result<(), EndpointLimit> {
+        lock(&self.membership).claim(key, addr, policy)
     }
 
     fn invalidate_all(&mut self) -> u64 {
