@@ -168,6 +168,16 @@ mod tests {
             assert_eq!(err.field, field);
             assert!(err.to_string().contains(field), "{err}");
         }
+        let err = EchoConfig {
+            payload: 15,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid payload = 15 bytes: must be in 16..=65507 bytes"
+        );
         let edge = EchoConfig {
             payload: 16,
             warmup: Duration::ZERO,

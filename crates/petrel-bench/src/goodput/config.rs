@@ -264,6 +264,41 @@ mod tests {
     }
 
     #[test]
+    fn range_errors_render_the_checked_range() {
+        let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
+        let ok = GoodputConfig::default();
+        assert_eq!(
+            bad(GoodputConfig {
+                bandwidth_bps: 999_999,
+                ..ok
+            }),
+            "invalid bandwidth = 0.999999 Mbit/s: must be in 1.0..=10000.0 Mbit/s"
+        );
+        let edges = [1_000_000, 10_000_000_000];
+        for bandwidth_bps in edges {
+            GoodputConfig {
+                bandwidth_bps,
+                ..ok
+            }
+            .validate()
+            .unwrap();
+        }
+        assert!(GoodputConfig {
+            bandwidth_bps: 10_000_000_001,
+            ..ok
+        }
+        .validate()
+        .is_err());
+        assert_eq!(
+            bad(GoodputConfig {
+                size_bytes: 0,
+                ..ok
+            }),
+            "invalid size = 0 bytes: must be in 1..=100000000000 bytes"
+        );
+    }
+
+    #[test]
     fn controllers_come_from_the_registry_without_none() {
         let names: Vec<&str> = GoodputConfig::controllers()
             .map(CongestionKind::as_str)

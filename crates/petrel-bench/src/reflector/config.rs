@@ -109,3 +109,43 @@ impl LoadConfig {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_errors_render_the_checked_range() {
+        let ok = LoadConfig::default();
+        ok.validate().unwrap();
+        let msg = |c: LoadConfig| c.validate().unwrap_err().to_string();
+        assert_eq!(
+            msg(LoadConfig {
+                devices: 1,
+                ..ok.clone()
+            }),
+            "invalid parameter: devices: 2..=20000"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                groups: 51,
+                ..ok.clone()
+            }),
+            "invalid parameter: groups: 1..=50 (at most devices/2)"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                payload: 711,
+                ..ok.clone()
+            }),
+            "invalid parameter: payload: 32..=710"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                duration_s: 0,
+                ..ok
+            }),
+            "invalid parameter: duration_s: 1..=600"
+        );
+    }
+}
