@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use petrel::{Endpoint, EndpointConfig, EndpointStats, Mode};
+use petrel_sys::range::check_range;
 
 use crate::measure::CpuSample;
 
@@ -72,12 +73,9 @@ fn totals(a: EndpointStats, b: EndpointStats) -> (u64, u64) {
 
 /// Runs the idle-cost benchmark inside the current tokio runtime.
 pub async fn run_idle(config: IdleConfig) -> Result<IdleReport, IdleError> {
-    if !(1..=100_000).contains(&config.connections) {
-        return Err(IdleError::Config(format!(
-            "connections must be 1..=100000, got {}",
-            config.connections
-        )));
-    }
+    check_range("connections", config.connections, &(1..=100_000)).map_err(|e| {
+        IdleError::Config(format!("{} must be {}, got {}", e.field, e.range, e.value))
+    })?;
     if config.measured.is_zero() {
         return Err(IdleError::Config("seconds must be > 0".into()));
     }

@@ -30,6 +30,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
 use crate::echo::EchoConfig;
@@ -129,6 +130,15 @@ fn field_error(field: String, value: impl std::fmt::Debug, allowed: &str) -> Mat
     }
 }
 
+/// `e` as a [`MatrixError::Field`] named `field`, allowing `in {range}`.
+fn out_of_range(field: String, e: RangeError) -> MatrixError {
+    MatrixError::Field {
+        field,
+        value: e.value,
+        allowed: format!("in {}", e.range),
+    }
+}
+
 fn seconds(field: String, v: f64) -> Result<Duration, MatrixError> {
     Duration::try_from_secs_f64(v).map_err(|_| field_error(field, v, "a number of seconds >= 0"))
 }
@@ -143,9 +153,8 @@ impl Matrix {
         let raw: RawMatrix =
             toml::from_str(text).map_err(|e| MatrixError::Syntax(e.to_string()))?;
         let rounds = raw.rounds.unwrap_or(DEFAULT_ROUNDS);
-        if !(1..=crate::echo::MAX_ROUNDS).contains(&rounds) {
-            return Err(field_error("rounds".into(), rounds, "in 1..=100"));
-        }
+        check_range("rounds", rounds, &(1..=crate::echo::MAX_ROUNDS))
+            .map_err(|e| out_of_range("rounds".into(), e))?;
         let seeds = match raw.seeds {
             Some(seeds) if seeds.len() != rounds as usize => {
                 return Err(field_error(
@@ -157,13 +166,11 @@ impl Matrix {
             Some(seeds) => seeds,
             None => (0..u64::from(rounds)).map(|i| FIRST_SEED + i).collect(),
         };
-        if raw.case.is_empty() || raw.case.len() > MAX_CASES {
-            return Err(field_error(
-                "case".into(),
-                raw.case.len(),
-                "1..=256 [[case]] tables",
-            ));
-        }
+        check_range("case", raw.case.len(), &(1..=MAX_CASES)).map_err(|e| MatrixError::Field {
+            field: e.field.into(),
+            value: e.value,
+            allowed: format!("{} [[case]] tables", e.range),
+        })?;
         let defaults = EchoConfig::default();
         let top_seconds = raw
             .seconds
@@ -184,9 +191,8 @@ impl Matrix {
                 ));
             }
             let io_threads = c.io_threads.unwrap_or(1);
-            if !(1..=MAX_IO_THREADS).contains(&io_threads) {
-                return Err(field_error(at("io_threads"), io_threads, "in 1..=64"));
-            }
+            check_range("io_threads", io_threads, &(1..=MAX_IO_THREADS))
+                .map_err(|e| out_of_range(at("io_threads"), e))?;
             let measured = match c.seconds {
                 Some(v) => seconds(at("seconds"), v)?,
                 None => top_seconds.unwrap_or(defaults.measured),

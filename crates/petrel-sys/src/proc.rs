@@ -16,8 +16,8 @@
 //!   in softirq context and, without `CONFIG_IRQ_TIME_ACCOUNTING`, is charged to
 //!   whichever thread happens to be on the CPU, so per-thread numbers alone can
 //!   hide it; the host line does not.
-//! - **Load**: `/proc/loadavg`. **Host description**: `/proc/cpuinfo`,
-//!   `/proc/sys/kernel/osrelease`.
+//! - **Load**: `/proc/loadavg`. **Host description**: `/proc/cpuinfo` (CPU model,
+//!   logical cores), `/proc/sys/kernel/osrelease`.
 //!
 //! Readers return `None` where the source is missing (not Linux, `/proc` not
 //! mounted, the process gone) instead of failing.
@@ -199,6 +199,22 @@ pub fn cpu_model() -> Option<String> {
     cpu_model_from_cpuinfo(&fs::read_to_string("/proc/cpuinfo").ok()?)
 }
 
+/// Processors listed in `/proc/cpuinfo` text: its lines starting with `processor`.
+pub fn logical_cores_from_cpuinfo(cpuinfo: &str) -> usize {
+    cpuinfo
+        .lines()
+        .filter(|line| line.starts_with("processor"))
+        .count()
+}
+
+/// This host's logical cores as `/proc/cpuinfo` lists them (all of them, not
+/// only those this process may run on); `None` if it cannot be read.
+pub fn logical_cores() -> Option<usize> {
+    Some(logical_cores_from_cpuinfo(
+        &fs::read_to_string("/proc/cpuinfo").ok()?,
+    ))
+}
+
 /// The running kernel's release, e.g. `6.8.0-45-generic`
 /// (`/proc/sys/kernel/osrelease`).
 pub fn kernel_release() -> Option<String> {
@@ -287,5 +303,14 @@ mod tests {
             Some("Example CPU @ 2.0GHz")
         );
         assert_eq!(cpu_model_from_cpuinfo("flags: x\n"), None);
+    }
+
+    #[test]
+    fn logical_cores_count_the_processor_lines() {
+        let text = "processor\t: 0\nmodel name\t: A\n\nprocessor\t: 1\nmodel name\t: A\n";
+        assert_eq!(logical_cores_from_cpuinfo(text), 2);
+        assert_eq!(logical_cores_from_cpuinfo("flags: x\n"), 0);
+        #[cfg(target_os = "linux")]
+        assert!(logical_cores().is_some_and(|n| n >= 1));
     }
 }

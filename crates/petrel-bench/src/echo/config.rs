@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use petrel_sys::range::{check_range, check_range_in, RangeError};
+
 use super::message::HEADER_LEN;
 
 /// Largest payload (bytes): the largest UDP payload over IPv4
@@ -57,24 +59,17 @@ pub struct EchoConfigError {
     pub field: &'static str,
     /// The value given.
     pub value: String,
-    /// The allowed range.
-    pub range: &'static str,
+    /// The allowed range, rendered from the range that was checked.
+    pub range: String,
 }
 
-fn check<T: PartialOrd + std::fmt::Debug>(
-    field: &'static str,
-    value: T,
-    ok: bool,
-    range: &'static str,
-) -> Result<(), EchoConfigError> {
-    if ok {
-        Ok(())
-    } else {
-        Err(EchoConfigError {
-            field,
-            value: format!("{value:?}"),
-            range,
-        })
+impl From<RangeError> for EchoConfigError {
+    fn from(e: RangeError) -> Self {
+        Self {
+            field: e.field,
+            value: e.value,
+            range: e.range,
+        }
     }
 }
 
@@ -84,42 +79,23 @@ impl EchoConfig {
     /// # Errors
     /// The first [`EchoConfigError`], naming the field and range.
     pub fn validate(&self) -> Result<(), EchoConfigError> {
-        check(
+        check_range_in(
             "payload",
             self.payload,
-            (HEADER_LEN..=MAX_PAYLOAD).contains(&self.payload),
-            "16..=65507 bytes",
+            &(HEADER_LEN..=MAX_PAYLOAD),
+            "bytes",
         )?;
-        check(
-            "clients",
-            self.clients,
-            (1..=MAX_CLIENTS).contains(&self.clients),
-            "1..=1024",
-        )?;
-        check(
-            "window",
-            self.window,
-            (1..=MAX_WINDOW).contains(&self.window),
-            "1..=4096",
-        )?;
-        check(
-            "warmup",
-            self.warmup,
-            self.warmup <= MAX_INTERVAL,
-            "0..=3600 s",
-        )?;
-        check(
+        check_range("clients", self.clients, &(1..=MAX_CLIENTS))?;
+        check_range("window", self.window, &(1..=MAX_WINDOW))?;
+        check_range("warmup", self.warmup, &(Duration::ZERO..=MAX_INTERVAL))?;
+        // Durations count nanoseconds, so "more than zero" is "at least 1 ns".
+        check_range(
             "seconds",
             self.measured,
-            !self.measured.is_zero() && self.measured <= MAX_INTERVAL,
-            "(0, 3600] s",
+            &(Duration::from_nanos(1)..=MAX_INTERVAL),
         )?;
-        check(
-            "rounds",
-            self.rounds,
-            (1..=MAX_ROUNDS).contains(&self.rounds),
-            "1..=100",
-        )
+        check_range("rounds", self.rounds, &(1..=MAX_ROUNDS))?;
+        Ok(())
     }
 }
 
@@ -192,6 +168,16 @@ mod tests {
             assert_eq!(err.field, field);
             assert!(err.to_string().contains(field), "{err}");
         }
+        let err = EchoConfig {
+            payload: 15,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid payload = 15 bytes: must be in 16..=65507 bytes"
+        );
         let edge = EchoConfig {
             payload: 16,
             warmup: Duration::ZERO,

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use petrel_proto::cc::CongestionKind;
 use petrel_quic::QuicCongestion;
+use petrel_sys::range::{check_range, check_range_in, RangeError};
 use serde::Serialize;
 
 /// The transport carrying the transfer.
@@ -147,34 +148,29 @@ impl GoodputConfig {
     /// cannot run (quinn has no BBRv2/v3; Linux TCP has no BBRv2/v3; TCP cannot go
     /// through the UDP relay; `none` is not a congestion controller to measure).
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let range = |field: &str, value: String, range: &str| {
-            Err(ConfigError(format!(
-                "invalid {field} = {value}: must be in {range}"
-            )))
+        let out_of_range = |e: RangeError| {
+            ConfigError(format!(
+                "invalid {} = {}: must be in {}",
+                e.field, e.value, e.range
+            ))
         };
-        if !(1_000_000..=10_000_000_000).contains(&self.bandwidth_bps) {
-            return range(
-                "bandwidth",
-                format!("{} bit/s", self.bandwidth_bps),
-                "1..=10000 Mbit/s",
-            );
-        }
-        if self.delay > Duration::from_secs(1) {
-            return range("delay", format!("{:?}", self.delay), "0..=1000 ms");
-        }
-        if !(1..=4096).contains(&self.queue_packets) {
-            return range("queue", self.queue_packets.to_string(), "1..=4096 packets");
-        }
-        if !(1..=100_000_000_000).contains(&self.size_bytes) {
-            return range(
-                "size",
-                format!("{} bytes", self.size_bytes),
-                "1 byte..=100000 MB",
-            );
-        }
-        if !(1..=100).contains(&self.repetitions) {
-            return range("repetitions", self.repetitions.to_string(), "1..=100");
-        }
+        // Checked in Mbit/s, the unit of --bandwidth-mbps. Exact: every u64
+        // below 2^53 converts exactly and the quotient rounds correctly, so
+        // it is within 1..=10000 exactly when the bit/s are within 10^6..=10^10.
+        let mbit_per_s = self.bandwidth_bps as f64 / 1e6;
+        check_range_in("bandwidth", mbit_per_s, &(1.0..=10_000.0), "Mbit/s")
+            .map_err(out_of_range)?;
+        check_range(
+            "delay",
+            self.delay,
+            &(Duration::ZERO..=Duration::from_secs(1)),
+        )
+        .map_err(out_of_range)?;
+        check_range_in("queue", self.queue_packets, &(1..=4096), "packets")
+            .map_err(out_of_range)?;
+        check_range_in("size", self.size_bytes, &(1..=100_000_000_000), "bytes")
+            .map_err(out_of_range)?;
+        check_range("repetitions", self.repetitions, &(1..=100)).map_err(out_of_range)?;
         if self.cc == CongestionKind::None {
             return Err(ConfigError(format!(
                 "cc none is not a congestion controller; use {}",
@@ -265,6 +261,41 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn range_errors_render_the_checked_range() {
+        let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
+        let ok = GoodputConfig::default();
+        assert_eq!(
+            bad(GoodputConfig {
+                bandwidth_bps: 999_999,
+                ..ok
+            }),
+            "invalid bandwidth = 0.999999 Mbit/s: must be in 1.0..=10000.0 Mbit/s"
+        );
+        let edges = [1_000_000, 10_000_000_000];
+        for bandwidth_bps in edges {
+            GoodputConfig {
+                bandwidth_bps,
+                ..ok
+            }
+            .validate()
+            .unwrap();
+        }
+        assert!(GoodputConfig {
+            bandwidth_bps: 10_000_000_001,
+            ..ok
+        }
+        .validate()
+        .is_err());
+        assert_eq!(
+            bad(GoodputConfig {
+                size_bytes: 0,
+                ..ok
+            }),
+            "invalid size = 0 bytes: must be in 1..=100000000000 bytes"
+        );
     }
 
     #[test]

@@ -95,13 +95,7 @@ impl HostInfo {
         let unknown = || "unknown".to_owned();
         let logical_cores = std::thread::available_parallelism()
             .map(usize::from)
-            .unwrap_or_else(|_| {
-                std::fs::read_to_string("/proc/cpuinfo")
-                    .unwrap_or_default()
-                    .lines()
-                    .filter(|l| l.starts_with("processor"))
-                    .count()
-            });
+            .unwrap_or_else(|_| petrel_sys::proc::logical_cores().unwrap_or(0));
         Self {
             cpu_model: petrel_sys::proc::cpu_model().unwrap_or_else(unknown),
             logical_cores,

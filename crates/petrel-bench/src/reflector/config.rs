@@ -4,6 +4,7 @@
 use petrel_reflector::model::FanoutConfig;
 use petrel_reflector::runtime::server::ServerError;
 use petrel_reflector::runtime::store::StoreError;
+use petrel_sys::range::{check_range, RangeError};
 use thiserror::Error;
 
 /// Load-generator parameters.
@@ -81,21 +82,18 @@ impl LoadConfig {
     /// [`LoadError::Invalid`] naming the first parameter out of range.
     pub fn validate(&self) -> Result<(), LoadError> {
         let bad = |m: &str| Err(LoadError::Invalid(m.into()));
-        if !(2..=20_000).contains(&self.devices) {
-            return bad("devices: 2..=20000");
-        }
-        if self.groups == 0 || self.groups > 1024 || self.groups * 2 > self.devices {
-            return bad("groups: 1..=1024 and at most devices/2");
-        }
+        // Shown as `{field}: {range}`, e.g. `devices: 2..=20000`.
+        let out_of_range = |e: RangeError| LoadError::Invalid(format!("{}: {}", e.field, e.range));
+        check_range("devices", self.devices, &(2..=20_000)).map_err(out_of_range)?;
+        // `groups * 2 <= devices` is `groups <= devices / 2` without the overflow.
+        check_range("groups", self.groups, &(1..=(self.devices / 2).min(1024))).map_err(|e| {
+            LoadError::Invalid(format!("{}: {} (at most devices/2)", e.field, e.range))
+        })?;
         if self.interval_ms < 10 {
             return bad("interval_ms: >= 10");
         }
-        if !(32..=710).contains(&self.payload) {
-            return bad("payload: 32..=710");
-        }
-        if !(1..=600).contains(&self.duration_s) {
-            return bad("duration_s: 1..=600");
-        }
+        check_range("payload", self.payload, &(32..=710)).map_err(out_of_range)?;
+        check_range("duration_s", self.duration_s, &(1..=600)).map_err(out_of_range)?;
         // The reflector's own ranges, checked before any stage starts.
         self.fanout()
             .validate()
@@ -109,5 +107,45 @@ impl LoadConfig {
             max_frame_age_ms: self.max_frame_age_ms,
             ..FanoutConfig::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_errors_render_the_checked_range() {
+        let ok = LoadConfig::default();
+        ok.validate().unwrap();
+        let msg = |c: LoadConfig| c.validate().unwrap_err().to_string();
+        assert_eq!(
+            msg(LoadConfig {
+                devices: 1,
+                ..ok.clone()
+            }),
+            "invalid parameter: devices: 2..=20000"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                groups: 51,
+                ..ok.clone()
+            }),
+            "invalid parameter: groups: 1..=50 (at most devices/2)"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                payload: 711,
+                ..ok.clone()
+            }),
+            "invalid parameter: payload: 32..=710"
+        );
+        assert_eq!(
+            msg(LoadConfig {
+                duration_s: 0,
+                ..ok
+            }),
+            "invalid parameter: duration_s: 1..=600"
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use petrel::{FecConfig, FecScheme};
 use petrel_netem::{LinkConfig, Profile, MAX_DELAY};
+use petrel_sys::range::{check_range, RangeError};
 use serde::Serialize;
 
 use crate::echo::{EchoConfig, EchoConfigError};
@@ -130,24 +131,33 @@ pub enum RudpConfigError {
         /// The value given.
         value: String,
         /// The allowed range.
-        range: &'static str,
+        range: String,
     },
 }
 
-fn field(field: &'static str, value: impl fmt::Display, range: &'static str) -> RudpConfigError {
+fn field(field: &'static str, value: impl fmt::Display, range: &str) -> RudpConfigError {
     RudpConfigError::Field {
         field,
         value: value.to_string(),
-        range,
+        range: range.to_owned(),
+    }
+}
+
+/// `e` as a [`RudpConfigError::Field`] whose range reads `{before} {range}`.
+fn out_of_range(e: RangeError, before: &str) -> RudpConfigError {
+    RudpConfigError::Field {
+        field: e.field,
+        value: e.value,
+        range: format!("{before} {}", e.range),
     }
 }
 
 fn check_fraction(name: &'static str, v: Option<f64>) -> Result<(), RudpConfigError> {
+    // Checked as the percentage the flag takes; NaN and ±inf fall outside.
     match v {
-        Some(v) if !(v.is_finite() && (0.0..=1.0).contains(&v)) => {
-            Err(field(name, v * 100.0, "a percentage in 0..=100"))
-        }
-        _ => Ok(()),
+        Some(v) => check_range(name, v * 100.0, &(0.0..=100.0))
+            .map_err(|e| out_of_range(e, "a percentage in")),
+        None => Ok(()),
     }
 }
 
@@ -158,9 +168,8 @@ impl RudpBenchConfig {
     /// The first field out of range, naming it and its range.
     pub fn validate(&self) -> Result<(), RudpConfigError> {
         self.echo.validate()?;
-        if !(1..=MAX_IO_THREADS).contains(&self.io_threads) {
-            return Err(field("io-threads", self.io_threads, "in 1..=64"));
-        }
+        check_range("io-threads", self.io_threads, &(1..=MAX_IO_THREADS))
+            .map_err(|e| out_of_range(e, "in"))?;
         if self.io_model == IoModel::Sharded && self.io_threads > self.echo.clients {
             return Err(field(
                 "io-threads",
@@ -182,9 +191,8 @@ impl RudpBenchConfig {
         check_fraction("duplicate", self.overrides.duplicate)?;
         check_fraction("reorder", self.overrides.reorder)?;
         if let Some(d) = self.overrides.delay {
-            if d > MAX_DELAY {
-                return Err(field("delay-ms", d.as_millis(), "in 0..=60000 ms"));
-            }
+            check_range("delay-ms", d, &(Duration::ZERO..=MAX_DELAY))
+                .map_err(|e| out_of_range(e, "in"))?;
         }
         if self.seed.checked_add(u64::from(self.echo.rounds)).is_none() {
             return Err(field("seed", self.seed, "at most 2^64 - 1 - rounds"));
