@@ -38,6 +38,10 @@
 //! - [`range`]: [`RangeError`] and [`check_range`], the one range-checked
 //!   configuration error, its message rendered from the range that was checked.
 //!
+//! Everything but [`hash`] and [`range`] sits behind the default `io` feature;
+//! `petrel-proto` uses the crate without it, so the sans-IO protocol crate has no
+//! platform dependency.
+//!
 //! # What does not
 //!
 //! - Protocol logic, framing, timers and policy (`petrel-proto`): nothing here
@@ -66,18 +70,25 @@
 //! dev-dependency of that bench).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+#[cfg(feature = "io")]
 pub mod batch;
+#[cfg(feature = "io")]
 pub mod error_queue;
 pub mod hash;
-#[cfg(target_os = "linux")]
+#[cfg(all(feature = "io", target_os = "linux"))]
 pub mod poll;
+#[cfg(feature = "io")]
 pub mod proc;
 pub mod range;
+#[cfg(feature = "io")]
 pub mod socket;
+#[cfg(feature = "io")]
 pub mod thread;
 
+#[cfg(feature = "io")]
 pub use batch::{Received, RecvBatch, SendBatch, SendReport, Transmit};
 pub use range::{check_range, check_range_in, RangeError};
+#[cfg(feature = "io")]
 pub use socket::{
     bind_udp, BufferRequest, OnRefusal, ServerClientBuffers, SocketBuffers, UdpOptions,
 };
