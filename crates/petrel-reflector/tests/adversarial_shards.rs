@@ -9,15 +9,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_reflector::codec::decode;
 use petrel_reflector::core::{shard_of, Ingress};
-use petrel_reflector::model::{Backend, HashCost, ServerConfig, SessionConfig};
+use petrel_reflector::model::{ServerConfig, SessionConfig};
 use petrel_reflector::policy::{BanCheck, BanLadder};
 use petrel_reflector::runtime::server::ServerHandle;
-use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 
 mod support;
-use support::ScratchStore;
 
 /// The default `session.ban_table_max`.
 const BAN_TABLE_MAX: usize = 65_536;
@@ -97,31 +95,25 @@ fn argon2_threads_do_not_grow_with_the_shard_count() {
             .count()
     }
     let _alone = one_server_at_a_time();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, "adv_argon2_threads"))
-        .unwrap()
-        .unwrap();
     let before = argon2_threads();
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: scratch.location().to_owned(),
-        http_listen: None,
-        ingress_workers: 8,
-        ..ServerConfig::default()
+    let config = |db: &str| {
+        let cfg = ServerConfig {
+            ingress_workers: 8,
+            ..support::udp_config(db)
+        };
+        assert_eq!(cfg.session.password_checks_in_flight, 4);
+        cfg
     };
-    assert_eq!(cfg.session.password_checks_in_flight, 4);
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    // A thread names itself once it runs, after `spawn` has returned: wait
-    // for the pool to appear, then check that no more threads follow.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while argon2_threads().saturating_sub(before) < 4 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    std::thread::sleep(Duration::from_millis(200));
-    assert_eq!(argon2_threads().saturating_sub(before), 4);
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
+    support::with_sqlite_server("adv_argon2_threads", [], config, |_| {
+        // A thread names itself once it runs, after `spawn` has returned: wait
+        // for the pool to appear, then check that no more threads follow.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while argon2_threads().saturating_sub(before) < 4 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert_eq!(argon2_threads().saturating_sub(before), 4);
+    });
 }
 
 /// What held live: out-of-range shard settings are named errors (exit 1).
@@ -172,13 +164,9 @@ fn spoofed_usernames_reach_the_victims_shard_and_overflow_is_counted() {
     assert_eq!(ingress.stats().read, 1);
 }
 
-fn heartbeat(name: &str, ssid: u8, pw: &str) -> Vec<u8> {
-    let mut h = Header::new(PacketType::Heartbeat);
-    h.set_username(name);
-    h.set_password(pw);
-    h.ssid = ssid;
-    encode(&h, &[]).unwrap()
-}
+/// The accounts of the login-starvation test; frank's is the one checked.
+const USERS: [&str; 5] = ["alice", "bob", "carol", "dave", "frank"];
+const PW: &str = "Right123";
 
 /// Live: 100 addresses, each well under the rate limits (50 pps), sending
 /// wrong passwords for four real users spent the global Argon2 budget
@@ -192,48 +180,23 @@ fn heartbeat(name: &str, ssid: u8, pw: &str) -> Vec<u8> {
 /// finds tokens at every level.
 #[test]
 fn first_login_succeeds_during_a_wrong_password_flood() {
-    const PW: &str = "Right123";
-    const USERS: [&str; 5] = ["alice", "bob", "carol", "dave", "frank"];
     let _alone = one_server_at_a_time();
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(
-            Backend::Sqlite,
-            "adv_login_starvation",
-        ))
-        .unwrap()
-        .unwrap();
-    rt.block_on(async {
-        let opts = StoreOptions {
-            hash_cost: HashCost {
-                m_cost_kib: 64,
-                t_cost: 1,
-                p_cost: 1,
-            },
-            ..StoreOptions::default()
-        };
-        let store = Store::open(scratch.location(), opts).await.unwrap();
-        for (i, u) in USERS.iter().enumerate() {
-            store
-                .add_user(&NewUser {
-                    name: (*u).into(),
-                    callsign: format!("AD{i:04}"),
-                    dmrid: 9_100_000 + i as u32,
-                    device_password: PW.into(),
-                    default_group_id: None,
-                })
-                .await
-                .unwrap();
-        }
-        store.close().await;
-    });
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: scratch.location().to_owned(),
-        http_listen: None,
-        ..ServerConfig::default()
-    };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let users = USERS
+        .iter()
+        .enumerate()
+        .map(|(i, u)| support::account(u, format!("AD{i:04}"), 9_100_000 + i as u32, PW));
+    let name = "adv_login_starvation";
+    let (replies, budget_drops) =
+        support::with_sqlite_server(name, users, support::udp_config, starve_and_log_in);
+    assert!(
+        replies.iter().any(|(callsign, _)| !callsign.is_empty()),
+        "frank never logged in: {replies:?}; {budget_drops} checks over budget"
+    );
+}
+
+/// Floods wrong passwords for four of the users while frank logs in; his
+/// replies (callsign, data) and the checks dropped over budget.
+fn starve_and_log_in(srv: &ServerHandle) -> (Vec<(String, String)>, u64) {
     let at = srv.local_addr();
     let stop = Arc::new(AtomicBool::new(false));
     let flood = {
@@ -247,7 +210,7 @@ fn first_login_succeeds_during_a_wrong_password_flood() {
                 for (k, s) in socks.iter().enumerate() {
                     let ssid = (round as usize + k) % 90 + 1;
                     let guess = format!("Guess{:03}", round % 1000);
-                    let p = heartbeat(USERS[k % 4], ssid as u8, &guess);
+                    let p = support::heartbeat(USERS[k % 4], ssid as u8, &guess, &[]);
                     let _ = s.send_to(&p, at);
                 }
                 round += 1;
@@ -263,7 +226,9 @@ fn first_login_succeeds_during_a_wrong_password_flood() {
     let mut replies = Vec::new();
     let mut buf = [0u8; 2048];
     for _ in 0..6 {
-        frank.send_to(&heartbeat("frank", 1, PW), at).unwrap();
+        frank
+            .send_to(&support::heartbeat("frank", 1, PW, &[]), at)
+            .unwrap();
         if let Ok((n, _)) = frank.recv_from(&mut buf) {
             let p = decode(&buf[..n]).unwrap();
             replies.push((
@@ -276,10 +241,5 @@ fn first_login_succeeds_during_a_wrong_password_flood() {
     let budget_drops = srv.stats().session.password_check_budget_drops;
     stop.store(true, Ordering::Relaxed);
     flood.join().unwrap();
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    assert!(
-        replies.iter().any(|(callsign, _)| !callsign.is_empty()),
-        "frank never logged in: {replies:?}; {budget_drops} checks over budget"
-    );
+    (replies, budget_drops)
 }

@@ -16,9 +16,8 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{Backend, EndpointPolicy, HashCost, ServerConfig, SessionConfig};
+use petrel_reflector::model::{Backend, EndpointPolicy, ServerConfig, SessionConfig};
 use petrel_reflector::runtime::server::ServerHandle;
-use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 use tokio::runtime::Runtime;
 
 mod support;
@@ -48,38 +47,14 @@ impl Bed {
             .block_on(ScratchStore::create(Backend::Sqlite, name))
             .unwrap()
             .unwrap();
-        let db = scratch.location().to_owned();
-        rt.block_on(async {
-            let opts = StoreOptions {
-                hash_cost: HashCost {
-                    m_cost_kib: 64,
-                    t_cost: 1,
-                    p_cost: 1,
-                },
-                ..StoreOptions::default()
-            };
-            let store = Store::open(&db, opts).await.unwrap();
-            store
-                .add_user(&NewUser {
-                    name: "mallory".into(),
-                    callsign: "BT00001".into(),
-                    dmrid: 9_000_001,
-                    device_password: PW.into(),
-                    default_group_id: None,
-                })
-                .await
-                .unwrap();
-            store.close().await;
-        });
+        let mallory = support::account("mallory", "BT00001".into(), 9_000_001, PW);
+        support::seed_users(&rt, scratch.location(), [mallory]);
         let cfg = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            db,
-            http_listen: None,
             session: SessionConfig {
                 endpoints,
                 ..SessionConfig::default()
             },
-            ..ServerConfig::default()
+            ..support::udp_config(scratch.location())
         };
         let server = rt.block_on(ServerHandle::start(cfg)).unwrap();
         let addr = server.local_addr();
@@ -161,15 +136,9 @@ impl Attacker {
             voice_in: 0,
         };
         a.send_own(&hb);
-        let mut buf = [0u8; 2048];
-        loop {
-            let (n, _) = a.own.recv_from(&mut buf).unwrap();
-            let p = decode(&buf[..n]).unwrap();
-            if p.header.packet_type == PacketType::Heartbeat {
-                assert!(!p.header.callsign_str().unwrap().is_empty(), "own login");
-                break;
-            }
-        }
+        let reply = support::recv_type(&a.own, PacketType::Heartbeat).unwrap();
+        let p = decode(&reply).unwrap();
+        assert!(!p.header.callsign_str().unwrap().is_empty(), "own login");
         a.own.set_nonblocking(true).unwrap();
         a
     }

@@ -13,7 +13,7 @@ use petrel_reflector::runtime::server::{ServerError, ServerHandle};
 use tokio::runtime::Runtime;
 
 mod support;
-use support::ScratchStore;
+use support::{connect, http, read_answer, ScratchStore};
 
 const TOKEN: &str = "0123456789abcdef-admin";
 
@@ -25,52 +25,15 @@ fn with_server(
     http: HttpConfig,
     body: impl FnOnce(&ServerHandle, SocketAddr),
 ) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: scratch.location().to_owned(),
+    let config = |db: &str| ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_token: admin_token.map(str::to_owned),
         http,
-        ..ServerConfig::default()
+        ..support::udp_config(db)
     };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    let web = srv.http_addr().unwrap();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&srv, web)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
-}
-
-fn connect(addr: SocketAddr) -> TcpStream {
-    let s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s
-}
-
-/// Sends `req` and returns the status code and the whole answer.
-fn http(addr: SocketAddr, req: &str) -> (u16, String) {
-    let mut s = connect(addr);
-    s.write_all(req.as_bytes()).unwrap();
-    read_answer(&mut s)
-}
-
-fn read_answer(s: &mut TcpStream) -> (u16, String) {
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    let out = String::from_utf8_lossy(&out).into_owned();
-    let code = out
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, out)
+    support::with_sqlite_server(name, [], config, |srv| {
+        body(srv, srv.http_addr().unwrap());
+    });
 }
 
 fn get(addr: SocketAddr, path: &str, auth: &str) -> u16 {

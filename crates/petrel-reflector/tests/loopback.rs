@@ -10,16 +10,16 @@
 
 use std::net::{SocketAddr, UdpSocket};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{Backend, FanoutConfig, HashCost, ServerConfig};
+use petrel_reflector::model::{Backend, FanoutConfig, ServerConfig};
 use petrel_reflector::runtime::server::ServerHandle;
-use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
+use petrel_reflector::runtime::store::{Store, StoreOptions};
 use tokio::runtime::Runtime;
 
 mod support;
-use support::ScratchStore;
+use support::{http, ScratchStore};
 
 const PW: &str = "Bench123";
 
@@ -88,27 +88,12 @@ on_every_backend!(
 /// the extra groups 1 and 2.
 fn seed(env: &Env, users: &[&str]) {
     env.rt.block_on(async {
-        let opts = StoreOptions {
-            hash_cost: HashCost {
-                m_cost_kib: 64,
-                t_cost: 1,
-                p_cost: 1,
-            },
-            ..StoreOptions::default()
-        };
-        let store = Store::open(&env.db, opts).await.unwrap();
-        for (i, u) in users.iter().enumerate() {
-            store
-                .add_user(&NewUser {
-                    name: (*u).into(),
-                    callsign: format!("BT{i:05}"),
-                    dmrid: 9_000_000 + i as u32,
-                    device_password: PW.into(),
-                    default_group_id: None,
-                })
-                .await
-                .unwrap();
-        }
+        let store = support::open_cheap(&env.db).await;
+        let accounts = users
+            .iter()
+            .enumerate()
+            .map(|(i, u)| support::account(u, format!("BT{i:05}"), 9_000_000 + i as u32, PW));
+        support::add_users(&store, accounts).await;
         store.add_group("one", false, Some(1)).await.unwrap();
         store.add_group("two", false, Some(2)).await.unwrap();
         store.close().await;
@@ -117,11 +102,8 @@ fn seed(env: &Env, users: &[&str]) {
 
 fn start(env: &Env, fanout: FanoutConfig) -> ServerHandle {
     let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: env.db.clone(),
         fanout,
-        http_listen: None,
-        ..ServerConfig::default()
+        ..support::udp_config(&env.db)
     };
     env.rt.block_on(ServerHandle::start(cfg)).unwrap()
 }
@@ -199,19 +181,7 @@ impl Client {
     }
 
     fn recv_type(&self, t: PacketType) -> Option<Vec<u8>> {
-        let mut buf = [0u8; 2048];
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < deadline {
-            match self.sock.recv_from(&mut buf) {
-                Ok((n, _)) => {
-                    if decode(&buf[..n]).is_ok_and(|p| p.header.packet_type == t) {
-                        return Some(buf[..n].to_vec());
-                    }
-                }
-                Err(_) => return None,
-            }
-        }
-        None
+        support::recv_type(&self.sock, t)
     }
 
     /// Every packet of type `t` that arrives until the socket is quiet for 30 ms.
@@ -428,25 +398,12 @@ fn membership_change_elsewhere_drops_no_frames(env: &Env) {
     env.rt.block_on(srv.shutdown());
 }
 
-fn http(addr: SocketAddr, req: &str) -> (u16, String) {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let code = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, out)
-}
-
 fn metrics_healthz_and_admin_api(env: &Env) {
     seed(env, &["alice", "bob"]);
     let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: env.db.clone(),
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         admin_token: Some("0123456789abcdef".into()),
-        ..ServerConfig::default()
+        ..support::udp_config(&env.db)
     };
     let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let web = srv.http_addr().unwrap();
@@ -520,15 +477,12 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
     seed(env, &["alice", "bob"]);
     let dir = std::env::temp_dir().join(format!("petrel-refl-rec-{}", env.label));
     let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: env.db.clone(),
-        http_listen: None,
         recording: petrel_reflector::model::RecordingConfig {
             enabled: true,
             dir: dir.to_str().unwrap().into(),
             ..Default::default()
         },
-        ..ServerConfig::default()
+        ..support::udp_config(&env.db)
     };
     let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let alice = Client::new([127, 0, 5, 1], srv.local_addr(), "alice", 1);
@@ -603,16 +557,13 @@ fn each_device_keeps_its_order_across_ingress_shards(env: &Env) {
         store.close().await;
     });
     let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: env.db.clone(),
-        http_listen: None,
         ingress_workers: SHARDS,
         session: SessionConfig {
             per_ip_pps: 100_000,
             per_endpoint_pps: 100_000,
             ..SessionConfig::default()
         },
-        ..ServerConfig::default()
+        ..support::udp_config(&env.db)
     };
     let srv = env.rt.block_on(ServerHandle::start(cfg)).unwrap();
     let at = srv.local_addr();

@@ -11,13 +11,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{Backend, HashCost, ServerConfig};
+use petrel_reflector::codec::{decode, PacketType};
 use petrel_reflector::runtime::server::ServerHandle;
-use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 
 mod support;
-use support::ScratchStore;
 
 const PW: &str = "Honest12";
 const ANSWER_WITHIN: Duration = Duration::from_secs(1);
@@ -28,46 +25,8 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// A server with default settings over a store holding the user `honest`.
 fn with_server(name: &str, body: impl FnOnce(&ServerHandle)) {
     let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    rt.block_on(async {
-        let opts = StoreOptions {
-            hash_cost: HashCost {
-                m_cost_kib: 64,
-                t_cost: 1,
-                p_cost: 1,
-            },
-            ..StoreOptions::default()
-        };
-        let store = Store::open(scratch.location(), opts).await.unwrap();
-        store
-            .add_user(&NewUser {
-                name: "honest".into(),
-                callsign: "HN0NST".into(),
-                dmrid: 9_200_000,
-                device_password: PW.into(),
-                default_group_id: None,
-            })
-            .await
-            .unwrap();
-        store.close().await;
-    });
-    let cfg = ServerConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        db: scratch.location().to_owned(),
-        http_listen: None,
-        ..ServerConfig::default()
-    };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&srv)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
+    let honest = support::account("honest", "HN0NST".into(), 9_200_000, PW);
+    support::with_sqlite_server(name, [honest], support::udp_config, body);
 }
 
 /// Logs device `ssid` of `honest` in from a fresh socket on `ip`, resending
@@ -76,21 +35,13 @@ fn honest_login(server: SocketAddr, ip: Ipv4Addr, ssid: u8) -> Option<Duration> 
     let sock = UdpSocket::bind(SocketAddrV4::new(ip, 0)).unwrap();
     sock.set_read_timeout(Some(Duration::from_millis(250)))
         .unwrap();
-    let mut h = Header::new(PacketType::Heartbeat);
-    h.set_username("honest");
-    h.set_password(PW);
-    h.ssid = ssid;
-    let hb = encode(&h, &[0u8; 24]).unwrap();
+    let hb = support::heartbeat("honest", ssid, PW, &[0u8; 24]);
     let t0 = Instant::now();
-    let mut buf = [0u8; 2048];
     while t0.elapsed() < ANSWER_WITHIN {
         sock.send_to(&hb, server).unwrap();
-        while let Ok((n, _)) = sock.recv_from(&mut buf) {
-            let p = decode(&buf[..n]).unwrap();
-            if p.header.packet_type == PacketType::Heartbeat {
-                let ok = p.header.callsign_str() == Some("HN0NST");
-                return ok.then(|| t0.elapsed());
-            }
+        if let Some(reply) = support::recv_type(&sock, PacketType::Heartbeat) {
+            let ok = decode(&reply).unwrap().header.callsign_str() == Some("HN0NST");
+            return ok.then(|| t0.elapsed());
         }
     }
     None
