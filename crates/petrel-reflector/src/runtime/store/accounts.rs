@@ -41,10 +41,7 @@ impl Store {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        if r.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("user {name}")));
-        }
-        Ok(())
+        updated(r.rows_affected(), || format!("user {name}"))
     }
 
     /// Enables or disables an account.
@@ -54,10 +51,7 @@ impl Store {
             .bind(name)
             .execute(&self.pool)
             .await?;
-        if r.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("user {name}")));
-        }
-        Ok(())
+        updated(r.rows_affected(), || format!("user {name}"))
     }
 
     /// Creates a talkgroup (enabled); returns its id. `id` picks a fixed id;
@@ -91,10 +85,7 @@ impl Store {
             .bind(id)
             .execute(&self.pool)
             .await?;
-        if r.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("group {id}")));
-        }
-        Ok(())
+        updated(r.rows_affected(), || format!("group {id}"))
     }
 
     /// Links `target` into the virtual group `link` (their domains merge).
@@ -179,9 +170,14 @@ impl Store {
         .bind(i64::from(ssid))
         .execute(&self.pool)
         .await?;
-        if r.rows_affected() == 0 {
-            return Err(StoreError::NotFound(format!("device {user}-{ssid}")));
-        }
-        Ok(())
+        updated(r.rows_affected(), || format!("device {user}-{ssid}"))
     }
+}
+
+/// `Ok` when an update changed a row; `NotFound(what())` when it matched none.
+fn updated(rows_affected: u64, what: impl FnOnce() -> String) -> Result<(), StoreError> {
+    if rows_affected == 0 {
+        return Err(StoreError::NotFound(what()));
+    }
+    Ok(())
 }

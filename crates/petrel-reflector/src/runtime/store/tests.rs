@@ -59,6 +59,18 @@ fn alice() -> NewUser {
     }
 }
 
+/// Stores `text` from device 7 of user `uid` in group 999 at `unix_ms`.
+async fn store_text(s: &Store, uid: i64, unix_ms: i64, text: &[u8]) {
+    s.apply(&StoreEvent::Text {
+        device: (uid, 7),
+        group_id: 999,
+        unix_ms,
+        text: text.to_vec(),
+    })
+    .await
+    .unwrap();
+}
+
 async fn fresh_store_migrates_once_and_has_the_public_group(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
     assert_eq!(s.schema_version().await.unwrap(), 4);
@@ -190,14 +202,7 @@ async fn text_history_is_kept_newest_first_and_pruned(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     for (ms, text) in [(1_000, "first"), (2_000, "second"), (3_000, "third")] {
-        s.apply(&StoreEvent::Text {
-            device: (uid, 7),
-            group_id: 999,
-            unix_ms: ms,
-            text: text.into(),
-        })
-        .await
-        .unwrap();
+        store_text(&s, uid, ms, text.as_bytes()).await;
     }
     let got = s.recent_messages(999, 2).await.unwrap();
     assert_eq!(
@@ -296,14 +301,7 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
         (2_000, "cccccc"),
         (500, "d"),
     ] {
-        s.apply(&StoreEvent::Text {
-            device: (uid, 7),
-            group_id: 999,
-            unix_ms: ms,
-            text: text.into(),
-        })
-        .await
-        .unwrap();
+        store_text(&s, uid, ms, text.as_bytes()).await;
     }
     assert_eq!(s.text_bytes().await.unwrap(), 13);
     // "d" (1 byte) is not enough, "d" and "aaaa" are.
@@ -324,14 +322,7 @@ async fn text_history_is_pruned_oldest_first_with_bytes(db: String) {
     assert_eq!(s.text_bytes().await.unwrap(), 0);
     // A backlog larger than one batch (256) goes in one call.
     for ms in 0..600 {
-        s.apply(&StoreEvent::Text {
-            device: (uid, 7),
-            group_id: 999,
-            unix_ms: ms,
-            text: b"xy".to_vec(),
-        })
-        .await
-        .unwrap();
+        store_text(&s, uid, ms, b"xy").await;
     }
     let p = s.prune_messages(550).await.unwrap();
     assert_eq!((p.rows, p.bytes), (550, 1100));
