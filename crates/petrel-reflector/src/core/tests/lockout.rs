@@ -10,8 +10,10 @@ fn malformed_passwords_from_the_users_address_do_not_ban_it() {
     let mut s = Sim::new();
     // Too short, not alphanumeric (twice), empty.
     for pw in ["abc", "Secret-1", "a_b_c_d", ""] {
-        let r = s.send("127.0.0.1:1", &hb("alice", pw, 7, None)).unwrap();
-        assert_eq!(reject_of(&r), (3, "invalid_password".into()));
+        assert_eq!(
+            s.reject("127.0.0.1:1", "alice", pw, 7),
+            (3, "invalid_password".into())
+        );
     }
     assert_eq!(s.r.stats().auth_refusals_uncounted, 4);
     s.login("127.0.0.1:1", "alice", 7);
@@ -22,23 +24,23 @@ fn failures_from_another_address_never_block_the_user() {
     let mut s = Sim::new();
     // B (even in A's /24) fails until it is banned, and goes on failing.
     for _ in 0..4 {
-        let r = s
-            .send("127.0.0.66:1", &hb("alice", "Wrong123", 7, None))
-            .unwrap();
-        assert_eq!(reject_of(&r).1, "invalid_password");
+        assert_eq!(
+            s.reject("127.0.0.66:1", "alice", "Wrong123", 7).1,
+            "invalid_password"
+        );
     }
     for _ in 0..10 {
-        let r = s
-            .send("127.0.0.66:1", &hb("alice", "Wrong123", 7, None))
-            .unwrap();
-        assert_eq!(reject_of(&r).1, "too_many_failures");
+        assert_eq!(
+            s.reject("127.0.0.66:1", "alice", "Wrong123", 7).1,
+            "too_many_failures"
+        );
     }
     // The real user from A logs in; B stays banned even with the password.
     s.login("127.0.0.1:1", "alice", 8);
-    let r = s
-        .send("127.0.0.66:2", &hb("alice", "Secret12", 9, None))
-        .unwrap();
-    assert_eq!(reject_of(&r).1, "too_many_failures");
+    assert_eq!(
+        s.reject("127.0.0.66:2", "alice", "Secret12", 9).1,
+        "too_many_failures"
+    );
 }
 
 /// 100 addresses of one /24 guess the passwords of four users for 5 s as
@@ -56,8 +58,9 @@ fn a_wrong_password_flood_from_one_prefix_leaves_other_first_logins_alone() {
         let src = format!("127.0.6.{}:{}", k + 1, 1000 + ms);
         let name = ["alice", "bob", "carol", "erin"][(k % 4) as usize];
         let guess = format!("Guess{:03}", ms % 1000);
-        let r = s.send(&src, &hb(name, &guess, 7, None)).unwrap();
-        *replies.entry(reject_of(&r).1).or_default() += 1;
+        *replies
+            .entry(s.reject(&src, name, &guess, 7).1)
+            .or_default() += 1;
     }
     // Four users × (5 banked + one per 10 s): at most 24 Argon2 checks.
     assert!(replies["invalid_password"] <= 24, "{replies:?}");

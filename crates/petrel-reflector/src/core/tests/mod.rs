@@ -145,6 +145,11 @@ impl Sim {
         );
     }
 
+    /// Sends a heartbeat without a MAC and returns the rejection it got.
+    fn reject(&mut self, src: &str, name: &str, pw: &str, ssid: u8) -> (u8, String) {
+        reject_of(&self.send(src, &hb(name, pw, ssid, None)).unwrap())
+    }
+
     fn targets(&mut self) -> Vec<SocketAddr> {
         let f = self.r.poll_frame().expect("a frame");
         let mut t: Vec<SocketAddr> = f
@@ -204,19 +209,19 @@ fn login_reply_fills_callsign_zeroes_password_and_echoes_data() {
 #[test]
 fn rejects_carry_code_and_reason() {
     let mut s = Sim::new();
-    let r = s
-        .send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None))
-        .unwrap();
-    assert_eq!(reject_of(&r), (3, "invalid_password".into()));
-    let r = s
-        .send("127.0.0.1:1", &hb("nobody", "Secret12", 7, None))
-        .unwrap();
-    assert_eq!(reject_of(&r), (3, "user_not_found".into()));
+    assert_eq!(
+        s.reject("127.0.0.1:1", "alice", "Wrong123", 7),
+        (3, "invalid_password".into())
+    );
+    assert_eq!(
+        s.reject("127.0.0.1:1", "nobody", "Secret12", 7),
+        (3, "user_not_found".into())
+    );
     for ssid in [0, 100, 105, 255] {
-        let r = s
-            .send("127.0.0.1:1", &hb("alice", "Secret12", ssid, None))
-            .unwrap();
-        assert_eq!(reject_of(&r), (2, "reserved_ssid".into()));
+        assert_eq!(
+            s.reject("127.0.0.1:1", "alice", "Secret12", ssid),
+            (2, "reserved_ssid".into())
+        );
     }
     // A reserved SSID with a session tag is dropped silently.
     let mut h = header(PacketType::Heartbeat, "alice", "Secret12", 101);
@@ -255,16 +260,16 @@ fn disabled_unapproved_and_passwordless_users() {
 fn fourth_failure_bans_ip_and_username() {
     let mut s = Sim::new();
     for _ in 0..4 {
-        let r = s
-            .send("127.0.0.1:1", &hb("alice", "Wrong123", 7, None))
-            .unwrap();
-        assert_eq!(reject_of(&r).1, "invalid_password");
+        assert_eq!(
+            s.reject("127.0.0.1:1", "alice", "Wrong123", 7).1,
+            "invalid_password"
+        );
     }
     // Now even the right password is refused from this IP.
-    let r = s
-        .send("127.0.0.1:2", &hb("alice", "Secret12", 7, None))
-        .unwrap();
-    assert_eq!(reject_of(&r), (3, "too_many_failures".into()));
+    assert_eq!(
+        s.reject("127.0.0.1:2", "alice", "Secret12", 7),
+        (3, "too_many_failures".into())
+    );
     // Another IP is not affected.
     s.login("127.0.0.9:2", "alice", 8);
     s.advance(10_001);
@@ -276,37 +281,29 @@ fn fourth_failure_bans_ip_and_username() {
 /// passwords for real users untracked) nor get four free guesses per name.
 #[test]
 fn unknown_usernames_share_one_ladder_entry_per_address() {
-    let now = crate::test_clock::origin();
-    let cfg = SessionConfig {
+    let mut s = Sim::with(SessionConfig {
         ban_table_max: 8,
         ..SessionConfig::default()
-    };
-    let mut s = Sim {
-        r: Reflector::new(cfg, dir(), now),
-        now,
-    };
+    });
     let mut reasons = Vec::new();
     for i in 0..100 {
-        let r = s
-            .send(
-                "127.0.0.5:1",
-                &hb(&format!("nobody{i}"), "Secret12", 7, None),
-            )
-            .unwrap();
-        reasons.push(reject_of(&r).1);
+        reasons.push(
+            s.reject("127.0.0.5:1", &format!("nobody{i}"), "Secret12", 7)
+                .1,
+        );
     }
     assert!(reasons[..4].iter().all(|r| r == "user_not_found"));
     assert!(reasons[4..].iter().all(|r| r == "too_many_failures"));
     for _ in 0..4 {
-        let r = s
-            .send("127.0.0.6:1", &hb("alice", "Wrong123", 7, None))
-            .unwrap();
-        assert_eq!(reject_of(&r).1, "invalid_password");
+        assert_eq!(
+            s.reject("127.0.0.6:1", "alice", "Wrong123", 7).1,
+            "invalid_password"
+        );
     }
-    let r = s
-        .send("127.0.0.6:1", &hb("alice", "Secret12", 7, None))
-        .unwrap();
-    assert_eq!(reject_of(&r), (3, "too_many_failures".into()));
+    assert_eq!(
+        s.reject("127.0.0.6:1", "alice", "Secret12", 7),
+        (3, "too_many_failures".into())
+    );
     s.login("127.0.0.7:1", "alice", 7);
 }
 
@@ -317,10 +314,10 @@ fn conflicting_address_is_refused_unless_mac_matches_or_silent_20s() {
     assert!(s
         .send("127.0.0.1:1000", &hb("alice", "Secret12", 7, mac))
         .is_some());
-    let r = s
-        .send("127.0.0.2:1000", &hb("alice", "Secret12", 7, None))
-        .unwrap();
-    assert_eq!(reject_of(&r), (1, "device_conflict_online".into()));
+    assert_eq!(
+        s.reject("127.0.0.2:1000", "alice", "Secret12", 7),
+        (1, "device_conflict_online".into())
+    );
     let r = s
         .send(
             "127.0.0.2:1000",
@@ -578,6 +575,8 @@ fn disabled_account_is_refused_mid_session() {
         vec![(50, 1), (50, 2)],
         vec![],
     ));
-    let r = s.send("127.0.0.1:1", &hb("alice", "", 1, None)).unwrap();
-    assert_eq!(reject_of(&r), (3, "user_disabled".into()));
+    assert_eq!(
+        s.reject("127.0.0.1:1", "alice", "", 1),
+        (3, "user_disabled".into())
+    );
 }

@@ -50,16 +50,11 @@ fn texts_beyond_the_device_budget_are_dropped_and_counted() {
 
 #[test]
 fn text_budget_follows_the_configuration() {
-    let now = crate::test_clock::origin();
-    let cfg = SessionConfig {
+    let mut s = Sim::with(SessionConfig {
         text_per_minute: 600,
         text_burst: 1,
         ..SessionConfig::default()
-    };
-    let mut s = Sim {
-        r: Reflector::new(cfg, dir(), now),
-        now,
-    };
+    });
     s.login("127.0.0.1:1", "alice", 7);
     s.login("127.0.0.2:1", "bob", 1);
     drain_texts(&mut s);
