@@ -164,9 +164,7 @@ async fn remove_listed_file(dir: &Path, rel: &str) {
 mod tests {
     use super::*;
     use crate::codec::decode_raw;
-    use crate::model::Backend;
     use crate::runtime::store::scratch_store::ScratchStore;
-    use crate::runtime::store::StoreOptions;
 
     fn rec(started_unix_ms: i64, tag: u8) -> Recording {
         Recording {
@@ -184,13 +182,7 @@ mod tests {
         F: FnOnce(RecordingFiles, Store, PathBuf) -> Fut,
         Fut: std::future::Future<Output = ()>,
     {
-        let scratch = ScratchStore::create(Backend::Sqlite, name)
-            .await
-            .unwrap()
-            .unwrap();
-        let store = Store::open(scratch.location(), StoreOptions::default())
-            .await
-            .unwrap();
+        let (scratch, store) = ScratchStore::open_sqlite(name).await;
         let dir = PathBuf::from(format!("{}-rec", scratch.location()));
         let stats = Arc::new(HistoryStats::default());
         let files = RecordingFiles::load(dir.clone(), quota, &store, &stats)

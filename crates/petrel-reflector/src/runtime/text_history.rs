@@ -84,9 +84,8 @@ pub(super) fn saturating_sub(counter: &AtomicU64, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Backend, StoreEvent};
+    use crate::model::StoreEvent;
     use crate::runtime::store::scratch_store::ScratchStore;
-    use crate::runtime::store::StoreOptions;
 
     async fn store_text(store: &Store, history: &TextHistory, unix_ms: i64, text: &[u8]) {
         store
@@ -103,13 +102,7 @@ mod tests {
 
     #[tokio::test]
     async fn byte_cap_and_age_delete_oldest_first_and_count() {
-        let scratch = ScratchStore::create(Backend::Sqlite, "text_cap")
-            .await
-            .unwrap()
-            .unwrap();
-        let store = Store::open(scratch.location(), StoreOptions::default())
-            .await
-            .unwrap();
+        let (scratch, store) = ScratchStore::open_sqlite("text_cap").await;
         let stats = Arc::new(HistoryStats::default());
         // 10 bytes already stored before the start.
         let before = TextHistory::load(&store, 1 << 20, &stats).await.unwrap();

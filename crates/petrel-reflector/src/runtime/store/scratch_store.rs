@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use sqlx::{AnyConnection, Connection};
 use thiserror::Error;
 
-use super::Backend;
+use super::{Backend, Store, StoreOptions};
 
 /// Server URL for the PostgreSQL runs, e.g.
 /// `postgres://petrel:petrel@127.0.0.1/petrel_test`; the role needs
@@ -108,6 +108,19 @@ impl ScratchStore {
                 }))
             }
         }
+    }
+
+    /// A fresh SQLite store under `label`, opened with default options. The
+    /// caller closes the store, then [`remove`](Self::remove)s the location.
+    pub async fn open_sqlite(label: &str) -> (Self, Store) {
+        let scratch = Self::create(Backend::Sqlite, label)
+            .await
+            .unwrap()
+            .unwrap();
+        let store = Store::open(scratch.location(), StoreOptions::default())
+            .await
+            .unwrap();
+        (scratch, store)
     }
 
     /// The location to pass to `Store::open` or a
