@@ -150,6 +150,21 @@ impl Sim {
         reject_of(&self.send(src, &hb(name, pw, ssid, None)).unwrap())
     }
 
+    /// Four wrong passwords for alice-7 from `src` are refused as wrong;
+    /// then even the right one from `then` (same IP) is refused: banned.
+    fn ban_alice(&mut self, src: &str, then: &str) {
+        for _ in 0..4 {
+            assert_eq!(
+                self.reject(src, "alice", "Wrong123", 7).1,
+                "invalid_password"
+            );
+        }
+        assert_eq!(
+            self.reject(then, "alice", "Secret12", 7),
+            (3, "too_many_failures".into())
+        );
+    }
+
     fn targets(&mut self) -> Vec<SocketAddr> {
         let f = self.r.poll_frame().expect("a frame");
         let mut t: Vec<SocketAddr> = f
@@ -259,17 +274,7 @@ fn disabled_unapproved_and_passwordless_users() {
 #[test]
 fn fourth_failure_bans_ip_and_username() {
     let mut s = Sim::new();
-    for _ in 0..4 {
-        assert_eq!(
-            s.reject("127.0.0.1:1", "alice", "Wrong123", 7).1,
-            "invalid_password"
-        );
-    }
-    // Now even the right password is refused from this IP.
-    assert_eq!(
-        s.reject("127.0.0.1:2", "alice", "Secret12", 7),
-        (3, "too_many_failures".into())
-    );
+    s.ban_alice("127.0.0.1:1", "127.0.0.1:2");
     // Another IP is not affected.
     s.login("127.0.0.9:2", "alice", 8);
     s.advance(10_001);
@@ -294,16 +299,7 @@ fn unknown_usernames_share_one_ladder_entry_per_address() {
     }
     assert!(reasons[..4].iter().all(|r| r == "user_not_found"));
     assert!(reasons[4..].iter().all(|r| r == "too_many_failures"));
-    for _ in 0..4 {
-        assert_eq!(
-            s.reject("127.0.0.6:1", "alice", "Wrong123", 7).1,
-            "invalid_password"
-        );
-    }
-    assert_eq!(
-        s.reject("127.0.0.6:1", "alice", "Secret12", 7),
-        (3, "too_many_failures".into())
-    );
+    s.ban_alice("127.0.0.6:1", "127.0.0.6:1");
     s.login("127.0.0.7:1", "alice", 7);
 }
 

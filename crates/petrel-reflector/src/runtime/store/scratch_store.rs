@@ -113,10 +113,7 @@ impl ScratchStore {
     /// A fresh SQLite store under `label`, opened with default options. The
     /// caller closes the store, then [`remove`](Self::remove)s the location.
     pub async fn open_sqlite(label: &str) -> (Self, Store) {
-        let scratch = Self::create(Backend::Sqlite, label)
-            .await
-            .unwrap()
-            .unwrap();
+        let scratch = Self::create(Backend::Sqlite, label).await.unwrap().unwrap();
         let store = Store::open(scratch.location(), StoreOptions::default())
             .await
             .unwrap();
