@@ -44,6 +44,20 @@ fn get(addr: SocketAddr, path: &str, auth: &str) -> u16 {
     .0
 }
 
+/// Sends an admin `PUT` of bob-1's group with the token, `framing`
+/// (`Content-Length` or `Transfer-Encoding` header lines) and `body`; the
+/// status code.
+fn put_group(web: SocketAddr, framing: &str, body: &str) -> u16 {
+    http(
+        web,
+        &format!(
+            "PUT /api/devices/bob/1/group HTTP/1.1\r\nHost: x\r\n{}Content-Type: application/json\r\n{framing}Connection: close\r\n\r\n{body}",
+            bearer(TOKEN)
+        ),
+    )
+    .0
+}
+
 fn bearer(token: &str) -> String {
     format!("Authorization: Bearer {token}\r\n")
 }
@@ -57,11 +71,9 @@ fn short_or_empty_admin_token_refuses_to_start() {
         .unwrap();
     for token in ["", "fifteen-chars!!"] {
         let cfg = ServerConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            db: scratch.location().to_owned(),
             http_listen: Some("127.0.0.1:0".parse().unwrap()),
             admin_token: Some(token.into()),
-            ..ServerConfig::default()
+            ..support::udp_config(scratch.location())
         };
         match rt.block_on(ServerHandle::start(cfg)) {
             Err(ServerError::Config(e)) => {
@@ -109,33 +121,19 @@ fn oversize_bodies_get_413_and_slow_bodies_408() {
     };
     with_server("body_413", Some(TOKEN), http_cfg, |srv, web| {
         // Announced too large: refused before the body is read.
-        let (code, _) = http(
-            web,
-            &format!(
-                "PUT /api/devices/bob/1/group HTTP/1.1\r\nHost: x\r\n{}Content-Type: application/json\r\nContent-Length: 100000\r\nConnection: close\r\n\r\n{{\"group_id\"",
-                bearer(TOKEN)
-            ),
-        );
+        let code = put_group(web, "Content-Length: 100000\r\n", "{\"group_id\"");
         assert_eq!(code, 413);
         // Chunked, growing past the limit while read.
         let chunk = format!("{:x}\r\n{}\r\n", 300, " ".repeat(300));
-        let (code, _) = http(
+        let code = put_group(
             web,
-            &format!(
-                "PUT /api/devices/bob/1/group HTTP/1.1\r\nHost: x\r\n{}Content-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{chunk}0\r\n\r\n",
-                bearer(TOKEN)
-            ),
+            "Transfer-Encoding: chunked\r\n",
+            &format!("{chunk}0\r\n\r\n"),
         );
         assert_eq!(code, 413);
         // A body that never completes: the whole request times out.
         let started = Instant::now();
-        let (code, _) = http(
-            web,
-            &format!(
-                "PUT /api/devices/bob/1/group HTTP/1.1\r\nHost: x\r\n{}Content-Type: application/json\r\nContent-Length: 20\r\nConnection: close\r\n\r\n{{\"gro",
-                bearer(TOKEN)
-            ),
-        );
+        let code = put_group(web, "Content-Length: 20\r\n", "{\"gro");
         assert_eq!(code, 408);
         assert!(started.elapsed() < Duration::from_secs(3));
         let s = srv.stats().http;
