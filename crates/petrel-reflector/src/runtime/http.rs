@@ -319,6 +319,17 @@ async fn reload(State(st): State<AppState>, headers: HeaderMap) -> Response {
     StatusCode::ACCEPTED.into_response()
 }
 
+/// After an admin write: 204 and a directory reload, or the store's error.
+fn reload_after(st: &AppState, written: Result<(), StoreError>) -> Response {
+    match written {
+        Ok(()) => {
+            st.reload.notify_one();
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Err(e) => store_error(&e),
+    }
+}
+
 fn store_error(e: &StoreError) -> Response {
     let code = match e {
         StoreError::NotFound(_) => StatusCode::NOT_FOUND,
@@ -343,13 +354,8 @@ async fn device_group(
     if let Err(code) = authorize(&st, &headers) {
         return code.into_response();
     }
-    match st.store.set_device_group(&user, ssid, body.group_id).await {
-        Ok(()) => {
-            st.reload.notify_one();
-            StatusCode::NO_CONTENT.into_response()
-        }
-        Err(e) => store_error(&e),
-    }
+    let written = st.store.set_device_group(&user, ssid, body.group_id).await;
+    reload_after(&st, written)
 }
 
 #[derive(Debug, Deserialize)]
@@ -368,17 +374,11 @@ async fn comm_control(
     if let Err(code) = authorize(&st, &headers) {
         return code.into_response();
     }
-    match st
+    let written = st
         .store
         .set_device_bans(&user, ssid, body.disable_send, body.disable_recv)
-        .await
-    {
-        Ok(()) => {
-            st.reload.notify_one();
-            StatusCode::NO_CONTENT.into_response()
-        }
-        Err(e) => store_error(&e),
-    }
+        .await;
+    reload_after(&st, written)
 }
 
 #[cfg(test)]
