@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use super::*;
 use crate::codec::{self, decode, encode, ConfigCommand, Header, PacketType};
 use crate::model::{
-    hash_device_password, Directory, GroupRecord, HashCost, SessionConfig, StoreEvent, Transmit,
-    UserRecord,
+    hash_device_password, DeviceRecord, Directory, GroupRecord, HashCost, SessionConfig,
+    StoreEvent, Transmit, UserRecord,
 };
 
 mod auth;
@@ -52,7 +52,7 @@ pub(crate) fn group(id: i64, is_virtual: bool) -> GroupRecord {
 /// alice/bob/carol default to 999; dave defaults to 1, erin to 2 (1 and 2
 /// linked by virtual 50); frank to 3; gina has no usable default group.
 pub(crate) fn dir() -> Directory {
-    Directory::new(
+    dir_of(
         vec![
             user(1, "alice", 999),
             user(2, "bob", 999),
@@ -62,6 +62,14 @@ pub(crate) fn dir() -> Directory {
             user(6, "frank", 3),
             user(7, "gina", 50),
         ],
+        vec![],
+    )
+}
+
+/// The groups and links of [`dir`] with `users` and `devices`.
+pub(crate) fn dir_of(users: Vec<UserRecord>, devices: Vec<DeviceRecord>) -> Directory {
+    Directory::new(
+        users,
         vec![
             group(999, false),
             group(1, false),
@@ -70,7 +78,7 @@ pub(crate) fn dir() -> Directory {
             group(50, true),
         ],
         vec![(50, 1), (50, 2)],
-        vec![],
+        devices,
     )
 }
 
@@ -420,16 +428,8 @@ fn ungrouped_and_banned_devices() {
     let mut alice = d.device(1, 1).unwrap().clone();
     alice.disable_send = true;
     d.put_device(alice);
-    s.r.replace_directory(Directory::new(
+    s.r.replace_directory(dir_of(
         (1..=7).map(|i| d.user(i).unwrap().clone()).collect(),
-        vec![
-            group(999, false),
-            group(1, false),
-            group(2, false),
-            group(3, false),
-            group(50, true),
-        ],
-        vec![(50, 1), (50, 2)],
         [(1, 1), (2, 1), (7, 1)]
             .iter()
             .map(|(o, s)| d.device(*o, *s).unwrap().clone())
@@ -559,18 +559,7 @@ fn disabled_account_is_refused_mid_session() {
     let d = s.r.directory().clone();
     let mut users: Vec<UserRecord> = (1..=7).map(|i| d.user(i).unwrap().clone()).collect();
     users[0].enabled = false;
-    s.r.replace_directory(Directory::new(
-        users,
-        vec![
-            group(999, false),
-            group(1, false),
-            group(2, false),
-            group(3, false),
-            group(50, true),
-        ],
-        vec![(50, 1), (50, 2)],
-        vec![],
-    ));
+    s.r.replace_directory(dir_of(users, vec![]));
     assert_eq!(
         s.reject("127.0.0.1:1", "alice", "", 1),
         (3, "user_disabled".into())
