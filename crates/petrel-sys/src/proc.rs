@@ -299,10 +299,7 @@ mod tests {
                     UdpLite: 0 0 0 0 9 0\n";
         assert_eq!(parse_udp_rcvbuf_errors(text), Some(5));
         assert_eq!(parse_udp_rcvbuf_errors("Udp: InDatagrams\nUdp: 1\n"), None);
-        assert_eq!(
-            parse_udp_rcvbuf_errors("Udp: RcvbufErrors\nUdp: x\n"),
-            None
-        );
+        assert_eq!(parse_udp_rcvbuf_errors("Udp: RcvbufErrors\nUdp: x\n"), None);
         assert_eq!(parse_udp_rcvbuf_errors(""), None);
         #[cfg(target_os = "linux")]
         assert!(udp_rcvbuf_errors().is_some());

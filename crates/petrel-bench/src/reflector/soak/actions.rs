@@ -69,7 +69,8 @@ impl Actor<'_> {
                     presence: Presence::LoggedOut,
                     ..self.ledger().current(d)
                 };
-                self.ledger().begin(d, self.now_ms(), WindowKind::Churn, after);
+                self.ledger()
+                    .begin(d, self.now_ms(), WindowKind::Churn, after);
                 let old = self.slot(d).take();
                 self.swap(d, None);
                 drop(old);
@@ -83,7 +84,8 @@ impl Actor<'_> {
                     presence: Presence::Online,
                     ..before
                 };
-                self.ledger().begin(d, self.now_ms(), WindowKind::Login, after);
+                self.ledger()
+                    .begin(d, self.now_ms(), WindowKind::Login, after);
                 let ok = match self.connect(d) {
                     Some(dev) => {
                         *self.slot(d) = Some(Arc::clone(&dev));
@@ -102,7 +104,8 @@ impl Actor<'_> {
             }
             Action::Reconnect(d) => {
                 let state = self.ledger().current(d);
-                self.ledger().begin(d, self.now_ms(), WindowKind::Churn, state);
+                self.ledger()
+                    .begin(d, self.now_ms(), WindowKind::Churn, state);
                 let old = self.slot(d).take();
                 match self.connect(d) {
                     Some(dev) => {
@@ -174,7 +177,8 @@ impl Actor<'_> {
     /// `after` in the ledger; on failure it stays as it was.
     fn admin(&mut self, d: usize, route: &str, body: &str, after: DeviceState) -> bool {
         let before = self.ledger().current(d);
-        self.ledger().begin(d, self.now_ms(), WindowKind::Churn, after);
+        self.ledger()
+            .begin(d, self.now_ms(), WindowKind::Churn, after);
         let path = format!("/api/devices/{}/{}/{route}", user_of(d), ssid_of(d));
         let ok = self.child.admin_put(&path, body).is_ok();
         if !ok {

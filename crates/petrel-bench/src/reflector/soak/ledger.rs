@@ -94,7 +94,13 @@ impl Ledger {
     }
 
     /// A change of `device` to `state` starts at `at_ms`.
-    pub(super) fn begin(&mut self, device: usize, at_ms: u64, kind: WindowKind, state: DeviceState) {
+    pub(super) fn begin(
+        &mut self,
+        device: usize,
+        at_ms: u64,
+        kind: WindowKind,
+        state: DeviceState,
+    ) {
         self.changes[device].push(Change {
             start_ms: at_ms,
             end_ms: None,
@@ -304,7 +310,13 @@ mod tests {
         assert_eq!(l.view(4, 60_000).window, Some(WindowKind::Churn));
         l.end(4, 10_050, moved);
         assert_eq!(l.view(4, 11_050).window, Some(WindowKind::Churn));
-        assert_eq!(l.view(4, 11_051), View { state: moved, window: None });
+        assert_eq!(
+            l.view(4, 11_051),
+            View {
+                state: moved,
+                window: None
+            }
+        );
         assert_eq!(l.current(4).group, 1);
         // A failed login leaves the device logged out.
         let out = DeviceState {
@@ -329,16 +341,28 @@ mod tests {
         // Devices 0 and 1 speak in groups 0 and 1; 2..10 listen.
         let mut l = Ledger::new(10, 2, SB, SA);
         let s = |l: &Ledger, d: usize| l.current(d);
-        let out = DeviceState { presence: Presence::LoggedOut, ..s(&l, 2) };
+        let out = DeviceState {
+            presence: Presence::LoggedOut,
+            ..s(&l, 2)
+        };
         l.begin(2, 0, WindowKind::Churn, out);
         l.end(2, 0, out);
-        let banned = DeviceState { recv_banned: true, ..s(&l, 4) };
+        let banned = DeviceState {
+            recv_banned: true,
+            ..s(&l, 4)
+        };
         l.begin(4, 0, WindowKind::Churn, banned);
         l.end(4, 0, banned);
-        let quiet = DeviceState { send_banned: true, ..s(&l, 1) };
+        let quiet = DeviceState {
+            send_banned: true,
+            ..s(&l, 1)
+        };
         l.begin(1, 0, WindowKind::Churn, quiet);
         l.end(1, 0, quiet);
-        let moving = DeviceState { group: 1, ..s(&l, 6) };
+        let moving = DeviceState {
+            group: 1,
+            ..s(&l, 6)
+        };
         l.begin(6, 5_000, WindowKind::Churn, moving);
         let v = views(&l, 10, 5_000);
         let mut t = Tally::new(10);
@@ -396,7 +420,10 @@ mod tests {
         // Device 3 is in group 1 but got group 0's frame.
         t.frame(&v, 0, 0, &bits(&[2, 3, 4]));
         assert_eq!((t.misdelivered, t.received_in_churn), (1, 0));
-        let moved = DeviceState { group: 0, ..l.current(3) };
+        let moved = DeviceState {
+            group: 0,
+            ..l.current(3)
+        };
         l.begin(3, 2_000, WindowKind::Churn, moved);
         l.end(3, 2_100, moved);
         // Sent before the switch started, but within its settle time.

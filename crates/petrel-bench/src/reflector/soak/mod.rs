@@ -67,9 +67,8 @@ impl SoakConfig {
         check_range("soak", self.soak_s, &(10..=86_400)).map_err(invalid)?;
         check_range("churn_per_s", self.churn_per_s, &(1..=1000)).map_err(invalid)?;
         // The soak's voice payload also carries the group (bytes 32..40).
-        check_range("payload", self.load.payload, &(40..=710)).map_err(|e| {
-            LoadError::Invalid(format!("{}: {} with --soak", e.field, e.range))
-        })?;
+        check_range("payload", self.load.payload, &(40..=710))
+            .map_err(|e| LoadError::Invalid(format!("{}: {} with --soak", e.field, e.range)))?;
         if self.load.server == ServerProcess::InProcess {
             return Err(LoadError::Invalid(
                 "--soak runs the reflector as a child (its RSS and descriptors must be its own)"

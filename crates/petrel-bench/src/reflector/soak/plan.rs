@@ -222,7 +222,11 @@ mod tests {
         let mut c = Churn::new(1, 50, 2, 50);
         let mut now = 0;
         let d = loop {
-            if let Some(Action::Logout(d)) = c.due(now).into_iter().find(|a| matches!(a, Action::Logout(_))) {
+            if let Some(Action::Logout(d)) = c
+                .due(now)
+                .into_iter()
+                .find(|a| matches!(a, Action::Logout(_)))
+            {
                 break d;
             }
             now += 10;

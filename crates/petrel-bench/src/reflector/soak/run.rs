@@ -131,8 +131,9 @@ pub(super) fn soak(
     let t0 = Instant::now();
     let pid = child.pid();
 
-    let (txs, rxs): (Vec<SyncSender<Swap>>, Vec<Receiver<Swap>>) =
-        (0..RECEIVER_THREADS).map(|_| mpsc::sync_channel(SWAP_QUEUE)).unzip();
+    let (txs, rxs): (Vec<SyncSender<Swap>>, Vec<Receiver<Swap>>) = (0..RECEIVER_THREADS)
+        .map(|_| mpsc::sync_channel(SWAP_QUEUE))
+        .unzip();
 
     std::thread::scope(|s| -> Result<SoakResult, LoadError> {
         let (book, ledger, gate, stop, stop_churn, slots) =
@@ -221,7 +222,10 @@ pub(super) fn soak(
         while measure_start.elapsed() < Duration::from_secs(cfg.soak_s) {
             wait_for(&schedule, k);
             // The slot reused for this round must have been tallied first.
-            while pending.front().is_some_and(|p| p.round + rounds_kept as u64 <= round) {
+            while pending
+                .front()
+                .is_some_and(|p| p.round + rounds_kept as u64 <= round)
+            {
                 if let Some(p) = pending.pop_front() {
                     finalize(&p, &mut tally);
                 }
@@ -230,11 +234,7 @@ pub(super) fn soak(
             let at_ms = now_ms();
             let sent = voice.round(stage, round, groups);
             frames_sent += sent.iter().filter(|&&s| s).count() as u64;
-            pending.push_back(Pending {
-                round,
-                at_ms,
-                sent,
-            });
+            pending.push_back(Pending { round, at_ms, sent });
             while pending
                 .front()
                 .is_some_and(|p| p.at_ms + FINALIZE_MS <= now_ms())
@@ -269,7 +269,13 @@ pub(super) fn soak(
             recv.merge(&t);
         }
         Ok(result(
-            &tally, &recv, churn, frames_sent, &delta, (rss0, fds0), (rss1, fds1),
+            &tally,
+            &recv,
+            churn,
+            frames_sent,
+            &delta,
+            (rss0, fds0),
+            (rss1, fds1),
         ))
     })
 }
@@ -397,7 +403,10 @@ fn result(
     };
     let mut failures = Vec::new();
     if loss.unattributed > 0 {
-        failures.push(format!("unattributed loss: {} datagrams", loss.unattributed));
+        failures.push(format!(
+            "unattributed loss: {} datagrams",
+            loss.unattributed
+        ));
     }
     if rss0 == 0 || fds0 == 0 {
         failures.push("the reflector child's RSS or descriptors could not be read".into());
