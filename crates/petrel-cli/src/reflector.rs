@@ -393,12 +393,10 @@ pub struct ReflectorBenchArgs {
     pub churn_per_s: u32,
 }
 
-/// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
-/// failed, 2 for invalid arguments.
+/// Runs `petrel bench reflector` without `--soak` (the soak is
+/// `reflector_soak::run`): exit 0 when every stage ran, 1 when one failed, 2
+/// for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
-    if let Some(seconds) = args.soak {
-        return crate::reflector_soak::run(&args, seconds);
-    }
     let levels_arg = args.levels.clone().unwrap_or_else(|| vec![100, 500, 1000]);
     let groups = args.groups.unwrap_or(1);
     let server = if args.in_process {
