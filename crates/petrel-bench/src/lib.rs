@@ -18,7 +18,10 @@
 //!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`reflector`]: the reflector fan-out load generator (§D), which runs
-//!   the reflector under test in-process or as a `petrel reflector serve` child;
+//!   the reflector under test in-process or as a `petrel reflector serve` child,
+//!   and its soak with churn ([`reflector::soak`]: logouts, logins, group
+//!   switches, bans, reconnects; every lost datagram attributed; the child's
+//!   RSS and descriptors from start to end);
 //! - [`table`]: the side-by-side summary table;
 //! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
 //!   the cases of one run;

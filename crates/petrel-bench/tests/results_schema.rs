@@ -17,6 +17,7 @@ use petrel_bench::record::goodput::{
 use petrel_bench::record::idle::{IdleMode, IdleParameters, IdleReport};
 use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
 use petrel_bench::record::reflector::{LoadResult, ReflectorParameters};
+use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::rudp::{
     FecFigures, FecMode, IoModel, KcpSummary, RelayFigures, RudpParameters, RudpRound,
 };
@@ -363,4 +364,27 @@ fn reflector_is_documented() {
     };
     assert_eq!(undocumented(&params), Vec::<String>::new());
     assert_eq!(undocumented(&stage), Vec::<String>::new());
+}
+
+#[test]
+fn reflector_soak_is_documented() {
+    let params = SoakParameters {
+        devices: 5000,
+        groups: 10,
+        interval_ms: 120,
+        payload: 320,
+        soak_s: 60,
+        warmup_s: 10,
+        seed: 1,
+        churn_per_s: 5,
+        settle_ms: 2000,
+        writers: 2,
+        max_frame_age_ms: 120,
+    };
+    let result = SoakResult {
+        failures: vec!["x".into()],
+        ..SoakResult::default()
+    };
+    assert_eq!(undocumented(&params), Vec::<String>::new());
+    assert_eq!(undocumented(&result), Vec::<String>::new());
 }

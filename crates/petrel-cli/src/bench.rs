@@ -168,10 +168,14 @@ pub fn main(args: BenchArgs) -> ExitCode {
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Goodput(g)) => return crate::bench_goodput::main(&g),
         Some(BenchCommand::Reflector(r)) => {
-            return crate::reflector::run_bench(r).unwrap_or_else(|e| {
+            let outcome = match r.soak {
+                Some(seconds) => crate::reflector_soak::run(&r, seconds),
+                None => crate::reflector::run_bench(r),
+            };
+            return outcome.unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");
                 ExitCode::FAILURE
-            })
+            });
         }
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {

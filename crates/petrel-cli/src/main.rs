@@ -9,6 +9,7 @@ mod matrix;
 mod netem;
 mod progress;
 mod reflector;
+mod reflector_soak;
 mod report;
 
 use std::process::ExitCode;

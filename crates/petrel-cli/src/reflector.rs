@@ -339,15 +339,18 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
 
 /// `petrel bench reflector`: fan-out load against a reflector (a child process by default)
 /// (draarl-v1 §7, benchmarks §D), one stage per device level and interval,
-/// stopping once loss exceeds 5 %.
+/// stopping once loss exceeds 5 %; with `--soak`, one long run with churn
+/// instead (see `reflector_soak.rs`).
 #[derive(Debug, Args)]
 pub struct ReflectorBenchArgs {
-    /// Device counts to run, ascending (each device binds its own 127.x.y.z).
-    #[arg(long, value_delimiter = ',', default_value = "100,500,1000")]
-    pub levels: Vec<usize>,
-    /// Groups, which is also the number of simultaneous speakers.
-    #[arg(long, default_value_t = 1)]
-    pub groups: usize,
+    /// Device counts to run, ascending (each device binds its own 127.x.y.z)
+    /// [default: 100,500,1000; with --soak one count, 5000].
+    #[arg(long, value_delimiter = ',')]
+    pub levels: Option<Vec<usize>>,
+    /// Groups, which is also the number of simultaneous speakers
+    /// [default: 1; with --soak 10].
+    #[arg(long)]
+    pub groups: Option<usize>,
     /// Voice interval per speaker, ms. A comma list, slowest first (e.g.
     /// 120,60,40,30), searches each level for its fastest zero-loss interval:
     /// after a stage with loss, the level's faster intervals are skipped and
@@ -375,25 +378,40 @@ pub struct ReflectorBenchArgs {
     /// load generator's).
     #[arg(long)]
     pub in_process: bool,
+    /// Soak instead of stages: keep the devices talking for SECONDS (after a
+    /// 10 s warm-up) while they log out and in, switch groups, get banned and
+    /// unbanned and reconnect from new ports; attribute every lost datagram
+    /// and compare the reflector's RSS and descriptors from start to end.
+    /// Exit 1 on unattributed loss, RSS growth over 5 % or descriptor growth.
+    #[arg(long, value_name = "SECONDS")]
+    pub soak: Option<u64>,
+    /// Seed of the soak's churn schedule.
+    #[arg(long, default_value_t = 1, requires = "soak")]
+    pub seed: u64,
+    /// Churn actions the soak starts per second.
+    #[arg(long, default_value_t = 5, requires = "soak")]
+    pub churn_per_s: u32,
 }
 
-/// Runs `petrel bench reflector`: exit 0 when every stage ran, 1 when one
-/// failed, 2 for invalid arguments.
+/// Runs `petrel bench reflector` without `--soak` (the soak is
+/// `reflector_soak::run`): exit 0 when every stage ran, 1 when one failed, 2
+/// for invalid arguments.
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
+    let levels_arg = args.levels.clone().unwrap_or_else(|| vec![100, 500, 1000]);
+    let groups = args.groups.unwrap_or(1);
     let server = if args.in_process {
         ServerProcess::InProcess
     } else {
         ServerProcess::Child(std::env::current_exe().context("locating the petrel binary")?)
     };
-    let levels: Vec<Vec<LoadConfig>> = args
-        .levels
+    let levels: Vec<Vec<LoadConfig>> = levels_arg
         .iter()
         .map(|&devices| {
             args.interval_ms
                 .iter()
                 .map(|&interval_ms| LoadConfig {
                     devices,
-                    groups: args.groups,
+                    groups,
                     interval_ms,
                     payload: args.payload,
                     duration_s: args.duration_s,
@@ -425,8 +443,8 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     let params = ReflectorParameters {
-        levels: args.levels.clone(),
-        groups: args.groups,
+        levels: levels_arg.clone(),
+        groups,
         interval_ms: args.interval_ms.clone(),
         payload: args.payload,
         duration_s: args.duration_s,
@@ -435,7 +453,7 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         in_process: args.in_process,
     };
     let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
-    let case = format!("reflector-{}g-{}ms", args.groups, intervals.join("-"));
+    let case = format!("reflector-{groups}g-{}ms", intervals.join("-"));
     let mut record = ResultRecord::begin("reflector", &case, &params)?;
     let to_stdout = args.json.as_deref() == Some(Path::new("-"));
     let outcome = runtime()?.block_on(bench(&levels, to_stdout, &mut record));

@@ -32,8 +32,10 @@
 //!   destination that caused it.
 //! - [`poll`] (Linux): an epoll set waited on with nanosecond timeouts.
 //! - [`thread`]: per-thread timer slack.
-//! - [`proc`]: process and thread CPU time, RSS and peak RSS, host CPU from
-//!   `/proc/stat`, load average, CPU model, logical cores and kernel release.
+//! - [`proc`]: process and thread CPU time, RSS and peak RSS, open file
+//!   descriptors, host CPU from `/proc/stat`, host UDP receive-buffer drops
+//!   from `/proc/net/snmp`, load average, CPU model, logical cores and kernel
+//!   release.
 //! - [`hash`]: FNV-1a-64, the stable hash of shard and partition keys.
 //! - [`range`]: [`RangeError`] and [`check_range`], the one range-checked
 //!   configuration error, its message rendered from the range that was checked.

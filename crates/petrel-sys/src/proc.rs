@@ -16,6 +16,10 @@
 //!   in softirq context and, without `CONFIG_IRQ_TIME_ACCOUNTING`, is charged to
 //!   whichever thread happens to be on the CPU, so per-thread numbers alone can
 //!   hide it; the host line does not.
+//! - **Open file descriptors** of any process: the entries of `/proc/<pid>/fd`.
+//! - **UDP receive-buffer drops, whole host**: `RcvbufErrors` of the `Udp:`
+//!   lines of `/proc/net/snmp` (datagrams the kernel discarded because a
+//!   socket's receive buffer was full).
 //! - **Load**: `/proc/loadavg`. **Host description**: `/proc/cpuinfo` (CPU model,
 //!   logical cores), `/proc/sys/kernel/osrelease`.
 //!
@@ -116,6 +120,29 @@ fn status_kib(path: &str, key: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
+}
+
+/// Open file descriptors of `pid` now: the entries of `/proc/<pid>/fd`
+/// (reading it needs the same user as `pid`, or root).
+pub fn open_fds(pid: Pid) -> Option<usize> {
+    Some(fs::read_dir(format!("/proc/{pid}/fd")).ok()?.count())
+}
+
+/// `RcvbufErrors` from `/proc/net/snmp` text: the `Udp:` header line names the
+/// fields and the next `Udp:` line holds their values; `None` if either line
+/// or the field is missing or not a number.
+pub fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let names = udp.next()?;
+    let values = udp.next()?;
+    let at = names.split_whitespace().position(|n| n == "RcvbufErrors")?;
+    values.split_whitespace().nth(at)?.parse().ok()
+}
+
+/// Datagrams this host's kernel dropped so far because a UDP socket's receive
+/// buffer was full (all sockets, IPv4 `Udp:` counters of `/proc/net/snmp`).
+pub fn udp_rcvbuf_errors() -> Option<u64> {
+    parse_udp_rcvbuf_errors(&fs::read_to_string("/proc/net/snmp").ok()?)
 }
 
 /// Whole-host CPU time summed over all CPUs, in clock ticks (`USER_HZ`, see
@@ -247,6 +274,35 @@ mod tests {
         assert!(process_cpu_time().unwrap() >= thread_cpu_time().unwrap());
         assert!(peak_rss_bytes().unwrap() >= rss_bytes(pid).unwrap() / 2);
         assert_eq!(rss_bytes(u32::MAX), None);
+    }
+
+    #[test]
+    fn open_fds_follow_what_this_process_opens() {
+        let pid = std::process::id();
+        let before = open_fds(pid).unwrap();
+        let held: Vec<fs::File> = (0..5)
+            .map(|_| fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        // Other test threads may open or close descriptors meanwhile, so
+        // only the lower bound is certain.
+        assert!(open_fds(pid).unwrap() >= before + 5 - 2);
+        drop(held);
+        assert_eq!(open_fds(u32::MAX), None);
+    }
+
+    #[test]
+    fn parses_udp_rcvbuf_errors_by_field_name() {
+        let text = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+                    Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    Udp: 100 2 7 90 5 0\n\
+                    UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors\n\
+                    UdpLite: 0 0 0 0 9 0\n";
+        assert_eq!(parse_udp_rcvbuf_errors(text), Some(5));
+        assert_eq!(parse_udp_rcvbuf_errors("Udp: InDatagrams\nUdp: 1\n"), None);
+        assert_eq!(parse_udp_rcvbuf_errors("Udp: RcvbufErrors\nUdp: x\n"), None);
+        assert_eq!(parse_udp_rcvbuf_errors(""), None);
+        #[cfg(target_os = "linux")]
+        assert!(udp_rcvbuf_errors().is_some());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! | `idle` | [`idle::IdleParameters`] | [`idle::IdleReport`] |
 //! | `netem` | [`netem::NetemParameters`] | [`netem::NetemRound`] |
 //! | `reflector` | [`reflector::ReflectorParameters`] | [`reflector::LoadResult`] |
+//! | `reflector-soak` | [`reflector_soak::SoakParameters`] | [`reflector_soak::SoakResult`] |
 //!
 //! Every field's doc comment gives its unit. The same schema, as tables, is
 //! `crates/petrel-bench/RESULTS.md`; a test fails when a field is missing there.
@@ -30,6 +31,7 @@ pub mod goodput;
 pub mod idle;
 pub mod netem;
 pub mod reflector;
+pub mod reflector_soak;
 pub mod rudp;
 
 pub use envelope::{

@@ -3,7 +3,8 @@
 //! asks (benchmarks §D), instead of being shared with the load generator.
 //!
 //! The child gets a TOML config on a fresh store, prints its UDP and HTTP
-//! addresses on stdout, answers `/api/stats` with a random admin token, and
+//! addresses on stdout, answers `/api/stats` (and, for the soak, the admin
+//! device routes) with a random admin token, and
 //! is stopped with SIGINT (its graceful shutdown), then killed if it has not
 //! exited within 10 s.
 
@@ -103,9 +104,7 @@ impl ServerChild {
 
     /// Reads the fan-out counters from `/api/stats`.
     pub(super) fn fanout(&self) -> Result<FanoutCounters, LoadError> {
-        let body = http_get(self.http, "/api/stats", &self.token)?;
-        let v: serde_json::Value = serde_json::from_str(&body)
-            .map_err(|e| LoadError::Invalid(format!("/api/stats: {e}")))?;
+        let v = self.stats()?;
         let n = |k: &str| v["fanout"][k].as_u64().unwrap_or(0);
         Ok(FanoutCounters {
             frames_dropped: n("frames_dropped"),
@@ -113,6 +112,18 @@ impl ServerChild {
             queue_high_water: n("queue_high_water"),
             max_dispatch_ns: n("max_dispatch_ns"),
         })
+    }
+
+    /// The whole `/api/stats` answer.
+    pub(super) fn stats(&self) -> Result<serde_json::Value, LoadError> {
+        let body = http_request(self.http, "GET", "/api/stats", &self.token, None)?;
+        serde_json::from_str(&body).map_err(|e| LoadError::Invalid(format!("/api/stats: {e}")))
+    }
+
+    /// `PUT path` with the JSON `body` on the admin API (draarl-v1 §3.7
+    /// routes, e.g. `/api/devices/{user}/{ssid}/group`); `Ok` on a 2xx answer.
+    pub(super) fn admin_put(&self, path: &str, body: &str) -> Result<(), LoadError> {
+        http_request(self.http, "PUT", path, &self.token, Some(body)).map(drop)
     }
 }
 
@@ -169,20 +180,36 @@ fn read_addresses(
     }
 }
 
-/// A minimal HTTP/1.1 GET with a bearer token; returns the body of a 200.
-fn http_get(addr: SocketAddr, path: &str, token: &str) -> Result<String, LoadError> {
+/// A minimal HTTP/1.1 request with a bearer token and an optional JSON
+/// body; returns the body of a 2xx answer.
+fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    token: &str,
+    body: Option<&str>,
+) -> Result<String, LoadError> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let body = body.unwrap_or("");
+    let content = if body.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            body.len()
+        )
+    };
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\n{content}Connection: close\r\n\r\n{body}"
     )?;
     let mut text = String::new();
     s.take(1 << 20).read_to_string(&mut text)?;
     let (head, body) = text
         .split_once("\r\n\r\n")
         .ok_or_else(|| LoadError::Invalid(format!("{path}: no HTTP body")))?;
-    if !head.starts_with("HTTP/1.1 200") {
+    if !head.starts_with("HTTP/1.1 2") {
         let status = head.lines().next().unwrap_or("");
         return Err(LoadError::Invalid(format!("{path}: {status}")));
     }

@@ -20,6 +20,8 @@
 //! heartbeats (`schedule`), CPU samples (`cpu`, read through
 //! `petrel_sys::proc`); the `RESULT` line (`result`). The recorded figures are
 //! [`LoadResult`], defined with every other result field in [`crate::record`].
+//! The soak with churn (`--soak`) is [`soak`], on the same devices, store
+//! and child.
 //!
 //! Not here: the reflector itself (`petrel_reflector::runtime::server`).
 
@@ -31,6 +33,7 @@ mod drive;
 mod receive;
 mod result;
 mod schedule;
+pub mod soak;
 mod store_setup;
 
 use std::net::SocketAddr;

@@ -7,8 +7,9 @@ use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 use super::device::{ssid_of, user_of, DEVICES_PER_USER, PASSWORD};
 use super::{LoadConfig, LoadError};
 
-/// Creates the accounts, groups and device groups of `cfg` in the store at `db`.
-pub(super) async fn populate(cfg: &LoadConfig, db: &str) -> Result<(), LoadError> {
+/// Creates the accounts, groups and device groups of `cfg` in the store at
+/// `db`; returns the groups' store ids, by group index.
+pub(super) async fn populate(cfg: &LoadConfig, db: &str) -> Result<Vec<i64>, LoadError> {
     let store = Store::open(db, StoreOptions::default()).await?;
     let users = cfg.devices.div_ceil(DEVICES_PER_USER);
     for u in 0..users {
@@ -36,5 +37,5 @@ pub(super) async fn populate(cfg: &LoadConfig, db: &str) -> Result<(), LoadError
             .await?;
     }
     store.close().await;
-    Ok(())
+    Ok(group_ids)
 }
