@@ -40,7 +40,6 @@ mkdir -p fuzz/logs
 touch fuzz/logs/.start
 run_one() {
     local t=$1 start rc=0
-    mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
     start=$(date +%s)
     cargo +nightly fuzz run "${flags[@]}" "$t" -- \
         -runs="$runs" -print_final_stats=1 -timeout=30 \
@@ -52,7 +51,8 @@ run_one() {
 # Crash artifacts before this run, so only new ones are reported.
 declare -A before
 for t in $targets; do
-    before[$t]=$(find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' 2>/dev/null | wc -l)
+    mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
+    before[$t]=$(find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' | wc -l)
 done
 
 for t in $targets; do

@@ -54,8 +54,7 @@ fn token(token: &str, given: &str) {
     let t = AdminToken::new(token);
     assert!(t.matches(token));
     assert_eq!(t.matches(given), token == given);
-    let shown = format!("{t:?}");
-    assert!(token.len() < 4 || !shown.contains(token), "{shown}");
+    assert_eq!(format!("{t:?}"), "AdminToken(***)");
 }
 
 fn header(extra: &[(Vec<u8>, Vec<u8>)], authorization: &[u8], token: &str) {
