@@ -9,7 +9,9 @@
 # fuzz/corpus/<target>/ and the logs are in fuzz/logs/ (all gitignored).
 #
 # FUZZ_MAX_TIME=<seconds> also stops each target after that long (whichever
-# comes first; the table shows the executions reached).
+# comes first; the table shows the executions reached). FUZZ_PROFILE=dev
+# builds unoptimised instead (much faster to compile; what CI uses to check
+# that the targets build and run, not to fuzz).
 #
 # Needs the nightly toolchain and cargo-fuzz (see fuzz/README.md).
 set -euo pipefail
@@ -33,7 +35,11 @@ else
     exit 2
 fi
 
-flags=(-O -a)
+case ${FUZZ_PROFILE:-release} in
+release) flags=(-O -a) ;;
+dev) flags=(-D) ;;
+*) usage ;;
+esac
 cargo +nightly fuzz build "${flags[@]}"
 
 mkdir -p fuzz/logs

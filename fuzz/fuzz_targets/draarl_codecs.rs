@@ -62,7 +62,10 @@ fn voice(data: &[u8]) {
     assert_eq!(frames.is_empty(), data.is_empty());
     if frames.len() > 1 || frames.first().is_some_and(|f| f.len() < data.len()) {
         // Split into length-prefixed subframes: merging them gives the input.
-        assert_eq!(codec::merge_frames(frames.iter().copied()).as_deref(), Ok(data));
+        assert_eq!(
+            codec::merge_frames(frames.iter().copied()).as_deref(),
+            Ok(data)
+        );
     } else if let [whole] = frames.as_slice() {
         assert_eq!(*whole, data);
     }

@@ -52,7 +52,11 @@ fn config(input: &Input, framing: Framing) -> FecConfig {
     };
     let cfg = FecConfig {
         scheme,
-        budget: if input.small_budget { 16 << 10 } else { 1 << 20 },
+        budget: if input.small_budget {
+            16 << 10
+        } else {
+            1 << 20
+        },
         ..FecConfig::default()
     };
     cfg.validate().expect("the fuzzed config is in range");
@@ -135,7 +139,14 @@ fn through_encoder(input: &Input, f: Framing, cfg: &FecConfig) {
         if let Some(deadline) = enc.poll_timeout().filter(|d| *d <= next) {
             now = deadline.max(now);
             enc.handle_timeout(now);
-            lost |= transmit(&mut enc, &mut dec, now, false, &mut lose_parity, &mut delivered);
+            lost |= transmit(
+                &mut enc,
+                &mut dec,
+                now,
+                false,
+                &mut lose_parity,
+                &mut delivered,
+            );
         }
         now = next;
         // The ARQ never sends an empty datagram, nor one over its MTU.
@@ -144,17 +155,34 @@ fn through_encoder(input: &Input, f: Framing, cfg: &FecConfig) {
             continue;
         }
         sent.push(d.to_vec());
-        lost |= transmit(&mut enc, &mut dec, now, *lose, &mut lose_parity, &mut delivered);
+        lost |= transmit(
+            &mut enc,
+            &mut dec,
+            now,
+            *lose,
+            &mut lose_parity,
+            &mut delivered,
+        );
     }
     if let Some(deadline) = enc.poll_timeout() {
         now = deadline.max(now);
         enc.handle_timeout(now);
-        lost |= transmit(&mut enc, &mut dec, now, false, &mut lose_parity, &mut delivered);
+        lost |= transmit(
+            &mut enc,
+            &mut dec,
+            now,
+            false,
+            &mut lose_parity,
+            &mut delivered,
+        );
     }
     let mut sent_sorted = sent.clone();
     sent_sorted.sort();
     for d in &delivered {
-        assert!(sent_sorted.binary_search(d).is_ok(), "delivered a datagram never sent");
+        assert!(
+            sent_sorted.binary_search(d).is_ok(),
+            "delivered a datagram never sent"
+        );
     }
     if !lost {
         // Each sent datagram arrives at least as often as it was sent. A group
@@ -168,6 +196,9 @@ fn through_encoder(input: &Input, f: Framing, cfg: &FecConfig) {
         for d in &delivered {
             *count.entry(d).or_default() -= 1;
         }
-        assert!(count.values().all(|c| *c <= 0), "lossless, yet not everything arrived");
+        assert!(
+            count.values().all(|c| *c <= 0),
+            "lossless, yet not everything arrived"
+        );
     }
 }

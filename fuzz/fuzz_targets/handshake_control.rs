@@ -138,7 +138,12 @@ fuzz_target!(|input: Input| {
         if let Some(t) = control.poll_timeout() {
             assert!(t >= t0);
         }
-        let _ = (server.stats(), client.ignored(), control.state(), control.stats());
+        let _ = (
+            server.stats(),
+            client.ignored(),
+            control.state(),
+            control.stats(),
+        );
     }
     // A handshake the fuzzer left alone agrees on the conv at both ends.
     if let (true, Some(conv), Some(e)) = (clean, accepted, client.established()) {

@@ -9,7 +9,8 @@
 //! - `bearer` returns exactly what follows `Bearer ` in the first
 //!   `Authorization` value, and nothing for a value without that prefix;
 //! - a body parses into `GroupBody` / `CommControl` exactly when it is a JSON
-//!   object with just their fields, of their types;
+//!   object with just their fields, of their types (or, as serde's derive
+//!   allows, an array of those values in field order);
 //! - with room for every source, no source key gets more than
 //!   burst + rate × length over any window; the table stays within its
 //!   size; the source key is the address itself for IPv4 (also mapped) and
@@ -108,8 +109,14 @@ impl<'de> Deserialize<'de> for Members {
 
 fn bodies(body: &[u8]) {
     let members = serde_json::from_slice::<Members>(body).ok();
-    // The members, if they are exactly `names` (each once, in any order).
-    let fields = |names: &[&str]| {
+    let array = serde_json::from_slice::<Vec<Value>>(body).ok();
+    // The values of `names`: from an object with exactly those members (each
+    // once, in any order), or from an array of as many values in field order
+    // (serde's derived parsers take a struct in either form).
+    let fields = |names: &[&str]| -> Option<Vec<&Value>> {
+        if let Some(a) = array.as_ref().filter(|a| a.len() == names.len()) {
+            return Some(a.iter().collect());
+        }
         let m = members.as_ref()?;
         let found: Option<Vec<&Value>> = names
             .iter()
@@ -117,7 +124,9 @@ fn bodies(body: &[u8]) {
             .collect();
         found.filter(|_| m.0.len() == names.len())
     };
-    let group = Json::<GroupBody>::from_bytes(body).ok().map(|Json(g)| g.group_id);
+    let group = Json::<GroupBody>::from_bytes(body)
+        .ok()
+        .map(|Json(g)| g.group_id);
     let want = fields(&["group_id"]).and_then(|v| v[0].as_i64());
     assert_eq!(group, want, "{:?}", String::from_utf8_lossy(body));
     let comm = Json::<CommControl>::from_bytes(body)

@@ -116,12 +116,18 @@ fuzz_target!(|input: Input| {
             None => dropped += 1,
         }
         let (ips, endpoints) = limiter.tracked();
-        assert!(ips <= table_max && endpoints <= table_max, "{ips} / {endpoints}");
+        assert!(
+            ips <= table_max && endpoints <= table_max,
+            "{ips} / {endpoints}"
+        );
         if !input.small_table {
             assert_eq!(limiter.evictions(), 0);
         }
         let stats = ingress.stats();
-        assert_eq!((stats.read, stats.rate_limit_drops), (admitted + dropped, dropped));
+        assert_eq!(
+            (stats.read, stats.rate_limit_drops),
+            (admitted + dropped, dropped)
+        );
         assert_eq!(stats.rate_table_evictions, limiter.evictions());
         check_shard_key(&datagram, src, shards);
     }

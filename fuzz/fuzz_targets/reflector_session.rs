@@ -54,7 +54,9 @@ const SOURCES: [&str; 9] = [
     "[::ffff:10.0.0.1]:5000",
 ];
 /// Index 6 is unknown to the directory, 7 is empty.
-const NAMES: [&str; 8] = ["alice", "bob", "carol", "dave", "erin", "frank", "nobody", ""];
+const NAMES: [&str; 8] = [
+    "alice", "bob", "carol", "dave", "erin", "frank", "nobody", "",
+];
 /// Valid, valid but not the user's, malformed (short, non-alphanumeric), empty.
 const PASSWORDS: [&str; 5] = ["Secret12", "Wrong123", "abc", "pass word", ""];
 /// Usable SSIDs, and reserved ones (0, 100–105, 255).
@@ -112,7 +114,10 @@ struct Pkt {
 #[derive(Arbitrary, Debug)]
 enum Data {
     Empty,
-    Heartbeat { gps: Option<(f64, f64, f64)>, mac: Option<bool> },
+    Heartbeat {
+        gps: Option<(f64, f64, f64)>,
+        mac: Option<bool>,
+    },
     Query,
     TimeSync(i64),
     Set(Vec<(u8, Vec<u8>)>),
@@ -287,7 +292,9 @@ impl Harness {
         let shards = (0..n)
             .map(|_| {
                 let mut r = match &tables {
-                    Some(t) => Reflector::shard(cfg.clone(), directory(0), t0, Box::new(Arc::clone(t))),
+                    Some(t) => {
+                        Reflector::shard(cfg.clone(), directory(0), t0, Box::new(Arc::clone(t)))
+                    }
                     None => Reflector::new(cfg.clone(), directory(0), t0),
                 };
                 r.set_wall_clock(t0, wall);
@@ -309,7 +316,10 @@ impl Harness {
         Self {
             ingress: Ingress::new(&cfg, n),
             cfg,
-            sources: SOURCES.iter().map(|s| s.parse().expect("a socket address")).collect(),
+            sources: SOURCES
+                .iter()
+                .map(|s| s.parse().expect("a socket address"))
+                .collect(),
             shards,
             tables,
             t0,
@@ -402,7 +412,11 @@ impl Harness {
         for (i, r) in self.shards.iter_mut().enumerate() {
             while let Some(t) = r.poll_transmit() {
                 sent += 1;
-                assert!(self.heard.contains_key(&t.dst), "reply to {} never heard", t.dst);
+                assert!(
+                    self.heard.contains_key(&t.dst),
+                    "reply to {} never heard",
+                    t.dst
+                );
                 let p = codec::decode(&t.payload).expect("the reflector sends valid packets");
                 assert_eq!(p.header.password_bytes(), b"", "a reply carries a password");
             }
@@ -413,12 +427,19 @@ impl Harness {
             }
             while let Some(rec) = r.poll_recording() {
                 // One packet adds at most MAX_DATA_LEN / 3 frames past the 1 s cap.
-                assert!(rec.frames.len() <= 1_000 / 60 + MAX_DATA_LEN / 3, "{}", rec.frames.len());
+                assert!(
+                    rec.frames.len() <= 1_000 / 60 + MAX_DATA_LEN / 3,
+                    "{}",
+                    rec.frames.len()
+                );
                 let frames: Vec<&[u8]> = rec.frames.iter().map(Vec::as_slice).collect();
                 let file = codec::encode_raw(&frames).expect("a recording encodes");
                 assert_eq!(codec::decode_raw(&file).as_deref(), Ok(frames.as_slice()));
                 let path = relative_path(&rec);
-                assert!(!path.starts_with('/') && !path.split('/').any(|c| c == ".."), "{path}");
+                assert!(
+                    !path.starts_with('/') && !path.split('/').any(|c| c == ".."),
+                    "{path}"
+                );
             }
         }
         assert!(sent <= 3, "one step sent {sent} datagrams");
@@ -437,10 +458,16 @@ impl Harness {
             assert_eq!(Some(f.exclude), sender, "a frame excludes its sender");
             codec::decode(&f.packet).expect("a forwarded packet decodes");
             for addr in f.snapshot.partitions.iter().flatten() {
-                assert!(receiving.contains(addr), "{addr} in a snapshot but not receiving");
+                assert!(
+                    receiving.contains(addr),
+                    "{addr} in a snapshot but not receiving"
+                );
                 if !self.cfg.endpoints.exempt(*addr) {
                     let (first, last) = self.heard[addr];
-                    assert!(last - first >= wait, "{addr} receives, heard only within {wait:?}");
+                    assert!(
+                        last - first >= wait,
+                        "{addr} receives, heard only within {wait:?}"
+                    );
                 }
             }
         }
@@ -452,8 +479,15 @@ impl Harness {
         if let Some(t) = &self.tables {
             assert_eq!(t.online(), online, "shared tables and shards disagree");
         }
-        let checks: usize = self.shards.iter().map(Reflector::password_checks_in_flight).sum();
-        assert!(checks <= self.cfg.password_checks_in_flight, "{checks} checks");
+        let checks: usize = self
+            .shards
+            .iter()
+            .map(Reflector::password_checks_in_flight)
+            .sum();
+        assert!(
+            checks <= self.cfg.password_checks_in_flight,
+            "{checks} checks"
+        );
         let (mut per_account, mut per_prefix) = (HashMap::new(), HashMap::new());
         for r in &self.shards {
             for key in keys() {
@@ -462,13 +496,21 @@ impl Harness {
                 };
                 if !self.cfg.endpoints.exempt(addr) {
                     *per_account.entry(key.0).or_insert(0usize) += 1;
-                    *per_prefix.entry(SourcePrefix::of(addr.ip())).or_insert(0usize) += 1;
+                    *per_prefix
+                        .entry(SourcePrefix::of(addr.ip()))
+                        .or_insert(0usize) += 1;
                 }
             }
         }
         let caps = &self.cfg.endpoints;
-        assert!(per_account.values().all(|n| *n <= caps.max_per_account), "{per_account:?}");
-        assert!(per_prefix.values().all(|n| *n <= caps.max_per_prefix), "{per_prefix:?}");
+        assert!(
+            per_account.values().all(|n| *n <= caps.max_per_account),
+            "{per_account:?}"
+        );
+        assert!(
+            per_prefix.values().all(|n| *n <= caps.max_per_prefix),
+            "{per_prefix:?}"
+        );
         assert!(self.now >= self.t0);
     }
 }

@@ -418,4 +418,33 @@ mod tests {
         }
         assert_eq!(format!("{t:?}"), "AdminToken(***)");
     }
+
+    /// Found by the `reflector_http` fuzz target: serde's derive also takes a
+    /// struct as an array of its values in field order, so `[\t3]` (these
+    /// exact bytes) is a group move to 3. Harmless (the same fields and types,
+    /// behind the admin token); kept, and pinned here.
+    #[test]
+    fn admin_bodies_take_an_object_or_the_array_of_its_values() {
+        let group = |b: &[u8]| {
+            Json::<GroupBody>::from_bytes(b)
+                .ok()
+                .map(|Json(g)| g.group_id)
+        };
+        assert_eq!(group(br#"{"group_id": 3}"#), Some(3));
+        assert_eq!(group(b"[\t3]"), Some(3));
+        assert_eq!(group(br#"{"group_id": 3, "x": 1}"#), None);
+        assert_eq!(group(br#"{"group_id": 3, "group_id": 4}"#), None);
+        assert_eq!(group(b"[3, 4]"), None);
+        let comm = |b: &[u8]| {
+            Json::<CommControl>::from_bytes(b)
+                .ok()
+                .map(|Json(c)| (c.disable_send, c.disable_recv))
+        };
+        assert_eq!(
+            comm(br#"{"disable_recv": true, "disable_send": false}"#),
+            Some((false, true))
+        );
+        assert_eq!(comm(b"[true, false]"), Some((true, false)));
+        assert_eq!(comm(br#"{"disable_send": true}"#), None);
+    }
 }
