@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the cargo-fuzz targets (optimised, with debug assertions and overflow
+# checks as in test builds) and runs TARGET, or every target, for EXECUTIONS
+# executions each, JOBS targets at a time (default 1). Prints, per target:
+# executions, exec/s, coverage (libFuzzer's final cov: and ft:), corpus size,
+# crashes and seconds. Exits 1 if any target crashed; the crashing inputs
+# stay in fuzz/artifacts/<target>/ (replay one with
+# `cargo +nightly fuzz run -O -a <target> <file>`), the corpora grow in
+# fuzz/corpus/<target>/ and the logs are in fuzz/logs/ (all gitignored).
+#
+# FUZZ_MAX_TIME=<seconds> also stops each target after that long (whichever
+# comes first; the table shows the executions reached). FUZZ_PROFILE=dev
+# builds unoptimised instead (much faster to compile; what CI uses to check
+# that the targets build and run, not to fuzz).
+#
+# Needs the nightly toolchain and cargo-fuzz (see fuzz/README.md).
+set -euo pipefail
+
+usage() {
+    echo "usage: fuzz/run.sh TARGET|all EXECUTIONS [JOBS]" >&2
+    exit 2
+}
+[ $# -ge 2 ] && [ $# -le 3 ] || usage
+target=$1 runs=$2 jobs=${3:-1}
+[[ $runs =~ ^[0-9]+$ ]] && [[ $jobs =~ ^[1-9][0-9]*$ ]] || usage
+
+cd "$(dirname "$0")/.."
+all=$(cargo +nightly fuzz list)
+if [ "$target" = all ]; then
+    targets=$all
+elif grep -qx -- "$target" <<<"$all"; then
+    targets=$target
+else
+    echo "unknown target '$target'; targets: $(echo $all)" >&2
+    exit 2
+fi
+
+case ${FUZZ_PROFILE:-release} in
+release) flags=(-O -a) ;;
+dev) flags=(-D) ;;
+*) usage ;;
+esac
+cargo +nightly fuzz build "${flags[@]}"
+
+mkdir -p fuzz/logs
+touch fuzz/logs/.start
+run_one() {
+    local t=$1 start rc=0
+    start=$(date +%s)
+    cargo +nightly fuzz run "${flags[@]}" "$t" -- \
+        -runs="$runs" -print_final_stats=1 -timeout=30 \
+        ${FUZZ_MAX_TIME:+-max_total_time=$FUZZ_MAX_TIME} \
+        >"fuzz/logs/$t.log" 2>&1 || rc=$?
+    echo "$rc $(($(date +%s) - start))" >"fuzz/logs/$t.status"
+}
+
+# Crash artifacts before this run, so only new ones are reported.
+declare -A before
+for t in $targets; do
+    mkdir -p "fuzz/corpus/$t" "fuzz/artifacts/$t"
+    before[$t]=$(find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' | wc -l)
+done
+
+for t in $targets; do
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do
+        wait -n || true
+    done
+    run_one "$t" &
+done
+wait
+
+stat() { grep -o "stat::$1: *[0-9]*" "$2" | tail -1 | grep -o '[0-9]*$' || echo -; }
+last() { grep -o "$1: [0-9]*" "$2" | tail -1 | grep -o '[0-9]*$' || echo -; }
+
+failed=0
+printf '%-20s %12s %8s %6s %7s %7s %7s %7s\n' \
+    target executions exec/s cov ft corpus crashes seconds
+for t in $targets; do
+    log=fuzz/logs/$t.log
+    read -r rc secs <"fuzz/logs/$t.status"
+    now=$(find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' | wc -l)
+    crashes=$((now - ${before[$t]}))
+    if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then
+        crashes="?"  # failed without an artifact: see the log
+    fi
+    printf '%-20s %12s %8s %6s %7s %7s %7s %7s\n' "$t" \
+        "$(stat number_of_executed_units "$log")" "$(stat average_exec_per_sec "$log")" \
+        "$(last cov "$log")" "$(last ft "$log")" \
+        "$(find "fuzz/corpus/$t" -type f | wc -l)" "$crashes" "$secs"
+    if [ "$rc" -ne 0 ] || [ "$crashes" != 0 ]; then
+        failed=1
+        echo "  $t failed (exit $rc): fuzz/logs/$t.log" >&2
+        grep -m3 -E 'panicked at|ERROR: libFuzzer|SUMMARY' "$log" | sed 's/^/    /' >&2 || true
+        find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' -newer fuzz/logs/.start |
+            sed 's/^/    artifact: /' >&2
+    fi
+done
+exit "$failed"
