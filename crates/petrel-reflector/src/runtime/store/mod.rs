@@ -145,8 +145,13 @@ impl Store {
             .close()
             .await
             .map_err(open_error)?;
+        // All connections are opened up front and kept (min = max), so the
+        // server's descriptors and memory are fixed from the start instead of
+        // growing the first time the writer, a reload and an admin request
+        // overlap; a later growth is then a leak, which the soak checks.
         let pool = AnyPoolOptions::new()
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            .min_connections(POOL_CONNECTIONS)
             .max_connections(POOL_CONNECTIONS)
             .connect_with(connect)
             .await
