@@ -124,3 +124,21 @@ pub(super) fn login(d: &Device) -> bool {
     }
     false
 }
+
+/// Threads logging devices in at once.
+const LOGIN_THREADS: usize = 8;
+
+/// Logs in every device of `devices` from `LOGIN_THREADS` threads; how many
+/// failed to log in.
+pub(super) fn login_all(devices: &[Device]) -> usize {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = devices
+            .chunks(devices.len().div_ceil(LOGIN_THREADS).max(1))
+            .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or(usize::MAX))
+            .sum::<usize>()
+    })
+}

@@ -10,7 +10,7 @@ use petrel_reflector::codec::{encode_into, PacketType};
 use petrel_sys::proc::{load_avg_1m, rss_bytes};
 
 use super::cpu::{cpu_between, CpuSample};
-use super::device::{login, make_device, unix_ns, Device, MARKER};
+use super::device::{login_all, make_device, unix_ns, Device, MARKER};
 use super::receive::{self, RECV_THREAD};
 use super::schedule::{heartbeat_loop, Schedule};
 use super::{LoadConfig, LoadError, LoadResult};
@@ -21,8 +21,6 @@ const WARMUP_ROUNDS: u64 = 8;
 const RECEIVER_THREADS: usize = 2;
 /// Name of the heartbeat thread.
 const HEARTBEAT_THREAD: &str = "lg-heartbeat";
-/// Threads logging devices in at once.
-const LOGIN_THREADS: usize = 8;
 
 /// Runs one stage against the reflector at `server`; `server_pid` is its
 /// process when it is a child.
@@ -35,19 +33,7 @@ pub(super) fn drive(
         .map(|i| make_device(i, server))
         .collect::<Result<_, _>>()?;
     let t0 = Instant::now();
-    let failed = std::thread::scope(|s| {
-        let chunks: Vec<&[Device]> = devices
-            .chunks(devices.len().div_ceil(LOGIN_THREADS))
-            .collect();
-        let handles: Vec<_> = chunks
-            .into_iter()
-            .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(usize::MAX))
-            .sum::<usize>()
-    });
+    let failed = login_all(&devices);
     if failed > 0 {
         return Err(LoadError::Login(failed));
     }

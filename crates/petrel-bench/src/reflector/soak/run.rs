@@ -14,7 +14,7 @@ use petrel_reflector::codec::{encode_into, PacketType};
 use petrel_sys::proc::{open_fds, rss_bytes, udp_rcvbuf_errors};
 
 use super::super::child::ServerChild;
-use super::super::device::{login, make_device, unix_ns, Device, MARKER};
+use super::super::device::{login_all, make_device, unix_ns, Device, MARKER};
 use super::super::schedule::Schedule;
 use super::super::LoadError;
 use super::actions::{Actor, Slot};
@@ -27,8 +27,6 @@ use crate::record::reflector_soak::{SoakChurn, SoakResult};
 
 /// Receive threads.
 const RECEIVER_THREADS: usize = 2;
-/// Threads logging devices in at the start.
-const LOGIN_THREADS: usize = 8;
 /// Pending socket swaps per receive thread.
 const SWAP_QUEUE: usize = 1024;
 /// How long the churn is paused before the child's descriptors are
@@ -98,16 +96,7 @@ pub(super) fn soak(
     let devices: Vec<Device> = (0..n)
         .map(|i| make_device(i, child.udp))
         .collect::<Result<_, _>>()?;
-    let failed = std::thread::scope(|s| {
-        let handles: Vec<_> = devices
-            .chunks(n.div_ceil(LOGIN_THREADS))
-            .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or(usize::MAX))
-            .sum::<usize>()
-    });
+    let failed = login_all(&devices);
     if failed > 0 {
         return Err(LoadError::Login(failed));
     }
