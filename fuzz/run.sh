@@ -9,7 +9,11 @@
 # fuzz/corpus/<target>/ and the logs are in fuzz/logs/ (all gitignored).
 #
 # FUZZ_MAX_TIME=<seconds> also stops each target after that long (whichever
-# comes first; the table shows the executions reached). FUZZ_PROFILE=dev
+# comes first; the table shows the executions reached). FUZZ_MIN_TIME=<seconds>
+# instead runs each target for at least that long *and* at least EXECUTIONS
+# executions: first for FUZZ_MIN_TIME seconds, then, if it has not reached
+# EXECUTIONS yet, on the same corpus for the executions still missing (the
+# table adds both runs up). FUZZ_PROFILE=dev
 # builds unoptimised instead (much faster to compile; what CI uses to check
 # that the targets build and run, not to fuzz).
 #
@@ -44,14 +48,30 @@ cargo +nightly fuzz build "${flags[@]}"
 
 mkdir -p fuzz/logs
 touch fuzz/logs/.start
-run_one() {
-    local t=$1 start rc=0
-    start=$(date +%s)
+executed() { grep -o 'stat::number_of_executed_units: *[0-9]*' "$1" | tail -1 | grep -o '[0-9]*$' || echo 0; }
+fuzz_once() { # target log libfuzzer-limit...
+    local t=$1 log=$2
+    shift 2
     cargo +nightly fuzz run "${flags[@]}" "$t" -- \
-        -runs="$runs" -print_final_stats=1 -timeout=30 \
-        ${FUZZ_MAX_TIME:+-max_total_time=$FUZZ_MAX_TIME} \
-        >"fuzz/logs/$t.log" 2>&1 || rc=$?
-    echo "$rc $(($(date +%s) - start))" >"fuzz/logs/$t.status"
+        -print_final_stats=1 -timeout=30 "$@" >>"$log" 2>&1
+}
+run_one() {
+    local t=$1 start rc=0 log=fuzz/logs/$1.log done_runs=0
+    start=$(date +%s)
+    : >"$log"
+    if [ -n "${FUZZ_MIN_TIME:-}" ]; then
+        fuzz_once "$t" "$log" -max_total_time="$FUZZ_MIN_TIME" || rc=$?
+        done_runs=$(executed "$log")
+        if [ "$rc" -eq 0 ] && [ "$done_runs" -lt "$runs" ]; then
+            fuzz_once "$t" "$log" -runs=$((runs - done_runs)) || rc=$?
+            done_runs=$((done_runs + $(executed "$log")))
+        fi
+    else
+        fuzz_once "$t" "$log" -runs="$runs" \
+            ${FUZZ_MAX_TIME:+-max_total_time=$FUZZ_MAX_TIME} || rc=$?
+        done_runs=$(executed "$log")
+    fi
+    echo "$rc $(($(date +%s) - start)) $done_runs" >"fuzz/logs/$t.status"
 }
 
 # Crash artifacts before this run, so only new ones are reported.
@@ -69,7 +89,6 @@ for t in $targets; do
 done
 wait
 
-stat() { grep -o "stat::$1: *[0-9]*" "$2" | tail -1 | grep -o '[0-9]*$' || echo -; }
 last() { grep -o "$1: [0-9]*" "$2" | tail -1 | grep -o '[0-9]*$' || echo -; }
 
 failed=0
@@ -77,14 +96,14 @@ printf '%-20s %12s %8s %6s %7s %7s %7s %7s\n' \
     target executions exec/s cov ft corpus crashes seconds
 for t in $targets; do
     log=fuzz/logs/$t.log
-    read -r rc secs <"fuzz/logs/$t.status"
+    read -r rc secs done_runs <"fuzz/logs/$t.status"
     now=$(find "fuzz/artifacts/$t" -type f ! -name 'slow-unit-*' | wc -l)
     crashes=$((now - ${before[$t]}))
     if [ "$rc" -ne 0 ] && [ "$crashes" -eq 0 ]; then
         crashes="?"  # failed without an artifact: see the log
     fi
     printf '%-20s %12s %8s %6s %7s %7s %7s %7s\n' "$t" \
-        "$(stat number_of_executed_units "$log")" "$(stat average_exec_per_sec "$log")" \
+        "$done_runs" "$((done_runs / (secs > 0 ? secs : 1)))" \
         "$(last cov "$log")" "$(last ft "$log")" \
         "$(find "fuzz/corpus/$t" -type f | wc -l)" "$crashes" "$secs"
     if [ "$rc" -ne 0 ] || [ "$crashes" != 0 ]; then

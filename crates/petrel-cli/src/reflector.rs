@@ -385,6 +385,10 @@ pub struct ReflectorBenchArgs {
     /// Exit 1 on unattributed loss, RSS growth over 5 % or descriptor growth.
     #[arg(long, value_name = "SECONDS")]
     pub soak: Option<u64>,
+    /// Seconds of voice and churn before the soak's measurement starts
+    /// (10–3600); RSS and descriptors are compared from its end.
+    #[arg(long, default_value_t = petrel_bench::reflector::soak::DEFAULT_WARMUP_S, requires = "soak")]
+    pub warmup_s: u64,
     /// Seed of the soak's churn schedule.
     #[arg(long, default_value_t = 1, requires = "soak")]
     pub seed: u64,

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::ResultRecord;
-use petrel_bench::reflector::soak::{self, SoakConfig, SETTLE_AFTER_MS, WARMUP_S};
+use petrel_bench::reflector::soak::{self, SoakConfig, SETTLE_AFTER_MS};
 use petrel_bench::reflector::{LoadConfig, ServerProcess};
 
 use crate::reflector::ReflectorBenchArgs;
@@ -53,6 +53,7 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
             server,
         },
         soak_s: seconds,
+        warmup_s: args.warmup_s,
         seed: args.seed,
         churn_per_s: args.churn_per_s,
     };
@@ -70,7 +71,7 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
         interval_ms,
         payload: cfg.load.payload,
         soak_s: seconds,
-        warmup_s: WARMUP_S,
+        warmup_s: cfg.warmup_s,
         seed: cfg.seed,
         churn_per_s: cfg.churn_per_s,
         settle_ms: SETTLE_AFTER_MS,

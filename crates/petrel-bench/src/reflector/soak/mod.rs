@@ -27,8 +27,9 @@ use petrel_sys::range::check_range;
 use super::{child, store_setup, LoadConfig, LoadError, ServerProcess};
 use crate::record::reflector_soak::SoakResult;
 
-/// Voice and churn run this long before the measurement starts, s.
-pub const WARMUP_S: u64 = 10;
+/// Voice and churn run this long before the measurement starts unless
+/// [`SoakConfig::warmup_s`] says otherwise, s.
+pub const DEFAULT_WARMUP_S: u64 = 10;
 /// After a churn action ends, how long a receiver's misses still count as
 /// `churn_window`, ms: the admin API answers once the store is written, and
 /// the directory reload reaches the shards after it.
@@ -48,6 +49,11 @@ pub struct SoakConfig {
     pub load: LoadConfig,
     /// Measured time after the warm-up, s (10–86 400).
     pub soak_s: u64,
+    /// Voice and churn before the measurement, s (10–3 600). The RSS and
+    /// descriptor baseline is read at its end, so a long soak wants a
+    /// warm-up that lets every table and allocator arena of the reflector
+    /// reach its steady size under churn (minutes, not seconds).
+    pub warmup_s: u64,
     /// Seed of the churn schedule.
     pub seed: u64,
     /// Churn actions started per second (1–1000).
@@ -65,6 +71,7 @@ impl SoakConfig {
             LoadError::Invalid(format!("{}: {}", e.field, e.range))
         };
         check_range("soak", self.soak_s, &(10..=86_400)).map_err(invalid)?;
+        check_range("warmup_s", self.warmup_s, &(10..=3_600)).map_err(invalid)?;
         check_range("churn_per_s", self.churn_per_s, &(1..=1000)).map_err(invalid)?;
         // The soak's voice payload also carries the group (bytes 32..40).
         check_range("payload", self.load.payload, &(40..=710))

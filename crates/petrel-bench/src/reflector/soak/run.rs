@@ -22,7 +22,7 @@ use super::book::FrameBook;
 use super::ledger::{DropCounters, Ledger, Tally, View};
 use super::plan::{Action, Churn};
 use super::receivers::{receive_loop, RecvTally, Swap, RECV_THREAD};
-use super::{SoakConfig, FINALIZE_MS, RSS_GROWTH_LIMIT_PCT, SETTLE_AFTER_MS, WARMUP_S};
+use super::{SoakConfig, FINALIZE_MS, RSS_GROWTH_LIMIT_PCT, SETTLE_AFTER_MS};
 use crate::record::reflector_soak::{SoakChurn, SoakResult};
 
 /// Receive threads.
@@ -174,7 +174,7 @@ pub(super) fn soak(
         let now_ms = || u64::try_from(t0.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut schedule = Schedule::new(Instant::now(), interval);
         let mut k = 0u64;
-        while t0.elapsed() < Duration::from_secs(WARMUP_S) {
+        while t0.elapsed() < Duration::from_secs(cfg.warmup_s) {
             wait_for(&schedule, k);
             voice.round(0, k, groups);
             k += 1;
