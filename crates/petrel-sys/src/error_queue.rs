@@ -66,6 +66,27 @@ impl IcmpError {
             ErrorOrigin::Local | ErrorOrigin::Other(_) => false,
         }
     }
+
+    /// Whether this is a *port* unreachable (ICMP type 3 code 3, RFC 792;
+    /// ICMPv6 type 1 code 4, RFC 4443 §3.1), which only the destination
+    /// host itself sends.
+    pub fn is_port_unreachable(&self) -> bool {
+        match self.origin {
+            ErrorOrigin::Icmp => (self.icmp_type, self.icmp_code) == (3, 3),
+            ErrorOrigin::Icmp6 => (self.icmp_type, self.icmp_code) == (1, 4),
+            ErrorOrigin::Local | ErrorOrigin::Other(_) => false,
+        }
+    }
+
+    /// Whether the message came from the destination host itself (an
+    /// IPv4-mapped IPv6 address compares as its IPv4 address); false when
+    /// the kernel named no offender. A port unreachable from any other host
+    /// is forged.
+    pub fn offender_is_destination(&self) -> bool {
+        let canonical = |ip: IpAddr| ip.to_canonical();
+        self.offender
+            .is_some_and(|o| canonical(o) == canonical(self.destination.ip()))
+    }
 }
 
 /// Whether `e`, returned by an ordinary send or receive on a socket with
@@ -316,12 +337,30 @@ mod tests {
         assert_eq!(e.errno, libc::ECONNREFUSED);
         assert_eq!(e.origin, ErrorOrigin::Icmp);
         assert_eq!((e.icmp_type, e.icmp_code), (3, 3));
-        assert!(e.is_unreachable());
+        assert!(e.is_unreachable() && e.is_port_unreachable());
         assert_eq!(e.offender, Some(IpAddr::from([127, 0, 0, 1])));
+        assert!(e.offender_is_destination());
         // The error is also reported once to the next ordinary call, which
         // `is_deferred_error` recognises; the queue itself is now empty.
         let mut rest = Vec::new();
         assert_eq!(recv_errors(&sock, &mut rest, 4).unwrap(), 0);
+    }
+
+    #[test]
+    fn port_unreachable_names_the_destination_host_as_offender() {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable_recv_errors(&sock).unwrap());
+        let closed = closed_port("127.0.0.2");
+        sock.send_to(b"anyone there?", closed).unwrap();
+        let errs = wait_errors(&sock, 1);
+        assert_eq!(errs.len(), 1, "no error queued");
+        assert_eq!(errs[0].offender, Some(IpAddr::from([127, 0, 0, 2])));
+        assert!(errs[0].is_port_unreachable() && errs[0].offender_is_destination());
+        let forged = IcmpError {
+            offender: Some(IpAddr::from([127, 0, 0, 66])),
+            ..errs[0]
+        };
+        assert!(!forged.offender_is_destination());
     }
 
     #[test]

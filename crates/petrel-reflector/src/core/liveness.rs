@@ -4,10 +4,17 @@
 //! silence timeout itself is the sweep in `reflector.rs`.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::reflector::Reflector;
 use crate::model::DeviceKey;
+
+/// An endpoint that has contradicted an earlier ICMP report is taken
+/// offline by a new one only after this much silence: longer than the 5 s
+/// heartbeat of a link box (the app's is 2 s), so a device that keeps
+/// talking cannot be cut off by forged reports, while one whose port really
+/// closed stops receiving this long after its last datagram.
+pub(super) const UNREACHABLE_TRUSTED_AFTER_SILENCE: Duration = Duration::from_secs(6);
 
 impl Reflector {
     /// Records that `key`'s endpoint was heard at `now`; returns true when
@@ -33,6 +40,16 @@ impl Reflector {
     /// up at `addr` after `now` is kept (the report is older than it).
     /// Counted in `unreachable_sessions_ended`; addresses with no session
     /// here are ignored (every shard is told).
+    ///
+    /// ICMP can be forged like any datagram. An ended endpoint is
+    /// remembered, and one that logs in again from the same address while
+    /// remembered has proven the report wrong: later reports for that
+    /// session end it only once it has been silent for
+    /// [`UNREACHABLE_TRUSTED_AFTER_SILENCE`]; before that they are ignored
+    /// (`unreachable_reports_ignored`). So a forger costs a live device one
+    /// re-login per session at most, never its audio for good, and a port
+    /// that really closed still stops receiving within a second, or within
+    /// that silence if it had contradicted a report before.
     pub fn handle_unreachable(&mut self, now: Instant, addr: SocketAddr) {
         let at_addr: Vec<DeviceKey> = self
             .by_addr
@@ -40,14 +57,21 @@ impl Reflector {
             .map(|(_, k)| *k)
             .collect();
         for key in at_addr {
-            if self
-                .sessions
-                .get(&key)
-                .is_some_and(|s| s.heard_since <= now)
-            {
-                self.stats.unreachable_sessions_ended += 1;
-                self.drop_session(key);
+            let Some(s) = self.sessions.get(&key) else {
+                continue;
+            };
+            if s.heard_since > now {
+                continue;
             }
+            if s.contradicted_unreachable
+                && now.saturating_duration_since(s.last_seen) < UNREACHABLE_TRUSTED_AFTER_SILENCE
+            {
+                self.stats.unreachable_reports_ignored += 1;
+                continue;
+            }
+            self.stats.unreachable_sessions_ended += 1;
+            self.drop_session(key);
+            self.unreachable.remember(addr, now);
         }
     }
 }

@@ -13,12 +13,17 @@ use crate::model::{
     DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
     Transmit, UNGROUPED,
 };
-use crate::policy::TokenBucket;
+use crate::policy::{TokenBucket, UnreachableMemory};
 
 /// Device model of the Android app, which may log in without a MAC (spec §3.5).
 pub(super) const DEV_MODEL_ANDROID: u8 = 101;
 /// Outbound store events kept at most between two polls.
 const MAX_PENDING_EVENTS: usize = 4096;
+/// Endpoints an ICMP report ended that one shard remembers at most.
+const UNREACHABLE_MEMORY: usize = 4096;
+/// How long such an endpoint is remembered: a device whose session a
+/// forged report ended logs in again with its next heartbeat, seconds later.
+const UNREACHABLE_MEMORY_TTL: std::time::Duration = std::time::Duration::from_secs(600);
 
 #[derive(Debug, Clone)]
 pub(super) struct Session {
@@ -34,6 +39,10 @@ pub(super) struct Session {
     /// `receive_after_ms` after `heard_since`, or exempt (see
     /// [`EndpointPolicy`](crate::model::EndpointPolicy)).
     pub(super) receiving: bool,
+    /// Whether this endpoint logged in again after an ICMP report had
+    /// ended its session: it is alive, so reports for it are trusted only
+    /// once it has gone silent (see `liveness.rs`).
+    pub(super) contradicted_unreachable: bool,
 }
 
 /// A heartbeat waiting for its password check.
@@ -75,6 +84,8 @@ pub struct Reflector {
     /// A wall-clock reading for Type 3 time sync: (instant, Unix ms then).
     pub(super) wall: Option<(Instant, i64)>,
     pub(super) recorder: Option<Recorder>,
+    /// Endpoints an ICMP report took offline lately.
+    pub(super) unreachable: UnreachableMemory,
     pub(super) stats: SessionStats,
 }
 
@@ -113,6 +124,7 @@ impl Reflector {
             events: VecDeque::new(),
             wall: None,
             recorder: None,
+            unreachable: UnreachableMemory::new(UNREACHABLE_MEMORY, UNREACHABLE_MEMORY_TTL),
             stats: SessionStats::default(),
         }
     }
@@ -300,8 +312,12 @@ impl Reflector {
                 s.group_id = group_id;
                 s.heard_since = now;
                 s.receiving = at_once;
+                s.contradicted_unreachable = self.unreachable.take(src, now);
+                self.stats.unreachable_contradicted += u64::from(s.contradicted_unreachable);
             }
             None => {
+                let contradicted_unreachable = self.unreachable.take(src, now);
+                self.stats.unreachable_contradicted += u64::from(contradicted_unreachable);
                 self.by_addr.insert((src, key));
                 self.sessions.insert(
                     key,
@@ -316,6 +332,7 @@ impl Reflector {
                         ),
                         heard_since: now,
                         receiving: at_once,
+                        contradicted_unreachable,
                     },
                 );
             }

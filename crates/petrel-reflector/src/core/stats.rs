@@ -91,6 +91,12 @@ pub struct SessionStats {
     pub endpoints_heard_twice: u64,
     /// Sessions ended because their endpoint was reported unreachable (ICMP).
     pub unreachable_sessions_ended: u64,
+    /// Logins from an endpoint whose session an ICMP report had ended
+    /// shortly before (the report was wrong, or forged).
+    pub unreachable_contradicted: u64,
+    /// ICMP reports ignored for endpoints that had contradicted one and are
+    /// still talking.
+    pub unreachable_reports_ignored: u64,
 }
 
 impl SessionStats {
@@ -137,6 +143,8 @@ impl SessionStats {
             prefix_endpoint_limit_rejects,
             endpoints_heard_twice,
             unreachable_sessions_ended,
+            unreachable_contradicted,
+            unreachable_reports_ignored,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -178,6 +186,8 @@ impl SessionStats {
         self.prefix_endpoint_limit_rejects += prefix_endpoint_limit_rejects;
         self.endpoints_heard_twice += endpoints_heard_twice;
         self.unreachable_sessions_ended += unreachable_sessions_ended;
+        self.unreachable_contradicted += unreachable_contradicted;
+        self.unreachable_reports_ignored += unreachable_reports_ignored;
     }
 
     /// Every counter with its name, for metrics export.
@@ -246,6 +256,11 @@ impl SessionStats {
             (
                 "unreachable_sessions_ended",
                 self.unreachable_sessions_ended,
+            ),
+            ("unreachable_contradicted", self.unreachable_contradicted),
+            (
+                "unreachable_reports_ignored",
+                self.unreachable_reports_ignored,
             ),
         ]
     }

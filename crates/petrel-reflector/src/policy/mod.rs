@@ -1,6 +1,7 @@
 //! Ingress policies, each a small sans-IO table driven by `now`: token-bucket
 //! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-IP
-//! request budget, the failed-auth ban ladder and the half-duplex floor.
+//! request budget, the failed-auth ban ladder, the half-duplex floor and the
+//! memory of endpoints an ICMP report took offline.
 //! Every table keyed by source is bounded and evicts its least-recently-used
 //! entry rather than refuse a new source.
 
@@ -10,6 +11,7 @@ mod floor;
 mod ip_rate_table;
 mod password_budget;
 mod rate_limit;
+mod unreachable_memory;
 
 pub use ban::{BanCheck, BanLadder};
 pub use bucket_table::TokenBucket;
@@ -17,3 +19,4 @@ pub use floor::{FloorDecision, FloorTable};
 pub use ip_rate_table::{source_key, IpRateTable};
 pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
 pub use rate_limit::{RateDecision, RateLimiter};
+pub use unreachable_memory::UnreachableMemory;

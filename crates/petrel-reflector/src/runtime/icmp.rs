@@ -2,7 +2,10 @@
 //! error queue (`IP_RECVERR`, enabled by the server at bind) and tells
 //! every shard which endpoints are unreachable, so their sessions end
 //! within one loop turn of each thread (see
-//! [`Reflector::handle_unreachable`](crate::core::Reflector::handle_unreachable)).
+//! [`Reflector::handle_unreachable`](crate::core::Reflector::handle_unreachable),
+//! which also says how the core copes with forged reports). A port
+//! unreachable that does not come from the destination host itself is
+//! forged on its face and dropped here (`offender_mismatch`).
 //! The system calls are `petrel-sys`'s [`error_queue`](petrel_sys::error_queue).
 
 use std::net::{SocketAddr, UdpSocket};
@@ -30,6 +33,7 @@ pub(super) type Report = (Instant, SocketAddr);
 pub(crate) struct IcmpCounters {
     errors: AtomicU64,
     unreachable: AtomicU64,
+    offender_mismatch: AtomicU64,
     reports_dropped: AtomicU64,
     read_failures: AtomicU64,
 }
@@ -41,6 +45,9 @@ pub struct IcmpStats {
     pub errors: u64,
     /// Of those, destination unreachable (port, host, network), reported to the shards.
     pub unreachable: u64,
+    /// Port unreachables not sent by the destination host (RFC 792: only
+    /// the destination sends them), dropped as forged.
+    pub offender_mismatch: u64,
     /// Reports not delivered to a shard because its queue was full.
     pub reports_dropped: u64,
     /// Reads of the error queue that failed.
@@ -52,6 +59,7 @@ impl IcmpCounters {
         IcmpStats {
             errors: self.errors.load(Relaxed),
             unreachable: self.unreachable.load(Relaxed),
+            offender_mismatch: self.offender_mismatch.load(Relaxed),
             reports_dropped: self.reports_dropped.load(Relaxed),
             read_failures: self.read_failures.load(Relaxed),
         }
@@ -64,6 +72,7 @@ impl IcmpStats {
         vec![
             ("errors", self.errors),
             ("unreachable", self.unreachable),
+            ("offender_mismatch", self.offender_mismatch),
             ("reports_dropped", self.reports_dropped),
             ("read_failures", self.read_failures),
         ]
@@ -107,6 +116,10 @@ impl IcmpWatch {
         for e in &self.buf {
             self.counters.errors.fetch_add(1, Relaxed);
             if !e.is_unreachable() {
+                continue;
+            }
+            if e.is_port_unreachable() && !e.offender_is_destination() {
+                self.counters.offender_mismatch.fetch_add(1, Relaxed);
                 continue;
             }
             self.counters.unreachable.fetch_add(1, Relaxed);

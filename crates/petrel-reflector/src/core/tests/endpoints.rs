@@ -210,10 +210,61 @@ fn unreachable_ends_every_session_at_that_endpoint() {
     s.login(shared, "alice", 1);
     s.r.handle_unreachable(read_at, addr(shared));
     assert_eq!(s.r.session_addr((1, 1)), Some(addr(shared)));
-    // Its data is refused once it is gone.
+    // Logging in again there contradicted the first report, so a new one
+    // ends the session only after the endpoint has gone silent; its data is
+    // refused once it is gone.
+    s.advance(6_000);
     s.r.handle_unreachable(s.now, addr(shared));
     s.send(shared, &media(PacketType::Voice, "alice", 1, b"x"));
     assert_eq!(s.r.stats().unknown_device_drops, 1);
+}
+
+/// Forged ICMP reports (anyone who can forge a UDP source can forge one)
+/// against a link box that keeps its 5 s heartbeat: the first report costs
+/// it one re-login; later ones are ignored while it talks, so it keeps
+/// receiving. Once it really goes silent, a report ends it again.
+#[test]
+fn forged_unreachable_reports_cannot_keep_a_live_device_deaf() {
+    let mut s = Sim::new();
+    let boxed = "192.0.2.50:7000";
+    s.login(boxed, "alice", 1);
+    s.login("198.51.100.1:1", "bob", 1);
+    s.advance(2_000);
+    s.login(boxed, "alice", 1);
+    assert_eq!(s.r.session_receives((1, 1)), Some(true));
+    // One forged report a second for 60 s, the box heartbeating every 5 s.
+    let mut received = 0;
+    for second in 0..60u64 {
+        s.r.handle_unreachable(s.now, addr(boxed));
+        if second % 5 == 4 {
+            let _ = s.send(boxed, &hb("alice", "Secret12", 1, None));
+        }
+        if voice_targets(&mut s, "198.51.100.1:1", "bob", 1).contains(&addr(boxed)) {
+            received += 1;
+        }
+        s.advance(1_000);
+    }
+    let st = s.r.stats();
+    assert_eq!(
+        st.unreachable_sessions_ended, 1,
+        "only the first report is believed"
+    );
+    assert_eq!(st.unreachable_contradicted, 1);
+    assert!(st.unreachable_reports_ignored >= 50, "{st:?}");
+    assert!(received >= 50, "the box heard {received} of 60 s");
+    // The box goes silent (its last heartbeat was 1 s ago); its port closed
+    // for real: the next report after the trusted silence ends it.
+    s.advance(4_000);
+    s.r.handle_unreachable(s.now, addr(boxed));
+    assert_eq!(
+        s.r.session_addr((1, 1)),
+        Some(addr(boxed)),
+        "silent 5 s only"
+    );
+    s.advance(1_500);
+    s.r.handle_unreachable(s.now, addr(boxed));
+    assert_eq!(s.r.session_addr((1, 1)), None);
+    assert_eq!(s.r.stats().unreachable_sessions_ended, 2);
 }
 
 #[test]
