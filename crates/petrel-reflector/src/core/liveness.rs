@@ -43,11 +43,14 @@ impl Reflector {
     ///
     /// ICMP can be forged like any datagram. An ended endpoint is
     /// remembered, and one that logs in again from the same address while
-    /// remembered has proven the report wrong: later reports for that
-    /// session end it only once it has been silent for
+    /// remembered has proven the report wrong: it receives again at once
+    /// (no heard-twice wait), and later reports for that session end it
+    /// only once it has been silent for
     /// [`UNREACHABLE_TRUSTED_AFTER_SILENCE`]; before that they are ignored
-    /// (`unreachable_reports_ignored`). So a forger costs a live device one
-    /// re-login per session at most, never its audio for good, and a port
+    /// (`unreachable_reports_ignored`). So a forger costs a live device the
+    /// audio until its next heartbeat once per session, never for good; one
+    /// who also forges heartbeats from a closed port gets what forged
+    /// heartbeats kept up get anyway (the endpoint caps bound it); and a port
     /// that really closed still stops receiving within a second, or within
     /// that silence if it had contradicted a report before.
     pub fn handle_unreachable(&mut self, now: Instant, addr: SocketAddr) {

@@ -41,7 +41,8 @@ pub(super) struct Session {
     pub(super) receiving: bool,
     /// Whether this endpoint logged in again after an ICMP report had
     /// ended its session: it is alive, so reports for it are trusted only
-    /// once it has gone silent (see `liveness.rs`).
+    /// once it has gone silent, and it receives at once, as it did before
+    /// the report (see `liveness.rs`).
     pub(super) contradicted_unreachable: bool,
 }
 
@@ -313,6 +314,7 @@ impl Reflector {
                 s.heard_since = now;
                 s.receiving = at_once;
                 s.contradicted_unreachable = self.unreachable.take(src, now);
+                s.receiving |= s.contradicted_unreachable;
                 self.stats.unreachable_contradicted += u64::from(s.contradicted_unreachable);
             }
             None => {
@@ -331,7 +333,7 @@ impl Reflector {
                             now,
                         ),
                         heard_since: now,
-                        receiving: at_once,
+                        receiving: at_once || contradicted_unreachable,
                         contradicted_unreachable,
                     },
                 );
