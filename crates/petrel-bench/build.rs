@@ -44,10 +44,8 @@ fn main() {
     println!("cargo:rerun-if-changed={}", lock_path.display());
 
     let revision = run("git", &["rev-parse", "HEAD"]).unwrap_or_else(|| "unknown".to_owned());
-    // Not `git status`: it refreshes and rewrites `.git/index`, which this script
-    // watches, so the next cargo command would rerun it and rebuild the crate (a
-    // fresh clone's `cargo build` then `cargo run` rebuilt for minutes).
-    // `diff-index` only reads; a file touched but unchanged counts as modified.
+    // Not `git status`: it refreshes and rewrites `.git/index`. `diff-index`
+    // only reads; a file touched but unchanged counts as modified.
     let dirty = match Command::new("git")
         .args(["diff-index", "--quiet", "HEAD", "--"])
         .status()
@@ -65,11 +63,13 @@ fn main() {
     println!("cargo:rustc-env=PETREL_GIT_DIRTY={dirty}");
     println!("cargo:rustc-env=PETREL_RUSTC_VERSION={rustc_version}");
 
-    // Rebuild when a commit is made or the index changes; edits to unstaged
-    // files do not trigger a rerun, so `git_dirty` reflects the last build.
+    // Rebuild when a commit is made or another revision is checked out. Not
+    // on index changes: the user's own `git status` rewrites `.git/index`,
+    // and watching it made the next `cargo run` rebuild for minutes. The
+    // dirty flag is read again when a record is made (`BuildInfo::current`).
     if let Some(git_dir) = run("git", &["rev-parse", "--absolute-git-dir"]) {
         let git_dir = PathBuf::from(git_dir);
-        for file in ["HEAD", "index", "logs/HEAD"] {
+        for file in ["HEAD", "logs/HEAD"] {
             println!("cargo:rerun-if-changed={}", git_dir.join(file).display());
         }
     }

@@ -47,8 +47,12 @@ pub enum RecordError {
 pub struct BuildInfo {
     /// `git rev-parse HEAD` at build time, or `"unknown"`.
     pub git_revision: String,
-    /// Whether tracked files differed from `HEAD` at build time (`None`:
-    /// unknown). Untracked files are ignored.
+    /// Whether tracked files differ from `HEAD` (`None`: unknown). Read when
+    /// the record is made if the source tree the binary was built from is
+    /// still at `git_revision` (cargo rebuilds after any edit, so a
+    /// `cargo run` binary matches it); `None` if that tree has moved to
+    /// another revision; as at build time if git cannot be run. Untracked
+    /// files are ignored.
     pub git_dirty: Option<bool>,
     /// `rustc --version` of the compiler that built this crate, or `"unknown"`.
     pub rustc_version: String,
@@ -59,11 +63,15 @@ pub struct BuildInfo {
 impl BuildInfo {
     /// The build information compiled into this binary.
     pub fn current() -> Self {
-        let git_dirty = match env!("PETREL_GIT_DIRTY") {
+        static LIVE_DIRTY: std::sync::OnceLock<Option<Option<bool>>> = std::sync::OnceLock::new();
+        let built_dirty = match env!("PETREL_GIT_DIRTY") {
             "true" => Some(true),
             "false" => Some(false),
             _ => None,
         };
+        let git_dirty = LIVE_DIRTY
+            .get_or_init(|| live_dirty(env!("PETREL_GIT_REVISION")))
+            .unwrap_or(built_dirty);
         let profile = if cfg!(debug_assertions) {
             "debug"
         } else {
@@ -76,6 +84,34 @@ impl BuildInfo {
             profile: profile.to_owned(),
         }
     }
+}
+
+/// Whether the source tree this crate was built from differs from `HEAD`
+/// now: `None` when git cannot tell (not a checkout, no git), `Some(None)`
+/// when the tree is at another revision than `revision`. Uses `git
+/// diff-index`, which only reads (`git status` would rewrite `.git/index`).
+fn live_dirty(revision: &str) -> Option<Option<bool>> {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(args)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+    };
+    let head = git(&["rev-parse", "HEAD"]).filter(|o| o.status.success())?;
+    if String::from_utf8_lossy(&head.stdout).trim() != revision {
+        return Some(None);
+    }
+    Some(
+        match git(&["diff-index", "--quiet", "HEAD", "--"])?.status.code() {
+            Some(0) => Some(false),
+            Some(1) => Some(true),
+            _ => None,
+        },
+    )
 }
 
 /// The machine a result was measured on.
