@@ -1,5 +1,5 @@
 //! Ingress policies, each a small sans-IO table driven by `now`: token-bucket
-//! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-IP
+//! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-prefix
 //! request budget, the failed-auth ban ladder and the half-duplex floor.
 //! Every table keyed by source is bounded and evicts its least-recently-used
 //! entry rather than refuse a new source.
