@@ -29,7 +29,8 @@
 //! admin check (401/404 as above); the whole request (body and handler)
 //! must finish within `request_timeout_ms` (408); a body over
 //! `max_body_bytes` gets 413. The connection-level limits (header timeout,
-//! connection cap) are in `http_server.rs`. The timeout and body limit are
+//! connection caps per address and per prefix, eviction of connections
+//! still awaiting their headers) are in `http_server.rs`. The timeout and body limit are
 //! `tower-http`'s layers rather than our own: they are the ones axum
 //! documents, answer with the right status, and the body limit covers both
 //! a too-large `Content-Length` (refused before reading) and a chunked body
