@@ -1,8 +1,8 @@
 //! What the reflector's HTTP endpoint parses out of a request
 //! (`runtime/http.rs`): the `Authorization: Bearer` header, the admin token
 //! compare, the admin JSON bodies (through axum's `Json`, as the extractor
-//! reads them), and the per-IP budget of requests without a valid token
-//! (`policy::IpRateTable`). Asserted:
+//! reads them), and the per-source-prefix budget of requests without a
+//! valid token (`policy::IpRateTable`). Asserted:
 //!
 //! - the token matches exactly the configured string, and its `Debug` output
 //!   does not show it;
@@ -13,8 +13,8 @@
 //!   allows, an array of those values in field order);
 //! - with room for every source, no source key gets more than
 //!   burst + rate × length over any window; the table stays within its
-//!   size; the source key is the address itself for IPv4 (also mapped) and
-//!   the /64 for IPv6.
+//!   size; the source key is the /24 for IPv4 (also mapped) and the /64
+//!   for IPv6.
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -137,9 +137,10 @@ fn bodies(body: &[u8]) {
     assert_eq!(comm, want, "{:?}", String::from_utf8_lossy(body));
 }
 
-/// 6 IPv4 hosts, their IPv4-mapped forms, and 6 IPv6 hosts in two /64s.
+/// 6 IPv4 hosts in three /24s, their IPv4-mapped forms, and 6 IPv6 hosts
+/// in two /64s.
 fn ip(i: u8) -> IpAddr {
-    let v4 = Ipv4Addr::new(10, 0, 0, i % 6 + 1);
+    let v4 = Ipv4Addr::new(10, 0, i % 3, i % 6 + 1);
     match i % 18 {
         0..=5 => IpAddr::V4(v4),
         6..=11 => IpAddr::V6(v4.to_ipv6_mapped()),
@@ -150,7 +151,7 @@ fn ip(i: u8) -> IpAddr {
 fn budget(input: &Input) {
     let rate = 1 + u32::from(input.rate % 50);
     let burst = 1 + u32::from(input.burst % 50);
-    // 6 IPv4 keys and 2 IPv6 /64 keys: a table of 8 never evicts.
+    // 3 IPv4 /24 keys and 2 IPv6 /64 keys: a table of 8 never evicts.
     let max = if input.small_table { 3 } else { 8 };
     let mut table = IpRateTable::new(rate, burst, max);
     let mut bound = WindowBound::new(f64::from(rate), f64::from(burst));
@@ -162,7 +163,9 @@ fn budget(input: &Input) {
         let key = source_key(ip);
         assert_eq!(source_key(key), key);
         match (ip.to_canonical(), key) {
-            (IpAddr::V4(a), k) => assert_eq!(k, IpAddr::V4(a)),
+            (IpAddr::V4(a), k) => {
+                assert_eq!(k, IpAddr::V4(Ipv4Addr::from(u32::from(a) & 0xffff_ff00)));
+            }
             (IpAddr::V6(a), IpAddr::V6(k)) => {
                 assert_eq!(u128::from(k), u128::from(a) & !u128::from(u64::MAX));
             }

@@ -11,7 +11,7 @@
 //! parses and writes the wire formats (the 90-byte header, heartbeat,
 //! configuration and voice DATA, `.raw` recordings); the policy tables are
 //! token buckets (rate limits, the per-prefix Argon2 budget and the HTTP
-//! per-IP budget), the ban ladder and the floor, each taking `now` as an
+//! per-prefix budget), the ban ladder and the floor, each taking `now` as an
 //! argument, and each keyed by source bounded with least-recently-used
 //! eviction; the model holds device keys, the directory view, frames and
 //! receiver snapshots, store events, password checks and their verdicts,
@@ -45,7 +45,7 @@
 //!
 //! - [`codec`]: the DraARLv1 wire formats.
 //! - [`policy`]: token buckets (packet rate limits, the Argon2 budget per
-//!   source prefix, the HTTP endpoint's per-IP budget), the failed-auth ban
+//!   source prefix, the HTTP endpoint's per-prefix budget), the failed-auth ban
 //!   ladder, half-duplex floors.
 //! - [`model`]: the data types and configuration shared by the layers above.
 //! - [`core`]: the sans-IO session core and the ingress front (rate limits,
@@ -53,7 +53,8 @@
 //! - [`runtime`]: threads, sockets, the verifier pool, fan-out, the store
 //!   (text history under an age limit and a byte cap, recordings under a
 //!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
-//!   admin API; timeouts, a connection cap, body and per-IP limits).
+//!   admin API, authenticated before anything else is read; timeouts,
+//!   connection caps with idle eviction, body and per-prefix limits).
 //!
 //! # What does not
 //!

@@ -1,6 +1,6 @@
 //! Limits of the HTTP operations endpoint (`[http]`): timeouts, the
-//! connection cap, the body size limit and the per-IP request budget of
-//! requests without a valid admin token.
+//! connection caps, the body size limit and the per-source-prefix request
+//! budget of requests without a valid admin token.
 
 use std::time::Duration;
 
@@ -26,26 +26,36 @@ pub struct HttpConfig {
     /// `header_timeout_ms + request_timeout_ms` (a client not reading the
     /// response) is closed. Default 10000.
     pub request_timeout_ms: u64,
-    /// Connections open at once (1–65536); beyond it a new connection gets
-    /// `503` and is closed, counted in `http_connections_refused`. Default 64.
+    /// Connections open at once (1–65536). When all are open, a new
+    /// connection closes the oldest one that has not yet sent its request
+    /// headers (counted in `http_idle_evictions`); only if every open one
+    /// has, it gets `503` and is closed, counted in
+    /// `http_connections_refused`. Default 64.
     pub max_connections: usize,
-    /// Connections open at once from one source IP (IPv6: one /64)
-    /// (1–65536); beyond it a new one gets `503` and is closed, counted in
+    /// Connections open at once from one source address (1–65536); beyond
+    /// it a new one gets `503` and is closed, counted in
     /// `http_connections_refused_per_ip`, so one host cannot take every
     /// slot. Default 8.
     pub max_connections_per_ip: usize,
+    /// Connections open at once from one source prefix, the /24 of an IPv4
+    /// address or the /64 of an IPv6 one (1–65536); beyond it a new one
+    /// gets `503` and is closed, counted in
+    /// `http_connections_refused_per_prefix`, so rotating addresses within
+    /// one network gains nothing. Default 16.
+    pub max_connections_per_prefix: usize,
     /// Largest request body, bytes (64–16777216); larger ones get 413.
     /// Default 16384 (admin bodies are a few dozen bytes).
     pub max_body_bytes: usize,
-    /// Sustained requests per second per source IP (IPv6: per /64) without
-    /// a valid admin token (1–100000); beyond it 429. Default 10. Behind a reverse proxy
-    /// every request has the proxy's address, so the budget is shared.
+    /// Sustained requests per second without a valid admin token per
+    /// source prefix, the /24 of an IPv4 address or the /64 of an IPv6 one
+    /// (1–100000); beyond it 429. Default 10. Behind a reverse proxy every
+    /// request has the proxy's address, so the budget is shared.
     pub per_ip_rps: u32,
-    /// Requests per source IP that may come at once before `per_ip_rps`
-    /// applies (1–100000). Default 20.
+    /// Requests per source prefix that may come at once before
+    /// `per_ip_rps` applies (1–100000). Default 20.
     pub per_ip_burst: u32,
-    /// Source IPs tracked for `per_ip_rps` (16–1000000); when full, idle
-    /// entries and then the least recently seen are evicted (counted).
+    /// Source prefixes tracked for `per_ip_rps` (16–1000000); when full,
+    /// idle entries and then the least recently seen are evicted (counted).
     /// Default 4096.
     pub ip_table_max: usize,
 }
@@ -57,6 +67,7 @@ impl Default for HttpConfig {
             request_timeout_ms: 10_000,
             max_connections: 64,
             max_connections_per_ip: 8,
+            max_connections_per_prefix: 16,
             max_body_bytes: 16 << 10,
             per_ip_rps: 10,
             per_ip_burst: 20,
@@ -82,6 +93,11 @@ impl HttpConfig {
         check_range(
             "http.max_connections_per_ip",
             self.max_connections_per_ip,
+            &(1..=65_536),
+        )?;
+        check_range(
+            "http.max_connections_per_prefix",
+            self.max_connections_per_prefix,
             &(1..=65_536),
         )?;
         check_range("http.max_body_bytes", self.max_body_bytes, &(64..=16 << 20))?;

@@ -1,68 +1,63 @@
 //! The HTTP endpoint's budget for requests without a valid admin token:
-//! token buckets per source address. An IPv4 address is one key; IPv6
-//! addresses are keyed by their /64, the block one subscriber gets, so a
-//! host cannot multiply its budget by rotating addresses (IPv4-mapped IPv6
-//! counts as IPv4).
+//! token buckets per source prefix, the /24 of an IPv4 address or the /64
+//! of an IPv6 one ([`SourcePrefix`]; IPv4-mapped IPv6 counts as IPv4), so
+//! a host cannot multiply its budget by rotating addresses within its
+//! network.
 //!
 //! The buckets live in the same bounded [`BucketTable`] as the packet rate
 //! limits: a full table evicts its least-recently-used address rather than
 //! refuse a new one, so a flood from many addresses never locks a new
 //! address out; at worst an evicted address gets a fresh burst.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
 use std::time::Instant;
 
 use super::bucket_table::BucketTable;
+use super::password_budget::SourcePrefix;
 
-/// Per-IP request budget in a bounded, evicting table.
+/// Per-source-prefix request budget in a bounded, evicting table.
 #[derive(Debug)]
 pub struct IpRateTable {
     table: BucketTable<IpAddr>,
 }
 
 impl IpRateTable {
-    /// `rate_per_s` sustained requests per IP, `burst` at once, at most
-    /// `max_entries` (at least 1) addresses tracked.
+    /// `rate_per_s` sustained requests per source prefix, `burst` at once,
+    /// at most `max_entries` (at least 1) prefixes tracked.
     pub fn new(rate_per_s: u32, burst: u32, max_entries: usize) -> Self {
         Self {
             table: BucketTable::per_min(rate_per_s.max(1).saturating_mul(60), burst, max_entries),
         }
     }
 
-    /// Charges one request from `ip` at `now`; `false` when over its budget.
-    /// First forgets addresses idle long enough for their bucket to be full
+    /// Charges one request from `ip` to its prefix at `now`; `false` when
+    /// over its budget. First forgets prefixes idle long enough for their bucket to be full
     /// again (amortised O(1): the oldest are at the front).
     pub fn admit(&mut self, ip: IpAddr, now: Instant) -> bool {
         self.table.sweep(now);
         self.table.take(source_key(ip), now)
     }
 
-    /// Addresses tracked.
+    /// Prefixes tracked.
     pub fn len(&self) -> usize {
         self.table.len()
     }
 
-    /// Whether no address is tracked.
+    /// Whether no prefix is tracked.
     pub fn is_empty(&self) -> bool {
         self.table.len() == 0
     }
 
-    /// Entries evicted so far to make room for new addresses.
+    /// Entries evicted so far to make room for new prefixes.
     pub fn evictions(&self) -> u64 {
         self.table.evictions()
     }
 }
 
-/// The key a source address is limited under: itself for IPv4 (also when
-/// IPv4-mapped), its /64 for IPv6.
+/// The key a source address is limited under: the network address of its
+/// /24 (IPv4, also when IPv4-mapped) or /64 (IPv6).
 pub fn source_key(ip: IpAddr) -> IpAddr {
-    match ip.to_canonical() {
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-            IpAddr::V6(Ipv6Addr::from(prefix))
-        }
-        v4 => v4,
-    }
+    SourcePrefix::of(ip).network()
 }
 
 #[cfg(test)]
@@ -71,16 +66,17 @@ mod tests {
 
     use super::*;
 
+    /// An address of the `n`th /24.
     fn ip(n: u32) -> IpAddr {
-        IpAddr::from(n.to_be_bytes())
+        IpAddr::from((n << 8 | 7).to_be_bytes())
     }
 
     #[test]
-    fn burst_then_rate_per_address() {
+    fn burst_then_rate_per_prefix() {
         let t0 = crate::test_clock::origin();
         let mut t = IpRateTable::new(10, 20, 16);
         assert_eq!((0..30).filter(|_| t.admit(ip(1), t0)).count(), 20);
-        // Another address has its own budget.
+        // Another prefix has its own budget.
         assert!(t.admit(ip(2), t0));
         let t1 = t0 + Duration::from_millis(500);
         assert_eq!((0..30).filter(|_| t.admit(ip(1), t1)).count(), 5);
@@ -90,12 +86,12 @@ mod tests {
     fn full_table_evicts_the_least_recent_instead_of_refusing() {
         let t0 = crate::test_clock::origin();
         let mut t = IpRateTable::new(1, 1, 16);
-        // A flood from 16 busy addresses fills the table.
+        // A flood from 16 busy prefixes fills the table.
         for n in 0..16 {
             assert!(t.admit(ip(n), t0 + Duration::from_millis(u64::from(n))));
         }
         assert_eq!(t.len(), 16);
-        // A new address is still admitted; the least recently seen goes.
+        // A new prefix is still admitted; the least recently seen goes.
         let t1 = t0 + Duration::from_millis(100);
         assert!(t.admit(ip(1000), t1));
         assert_eq!((t.len(), t.evictions()), (16, 1));
@@ -125,5 +121,22 @@ mod tests {
         assert!(t.admit(v4, t0) && t.admit(mapped, t0));
         assert!(!t.admit(v4, t0));
         assert_eq!(t.len(), 3);
+    }
+
+    #[test]
+    fn ipv4_hosts_share_their_24() {
+        let t0 = crate::test_clock::origin();
+        let mut t = IpRateTable::new(1, 3, 16);
+        // Three addresses of 192.0.2.0/24 spend one budget.
+        for host in ["192.0.2.1", "192.0.2.200", "::ffff:192.0.2.9"] {
+            assert!(t.admit(host.parse().unwrap(), t0), "{host}");
+        }
+        assert!(!t.admit("192.0.2.77".parse().unwrap(), t0));
+        assert!(t.admit("192.0.3.1".parse().unwrap(), t0));
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            source_key("192.0.2.77".parse().unwrap()),
+            "192.0.2.0".parse::<IpAddr>().unwrap()
+        );
     }
 }

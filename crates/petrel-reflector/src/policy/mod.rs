@@ -1,5 +1,5 @@
 //! Ingress policies, each a small sans-IO table driven by `now`: token-bucket
-//! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-IP
+//! rate limits, the per-prefix Argon2 budget, the HTTP endpoint's per-prefix
 //! request budget, the failed-auth ban ladder, the half-duplex floor and the
 //! memory of endpoints an ICMP report took offline.
 //! Every table keyed by source is bounded and evicts its least-recently-used

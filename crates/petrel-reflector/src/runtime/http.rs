@@ -8,20 +8,29 @@
 //! draarl-v1 §3.7). Admin writes go to the store and trigger an immediate
 //! directory reload.
 //!
-//! Without a configured token the admin routes answer 404: the admin API is
-//! disabled, never open (a configured token has at least
+//! The token is checked before anything else of an admin request is read:
+//! every request under `/api/` without the valid token gets 401 whatever
+//! its method, path parameters or body, existing route or not, so neither
+//! body parsing nor route shapes show to an unauthenticated client.
+//! Without a configured token everything under `/api/` answers 404: the
+//! admin API is disabled, never open (a configured token has at least
 //! [`MIN_ADMIN_TOKEN_CHARS`](crate::model::MIN_ADMIN_TOKEN_CHARS)
 //! characters, checked at start). The token is compared as SHA-256 digests
 //! in constant time, so neither its bytes nor its length show in the time
-//! an answer takes.
+//! an answer takes. Errors of admin writes are JSON, `{"error": "..."}`,
+//! naming what was not found or is invalid (e.g. a `group_id` that is not
+//! a talkgroup: 404).
 //!
 //! Limits, outermost first (each answer counted in [`HttpStats`]): a
-//! request without a valid admin token is charged to its source IP's
-//! budget (`[http] per_ip_rps`, 429 beyond it) whatever its route, so
-//! routes added later (app login, captcha, `/ws` upgrades) are covered too; the whole request (body and
-//! handler) must finish within `request_timeout_ms` (408); a body over
+//! request without a valid admin token is charged to its source prefix's
+//! budget (/24 or /64, [`source_key`](crate::policy::source_key);
+//! `[http] per_ip_rps`, 429 beyond it) whatever its route, so routes added
+//! later (app login, captcha, `/ws` upgrades) are covered too; then the
+//! admin check (401/404 as above); the whole request (body and handler)
+//! must finish within `request_timeout_ms` (408); a body over
 //! `max_body_bytes` gets 413. The connection-level limits (header timeout,
-//! connection cap) are in `http_server.rs`. The timeout and body limit are
+//! connection caps per address and per prefix, eviction of connections
+//! still awaiting their headers) are in `http_server.rs`. The timeout and body limit are
 //! `tower-http`'s layers rather than our own: they are the ones axum
 //! documents, answer with the right status, and the body limit covers both
 //! a too-large `Content-Length` (refused before reading) and a chunked body
@@ -97,8 +106,8 @@ impl std::fmt::Debug for AppState {
     }
 }
 
-/// What the per-request guard needs: the token, the per-IP budget and the
-/// counters.
+/// What the per-request guard needs: the token, the per-prefix budget and
+/// the counters.
 #[derive(Clone)]
 struct Guard {
     admin_token: Option<AdminToken>,
@@ -119,6 +128,7 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        // The admin routes: `guard_request` has checked the token already.
         .route("/api/stats", get(stats_json))
         .route("/api/reload", post(reload))
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
@@ -132,9 +142,17 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .layer(axum::middleware::from_fn_with_state(guard, guard_request))
 }
 
-/// Charges requests without a valid admin token to their source IP (429
-/// beyond its budget), then counts the refusals the inner layers and
-/// handlers answer with.
+/// Whether `path` is under the admin API, as the router matches it (on the
+/// request's path as sent, not percent-decoded).
+fn is_admin_path(path: &str) -> bool {
+    path == "/api" || path.starts_with("/api/")
+}
+
+/// Charges requests without a valid admin token to their source prefix
+/// (429 beyond its budget), answers admin-API requests without it (401, or
+/// 404 when the admin API is off) before any route, extractor or body is
+/// looked at, then counts the refusals the inner layers and handlers answer
+/// with.
 async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Response {
     let admin = g
         .admin_token
@@ -157,10 +175,16 @@ async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Resp
                 return StatusCode::TOO_MANY_REQUESTS.into_response();
             }
         }
+        if is_admin_path(req.uri().path()) {
+            if g.admin_token.is_none() {
+                return StatusCode::NOT_FOUND.into_response();
+            }
+            g.stats.unauthorized.fetch_add(1, Relaxed);
+            return StatusCode::UNAUTHORIZED.into_response();
+        }
     }
     let resp = next.run(req).await;
     let counter = match resp.status() {
-        StatusCode::UNAUTHORIZED => Some(&g.stats.unauthorized),
         StatusCode::REQUEST_TIMEOUT => Some(&g.stats.request_timeouts),
         StatusCode::PAYLOAD_TOO_LARGE => Some(&g.stats.body_too_large),
         _ => None,
@@ -278,22 +302,7 @@ async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
-/// `Ok` when the request carries the configured admin token; 404 when no
-/// token is configured (the admin API is disabled), 401 otherwise.
-fn authorize(st: &AppState, headers: &HeaderMap) -> Result<(), StatusCode> {
-    let Some(token) = &st.admin_token else {
-        return Err(StatusCode::NOT_FOUND);
-    };
-    match bearer(headers) {
-        Some(given) if token.matches(given) => Ok(()),
-        _ => Err(StatusCode::UNAUTHORIZED),
-    }
-}
-
-async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(code) = authorize(&st, &headers) {
-        return code.into_response();
-    }
+async fn stats_json(State(st): State<AppState>) -> Response {
     let s = st.stats.read();
     let map = |c: Vec<(&'static str, u64)>| {
         c.into_iter()
@@ -322,10 +331,7 @@ async fn stats_json(State(st): State<AppState>, headers: HeaderMap) -> Response 
     Json(body).into_response()
 }
 
-async fn reload(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(code) = authorize(&st, &headers) {
-        return code.into_response();
-    }
+async fn reload(State(st): State<AppState>) -> Response {
     st.reload.notify_one();
     StatusCode::ACCEPTED.into_response()
 }
@@ -347,7 +353,7 @@ fn store_error(e: &StoreError) -> Response {
         StoreError::Invalid(_) | StoreError::Password(_) => StatusCode::BAD_REQUEST,
         StoreError::Db(_) | StoreError::Open { .. } => StatusCode::INTERNAL_SERVER_ERROR,
     };
-    (code, format!("{e}\n")).into_response()
+    (code, Json(serde_json::json!({ "error": e.to_string() }))).into_response()
 }
 
 /// Body of `PUT /api/devices/{user}/{ssid}/group`: `{"group_id": n}`,
@@ -361,13 +367,9 @@ pub struct GroupBody {
 
 async fn device_group(
     State(st): State<AppState>,
-    headers: HeaderMap,
     Path((user, ssid)): Path<(String, u8)>,
     Json(body): Json<GroupBody>,
 ) -> Response {
-    if let Err(code) = authorize(&st, &headers) {
-        return code.into_response();
-    }
     let written = st.store.set_device_group(&user, ssid, body.group_id).await;
     reload_after(&st, written)
 }
@@ -386,13 +388,9 @@ pub struct CommControl {
 
 async fn comm_control(
     State(st): State<AppState>,
-    headers: HeaderMap,
     Path((user, ssid)): Path<(String, u8)>,
     Json(body): Json<CommControl>,
 ) -> Response {
-    if let Err(code) = authorize(&st, &headers) {
-        return code.into_response();
-    }
     let written = st
         .store
         .set_device_bans(&user, ssid, body.disable_send, body.disable_recv)

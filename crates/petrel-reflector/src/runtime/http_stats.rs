@@ -9,6 +9,8 @@ pub struct HttpStats {
     pub(crate) connections_accepted: AtomicU64,
     pub(crate) connections_refused: AtomicU64,
     pub(crate) connections_refused_per_ip: AtomicU64,
+    pub(crate) connections_refused_per_prefix: AtomicU64,
+    pub(crate) idle_evictions: AtomicU64,
     pub(crate) header_timeouts: AtomicU64,
     pub(crate) connection_timeouts: AtomicU64,
     pub(crate) rate_limited: AtomicU64,
@@ -23,26 +25,35 @@ pub struct HttpStats {
 pub struct HttpStatsSnapshot {
     /// Connections accepted and served.
     pub connections_accepted: u64,
-    /// Connections refused (503, closed) because `max_connections` were open.
+    /// Connections refused (503, closed) because `max_connections` were
+    /// open and every one had sent its request headers.
     pub connections_refused: u64,
-    /// Connections refused (503, closed) because their source had
+    /// Connections refused (503, closed) because their source address had
     /// `max_connections_per_ip` open.
     pub connections_refused_per_ip: u64,
+    /// Connections refused (503, closed) because their source's /24 (IPv4)
+    /// or /64 (IPv6) had `max_connections_per_prefix` open.
+    pub connections_refused_per_prefix: u64,
+    /// Connections still awaiting their request headers closed to make
+    /// room for a new one when `max_connections` were open (oldest first).
+    pub idle_evictions: u64,
     /// Connections closed because the request headers took longer than
     /// `header_timeout_ms` (slow or idle clients).
     pub header_timeouts: u64,
     /// Connections closed after `header_timeout_ms + request_timeout_ms`
     /// (e.g. a client not reading its response).
     pub connection_timeouts: u64,
-    /// Requests without a valid admin token over their IP's budget (429).
+    /// Requests without a valid admin token over their source's budget
+    /// (its /24 or /64; 429).
     pub rate_limited: u64,
-    /// Admin requests with a missing or wrong token (401).
+    /// Requests to the admin API (`/api/...`) with a missing or wrong token
+    /// (401).
     pub unauthorized: u64,
     /// Requests not answered within `request_timeout_ms` (408).
     pub request_timeouts: u64,
     /// Requests with a body over `max_body_bytes` (413).
     pub body_too_large: u64,
-    /// Per-IP budget entries evicted to make room for new addresses.
+    /// Per-source budget entries evicted to make room for new sources.
     pub ip_table_evictions: u64,
 }
 
@@ -53,6 +64,8 @@ impl HttpStats {
             connections_accepted: self.connections_accepted.load(Relaxed),
             connections_refused: self.connections_refused.load(Relaxed),
             connections_refused_per_ip: self.connections_refused_per_ip.load(Relaxed),
+            connections_refused_per_prefix: self.connections_refused_per_prefix.load(Relaxed),
+            idle_evictions: self.idle_evictions.load(Relaxed),
             header_timeouts: self.header_timeouts.load(Relaxed),
             connection_timeouts: self.connection_timeouts.load(Relaxed),
             rate_limited: self.rate_limited.load(Relaxed),
@@ -74,6 +87,11 @@ impl HttpStatsSnapshot {
                 "connections_refused_per_ip",
                 self.connections_refused_per_ip,
             ),
+            (
+                "connections_refused_per_prefix",
+                self.connections_refused_per_prefix,
+            ),
+            ("idle_evictions", self.idle_evictions),
             ("header_timeouts", self.header_timeouts),
             ("connection_timeouts", self.connection_timeouts),
             ("rate_limited", self.rate_limited),

@@ -14,11 +14,13 @@
 //! disk quota (`recording_files.rs`). The reader also drains the socket's
 //! ICMP errors (`icmp.rs`) and reports unreachable endpoints to every shard.
 //! Tokio tasks reload the directory and serve [`http`] (routes and
-//! per-request limits; the accept loop with the connection limits in
-//! `http_server.rs`); [`stats`] and [`http_stats`] gather the counters.
+//! per-request limits; the accept loop in `http_server.rs`, with the
+//! connection caps and idle eviction of `http_connections.rs`); [`stats`]
+//! and [`http_stats`] gather the counters.
 
 pub mod fanout;
 pub mod http;
+mod http_connections;
 mod http_server;
 pub mod http_stats;
 mod icmp;
