@@ -14,7 +14,7 @@ use crate::model::DeviceKey;
 /// heartbeat of a link box (the app's is 2 s), so a device that keeps
 /// talking cannot be cut off by forged reports, while one whose port really
 /// closed stops receiving this long after its last datagram.
-pub(super) const UNREACHABLE_TRUSTED_AFTER_SILENCE: Duration = Duration::from_secs(6);
+pub const UNREACHABLE_TRUSTED_AFTER_SILENCE: Duration = Duration::from_secs(6);
 
 impl Reflector {
     /// Records that `key`'s endpoint was heard at `now`; returns true when
@@ -43,8 +43,9 @@ impl Reflector {
     ///
     /// ICMP can be forged like any datagram. An ended endpoint is
     /// remembered, and one that logs in again from the same address while
-    /// remembered has proven the report wrong: it receives again at once
-    /// (no heard-twice wait), and later reports for that session end it
+    /// remembered has proven the report wrong: it receives again at once if
+    /// it was receiving (it passed the heard-twice wait before), and later
+    /// reports for that session end it
     /// only once it has been silent for
     /// [`UNREACHABLE_TRUSTED_AFTER_SILENCE`]; before that they are ignored
     /// (`unreachable_reports_ignored`). So a forger costs a live device the
@@ -72,9 +73,10 @@ impl Reflector {
                 self.stats.unreachable_reports_ignored += 1;
                 continue;
             }
+            let receiving = s.receiving;
             self.stats.unreachable_sessions_ended += 1;
             self.drop_session(key);
-            self.unreachable.remember(addr, now);
+            self.unreachable.remember(addr, now, receiving);
         }
     }
 }

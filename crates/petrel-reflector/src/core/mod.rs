@@ -57,6 +57,7 @@ pub use cross_shard::{
 };
 pub use endpoint_caps::{EndpointCaps, EndpointLimit};
 pub use ingress::{shard_of, Ingress, IngressStats};
+pub use liveness::UNREACHABLE_TRUSTED_AFTER_SILENCE;
 pub use recorder::{Recorder, RecorderStats};
 pub use reflector::Reflector;
 pub use replies::RejectReason;

@@ -41,7 +41,7 @@ pub(super) struct Session {
     pub(super) receiving: bool,
     /// Whether this endpoint logged in again after an ICMP report had
     /// ended its session: it is alive, so reports for it are trusted only
-    /// once it has gone silent, and it receives at once, as it did before
+    /// once it has gone silent, and it receives at once if it did before
     /// the report (see `liveness.rs`).
     pub(super) contradicted_unreachable: bool,
 }
@@ -313,13 +313,14 @@ impl Reflector {
                 s.group_id = group_id;
                 s.heard_since = now;
                 s.receiving = at_once;
-                s.contradicted_unreachable = self.unreachable.take(src, now);
-                s.receiving |= s.contradicted_unreachable;
-                self.stats.unreachable_contradicted += u64::from(s.contradicted_unreachable);
+                let was = self.unreachable.take(src, now);
+                s.contradicted_unreachable = was.is_some();
+                s.receiving |= was == Some(true);
+                self.stats.unreachable_contradicted += u64::from(was.is_some());
             }
             None => {
-                let contradicted_unreachable = self.unreachable.take(src, now);
-                self.stats.unreachable_contradicted += u64::from(contradicted_unreachable);
+                let was = self.unreachable.take(src, now);
+                self.stats.unreachable_contradicted += u64::from(was.is_some());
                 self.by_addr.insert((src, key));
                 self.sessions.insert(
                     key,
@@ -333,8 +334,8 @@ impl Reflector {
                             now,
                         ),
                         heard_since: now,
-                        receiving: at_once || contradicted_unreachable,
-                        contradicted_unreachable,
+                        receiving: at_once || was == Some(true),
+                        contradicted_unreachable: was.is_some(),
                     },
                 );
             }

@@ -22,7 +22,9 @@ use hashlink::LinkedHashMap;
 /// Recently unreachable endpoints, oldest first.
 #[derive(Debug)]
 pub struct UnreachableMemory {
-    ended: LinkedHashMap<SocketAddr, Instant, RandomState>,
+    /// When a report ended sessions there, and whether one of them was
+    /// receiving fan-out.
+    ended: LinkedHashMap<SocketAddr, (Instant, bool), RandomState>,
     capacity: usize,
     ttl: Duration,
     evictions: u64,
@@ -39,22 +41,25 @@ impl UnreachableMemory {
         }
     }
 
-    /// Records that a report ended the session at `addr` at `now`.
-    pub fn remember(&mut self, addr: SocketAddr, now: Instant) {
-        self.ended.remove(&addr);
+    /// Records that a report ended a session at `addr` at `now`, and
+    /// whether that session was receiving fan-out.
+    pub fn remember(&mut self, addr: SocketAddr, now: Instant, receiving: bool) {
+        let receiving = receiving || self.ended.remove(&addr).is_some_and(|(_, r)| r);
         if self.ended.len() >= self.capacity {
             self.ended.pop_front();
             self.evictions += 1;
         }
-        self.ended.insert(addr, now);
+        self.ended.insert(addr, (now, receiving));
     }
 
-    /// Whether a report ended a session at `addr` within `ttl` before `now`.
-    /// Forgets the entry either way: one contradiction per report.
-    pub fn take(&mut self, addr: SocketAddr, now: Instant) -> bool {
+    /// If a report ended a session at `addr` within `ttl` before `now`:
+    /// whether one ended there was receiving. Forgets the entry either way:
+    /// one contradiction per report.
+    pub fn take(&mut self, addr: SocketAddr, now: Instant) -> Option<bool> {
         self.ended
             .remove(&addr)
-            .is_some_and(|at| now.saturating_duration_since(at) <= self.ttl)
+            .filter(|(at, _)| now.saturating_duration_since(*at) <= self.ttl)
+            .map(|(_, receiving)| receiving)
     }
 
     /// Endpoints forgotten because the memory was full.
@@ -85,12 +90,20 @@ mod tests {
     fn recalls_once_within_ttl() {
         let t0 = Instant::now();
         let mut m = UnreachableMemory::new(4, Duration::from_secs(60));
-        m.remember(addr(1), t0);
-        assert!(!m.take(addr(2), t0));
-        assert!(m.take(addr(1), t0 + Duration::from_secs(60)));
-        assert!(!m.take(addr(1), t0 + Duration::from_secs(61)), "taken once");
-        m.remember(addr(1), t0);
-        assert!(!m.take(addr(1), t0 + Duration::from_secs(61)), "stale");
+        m.remember(addr(1), t0, true);
+        assert_eq!(m.take(addr(2), t0), None);
+        assert_eq!(m.take(addr(1), t0 + Duration::from_secs(60)), Some(true));
+        assert_eq!(
+            m.take(addr(1), t0 + Duration::from_secs(61)),
+            None,
+            "taken once"
+        );
+        m.remember(addr(1), t0, false);
+        assert_eq!(m.take(addr(1), t0 + Duration::from_secs(61)), None, "stale");
+        m.remember(addr(1), t0, false);
+        m.remember(addr(1), t0, true);
+        m.remember(addr(1), t0, false);
+        assert_eq!(m.take(addr(1), t0), Some(true), "any session ended there");
         assert!(m.is_empty());
     }
 
@@ -98,12 +111,12 @@ mod tests {
     fn full_memory_forgets_the_oldest() {
         let t0 = Instant::now();
         let mut m = UnreachableMemory::new(2, Duration::from_secs(60));
-        m.remember(addr(1), t0);
-        m.remember(addr(2), t0);
-        m.remember(addr(1), t0); // refreshed: now the newest
-        m.remember(addr(3), t0);
+        m.remember(addr(1), t0, false);
+        m.remember(addr(2), t0, false);
+        m.remember(addr(1), t0, false); // refreshed: now the newest
+        m.remember(addr(3), t0, false);
         assert_eq!((m.len(), m.evictions()), (2, 1));
-        assert!(!m.take(addr(2), t0), "the oldest went");
-        assert!(m.take(addr(1), t0) && m.take(addr(3), t0));
+        assert_eq!(m.take(addr(2), t0), None, "the oldest went");
+        assert!(m.take(addr(1), t0).is_some() && m.take(addr(3), t0).is_some());
     }
 }
