@@ -1,0 +1,102 @@
+//! `petrel reflector …`: how `serve` starts and stops, and the store
+//! commands' errors, run through the real binary against a scratch SQLite
+//! file and loopback sockets.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch directory for one test, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "petrel-reflector-cli-{test}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+
+    /// A config file with the UDP socket on `listen` and HTTP on `http`.
+    fn config(&self, listen: &str, http: &str) -> String {
+        let path = self.path("reflector.toml");
+        std::fs::write(
+            &path,
+            format!("listen = \"{listen}\"\nhttp_listen = \"{http}\"\n"),
+        )
+        .unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `petrel reflector serve` with `args`, its stdout piped.
+fn serve(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["reflector", "serve"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits up to 20 s for `child` to exit; kills it and fails otherwise.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("petrel reflector serve did not exit within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_prints_its_pid_and_stops_cleanly_on_sigterm() {
+    let dir = Scratch::new("sigterm");
+    let config = dir.config("127.0.0.1:0", "127.0.0.1:0");
+    let db = dir.path("store.db");
+    let mut child = serve(&["--config", &config, "--db", &db]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(
+        first.starts_with("reflector listening on udp 127.0.0.1:"),
+        "{first}"
+    );
+    assert!(first.ends_with(&format!("(pid {})", child.id())), "{first}");
+    let http = lines.next().unwrap().unwrap();
+    assert!(http.starts_with("reflector http on 127.0.0.1:"), "{http}");
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = wait_exit(&mut child);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(status.code(), Some(0), "{status:?} {rest:?}");
+    assert!(
+        rest.iter().any(|l| l.starts_with("stopped: ")),
+        "no summary after SIGTERM: {rest:?}"
+    );
+}
