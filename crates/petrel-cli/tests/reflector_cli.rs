@@ -89,14 +89,63 @@ fn serve_prints_its_pid_and_stops_cleanly_on_sigterm() {
     assert!(first.ends_with(&format!("(pid {})", child.id())), "{first}");
     let http = lines.next().unwrap().unwrap();
     assert!(http.starts_with("reflector http on 127.0.0.1:"), "{http}");
-    let pid = i32::try_from(child.id()).unwrap();
-    // SAFETY: kill(2) on the child we spawned and have not reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = wait_exit(&mut child);
+    let status = stop(&mut child, libc::SIGTERM);
     let rest: Vec<String> = lines.map(Result::unwrap).collect();
     assert_eq!(status.code(), Some(0), "{status:?} {rest:?}");
     assert!(
         rest.iter().any(|l| l.starts_with("stopped: ")),
         "no summary after SIGTERM: {rest:?}"
     );
+}
+
+/// Sends `signal` to `child` and waits for it to exit.
+fn stop(child: &mut Child, signal: i32) -> std::process::ExitStatus {
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    wait_exit(child)
+}
+
+#[test]
+fn a_taken_address_names_the_socket_and_creates_no_store() {
+    let dir = Scratch::new("bind");
+    let config = dir.config("127.0.0.1:0", "127.0.0.1:0");
+    let mut first = serve(&["--config", &config, "--db", &dir.path("first.db")]);
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    let udp_line = lines.next().unwrap().unwrap();
+    let udp = udp_line
+        .strip_prefix("reflector listening on udp ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let http_line = lines.next().unwrap().unwrap();
+    let http = http_line
+        .strip_prefix("reflector http on ")
+        .unwrap()
+        .to_owned();
+    for (listen, http_listen, needle) in [
+        (
+            "127.0.0.1:0",
+            http.as_str(),
+            format!("error: binding the HTTP server to {http}: Address already in use"),
+        ),
+        (
+            udp.as_str(),
+            "127.0.0.1:0",
+            format!("error: binding the UDP listen socket to {udp}: Address already in use"),
+        ),
+    ] {
+        let second_dir = Scratch::new("bind-second");
+        let config = second_dir.config(listen, http_listen);
+        let db = second_dir.path("second.db");
+        let out = support::petrel(&["reflector", "serve", "--config", &config, "--db", &db]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&needle), "{stderr}");
+        assert!(
+            !std::path::Path::new(&db).exists(),
+            "a failed start created {db}"
+        );
+    }
+    assert_eq!(stop(&mut first, libc::SIGINT).code(), Some(0));
 }
