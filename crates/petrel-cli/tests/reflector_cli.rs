@@ -149,3 +149,39 @@ fn a_taken_address_names_the_socket_and_creates_no_store() {
     }
     assert_eq!(stop(&mut first, libc::SIGINT).code(), Some(0));
 }
+
+/// `petrel reflector ARGS… --db DB`: asserts the exit code and returns stderr.
+fn manage(db: &str, args: &[&str], code: i32) -> String {
+    let out = support::petrel(&[&["reflector"], args, &["--db", db]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    stderr
+}
+
+const ADD_N0CALL: &[&str] = &[
+    "user",
+    "add",
+    "--name",
+    "N0CALL",
+    "--callsign",
+    "N0CALL",
+    "--device-password",
+    "Pass1234",
+];
+
+#[test]
+fn a_device_joins_only_an_existing_group() {
+    let dir = Scratch::new("device-group");
+    let db = dir.path("store.db");
+    manage(&db, ADD_N0CALL, 0);
+    let device_group = |group: &'static str| {
+        [
+            "device", "group", "--user", "N0CALL", "--ssid", "1", "--group", group,
+        ]
+    };
+    let stderr = manage(&db, &device_group("424242"), 1);
+    assert_eq!(stderr.trim_end(), "error: group 424242 not found");
+    // The public group exists on a fresh store; 0 is "ungrouped".
+    manage(&db, &device_group("999"), 0);
+    manage(&db, &device_group("0"), 0);
+}

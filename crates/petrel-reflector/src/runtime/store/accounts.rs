@@ -128,7 +128,9 @@ impl Store {
     }
 
     /// Puts device (user, SSID) into `group_id` (0 = ungrouped), creating the
-    /// device row if the device never logged in.
+    /// device row if the device never logged in. A `group_id` that is not a
+    /// talkgroup is [`StoreError::NotFound`] (`group <id>`) and changes
+    /// nothing; the check and the write are one statement.
     pub async fn set_device_group(
         &self,
         user: &str,
@@ -139,8 +141,10 @@ impl Store {
             return Err(StoreError::Invalid("ssid: 1-99 or 106-254".into()));
         }
         let (owner, dmrid) = self.user_id(user).await?;
-        sqlx::query(
-            "INSERT INTO devices (owner_id, ssid, dmrid, group_id) VALUES ($1, $2, $3, $4)
+        let r = sqlx::query(
+            "INSERT INTO devices (owner_id, ssid, dmrid, group_id)
+             SELECT $1, $2, $3, $4
+             WHERE $4 = 0 OR EXISTS (SELECT 1 FROM talkgroups WHERE id = $4)
              ON CONFLICT (owner_id, ssid) DO UPDATE SET group_id = excluded.group_id",
         )
         .bind(owner)
@@ -149,7 +153,7 @@ impl Store {
         .bind(group_id)
         .execute(&self.pool)
         .await?;
-        Ok(())
+        updated(r.rows_affected(), || format!("group {group_id}"))
     }
 
     /// Sets a device's send and receive bans.

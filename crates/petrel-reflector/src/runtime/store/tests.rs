@@ -34,6 +34,7 @@ on_every_backend!(
     group_ids_follow_the_highest_in_use,
     text_history_is_pruned_oldest_first_with_bytes,
     oldest_recordings_come_first_and_rows_delete,
+    a_device_group_must_be_a_talkgroup,
 );
 
 const CHEAP: HashCost = HashCost {
@@ -352,4 +353,29 @@ async fn oldest_recordings_come_first_and_rows_delete(db: String) {
     s.delete_recording(old[0].id).await.unwrap();
     assert_eq!(s.recording_bytes().await.unwrap(), 400);
     assert_eq!(s.oldest_recordings(10).await.unwrap()[0].path, "b.raw");
+}
+
+async fn a_device_group_must_be_a_talkgroup(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    let uid = s.add_user(&alice()).await.unwrap();
+    let a = s.add_group("a", false, None).await.unwrap();
+    s.set_device_group("alice", 7, a).await.unwrap();
+    for missing in [i64::MAX, a + 1, -1] {
+        match s.set_device_group("alice", 7, missing).await {
+            Err(StoreError::NotFound(what)) => assert_eq!(what, format!("group {missing}")),
+            other => panic!("group {missing}: {other:?}"),
+        }
+        // Neither an existing device nor a new one is written.
+        assert!(matches!(
+            s.set_device_group("alice", 8, missing).await,
+            Err(StoreError::NotFound(_))
+        ));
+    }
+    // 0 is "ungrouped", not a talkgroup, and always allowed.
+    s.set_device_group("alice", 9, 0).await.unwrap();
+    let d = s.load_directory().await.unwrap();
+    assert_eq!(d.device(uid, 7).unwrap().group_id, a);
+    assert!(d.device(uid, 8).is_none());
+    assert_eq!(d.device(uid, 9).unwrap().group_id, 0);
+    s.close().await;
 }
