@@ -185,3 +185,24 @@ fn a_device_joins_only_an_existing_group() {
     manage(&db, &device_group("999"), 0);
     manage(&db, &device_group("0"), 0);
 }
+
+#[test]
+fn duplicate_names_say_which_value_is_taken() {
+    let dir = Scratch::new("duplicates");
+    let db = dir.path("store.db");
+    manage(&db, ADD_N0CALL, 0);
+    let stderr = manage(&db, ADD_N0CALL, 1);
+    assert_eq!(
+        stderr.trim_end(),
+        r#"error: a user named "N0CALL" already exists"#
+    );
+    let other_name = [&ADD_N0CALL[..3], &["N1CALL"], &ADD_N0CALL[4..]].concat();
+    let stderr = manage(&db, &other_name, 1);
+    assert_eq!(stderr.trim_end(), r#"error: callsign "N0CALL" is taken"#);
+    manage(&db, &["group", "add", "--name", "Test"], 0);
+    let stderr = manage(&db, &["group", "add", "--name", "Test"], 1);
+    assert_eq!(
+        stderr.trim_end(),
+        r#"error: a group named "Test" already exists"#
+    );
+}
