@@ -62,7 +62,7 @@ struct SuiteArgs {
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
     /// Measured seconds per case, 0.001..=3600 (21 cases: 12 loopback echo, 9 RUDP
-    /// through the emulator; the suite takes about 90 s).
+    /// through the emulator; the suite takes about a minute).
     #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
     /// Warm-up seconds per case, 0..=3600.
