@@ -7,7 +7,7 @@
 //!
 //! Values and bounds are rendered with [`Debug`]: integers as
 //! digits (`65536..=268435456`), floats as Rust prints them (`1e-9..=0.1`) and
-//! [`Duration`](std::time::Duration)s with their unit (`1ms..=5s`). A unit that the
+//! [`Duration`]s with their unit (`1ms..=5s`). A unit that the
 //! type does not carry (bytes, segments) is appended with [`check_range_in`]; a
 //! duration the user gives in seconds renders in seconds with [`check_secs`].
 
