@@ -61,11 +61,11 @@ struct SuiteArgs {
     /// Directory under which a `<timestamp>/` folder of JSON results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
-    /// Measured seconds per case (21 cases: 12 loopback echo, 9 RUDP through the
-    /// emulator; the suite takes about 90 s).
+    /// Measured seconds per case, 0.001..=3600 (21 cases: 12 loopback echo, 9 RUDP
+    /// through the emulator; the suite takes about a minute).
     #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
-    /// Warm-up seconds per case.
+    /// Warm-up seconds per case, 0..=3600.
     #[arg(long, default_value = "0.5", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
 }
@@ -131,10 +131,10 @@ struct EchoArgs {
     /// Messages in flight per client (1..=4096).
     #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     window: usize,
-    /// Measured seconds (> 0).
+    /// Measured seconds (0.001..=3600).
     #[arg(long, default_value = "3", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
-    /// Warm-up seconds (>= 0).
+    /// Warm-up seconds (0..=3600).
     #[arg(long, default_value = "1", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Repetitions with a fresh server and clients (1..=100).

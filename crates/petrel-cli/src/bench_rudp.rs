@@ -102,10 +102,10 @@ pub struct RudpBenchArgs {
     /// Override: share of packets reordered by the profile's extra delay (%, 0..=100).
     #[arg(long, value_name = "PERCENT", value_parser = Quoted(percent), allow_negative_numbers = true)]
     reorder: Option<f64>,
-    /// Measured seconds (> 0). Default 3 (120 with --profile soak).
+    /// Measured seconds (0.001..=3600). Default 3 (120 with --profile soak).
     #[arg(long, value_parser = Quoted(bench_seconds))]
     seconds: Option<Duration>,
-    /// Warm-up seconds (>= 0).
+    /// Warm-up seconds (0..=3600).
     #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     warmup: Duration,
     /// Rounds (1..=100); round i seeds the relay with seed + i.

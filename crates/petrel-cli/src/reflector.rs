@@ -311,18 +311,22 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     if let Some(db) = a.db {
         cfg.db = db;
     }
+    // Before the start-up line, so a stop sent as soon as it is read is not fatal.
+    let stop = StopSignals::install()?;
     // A `ServerError`'s message already ends with its source's; kept as an
     // error chain, `{:#}` would print the source a second time.
     let server = ServerHandle::start(cfg)
         .await
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    println!("reflector listening on udp {}", server.local_addr());
+    println!(
+        "reflector listening on udp {} (pid {})",
+        server.local_addr(),
+        std::process::id()
+    );
     if let Some(http) = server.http_addr() {
         println!("reflector http on {http}");
     }
-    tokio::signal::ctrl_c()
-        .await
-        .context("waiting for Ctrl-C")?;
+    stop.wait().await;
     let stats = server.stats();
     server.shutdown().await;
     println!(
@@ -335,6 +339,32 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
         stats.fanout.frames_expired
     );
     Ok(())
+}
+
+/// SIGINT (Ctrl-C) and SIGTERM (`kill PID`, a service manager's stop), which
+/// both end the reflector the same way.
+struct StopSignals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    /// Installs the handlers; from here on neither signal kills the process,
+    /// it is kept until [`StopSignals::wait`].
+    fn install() -> anyhow::Result<Self> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Self {
+            interrupt: signal(SignalKind::interrupt()).context("installing the SIGINT handler")?,
+            terminate: signal(SignalKind::terminate()).context("installing the SIGTERM handler")?,
+        })
+    }
+
+    async fn wait(mut self) {
+        tokio::select! {
+            _ = self.interrupt.recv() => {}
+            _ = self.terminate.recv() => {}
+        }
+    }
 }
 
 /// `petrel bench reflector`: fan-out load against a reflector (a child process by default)

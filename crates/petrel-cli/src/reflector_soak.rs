@@ -128,12 +128,13 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
     })
 }
 
-/// The `SOAK key=value …` line.
+/// The `SOAK key=value …` line; it ends with the verdict, `ok=true` when
+/// the soak passed (no failures; the exit code is 0 then).
 fn soak_line(r: &SoakResult) -> String {
     let l = &r.loss;
     let c = &r.churn;
     format!(
-        "SOAK frames_sent={} expected={} received={} missing={} loss_pct={:.4} frames_expired={} frames_dropped={} ban_send={} ban_recv={} offline={} not_yet_receiving={} churn_window={} reflector_send_errors={} receive_buffer_drops={} unattributed={} received_in_churn={} misdelivered={} duplicates={} late={} logouts={} logins={} login_failures={} group_switches={} recv_bans={} send_bans={} unbans={} reconnects={} admin_errors={} reloads_skipped={} rss_start_mb={:.1} rss_end_mb={:.1} rss_growth_pct={:.2} fds_start={} fds_end={} latency_p99_ms={:.3}",
+        "SOAK frames_sent={} expected={} received={} missing={} loss_pct={:.4} frames_expired={} frames_dropped={} ban_send={} ban_recv={} offline={} not_yet_receiving={} churn_window={} reflector_send_errors={} receive_buffer_drops={} unattributed={} received_in_churn={} misdelivered={} duplicates={} late={} logouts={} logins={} login_failures={} group_switches={} recv_bans={} send_bans={} unbans={} reconnects={} admin_errors={} reloads_skipped={} rss_start_mb={:.1} rss_end_mb={:.1} rss_growth_pct={:.2} fds_start={} fds_end={} latency_p99_ms={:.3} ok={}",
         r.frames_sent, r.expected, r.received, r.missing, r.loss_pct,
         l.frames_expired, l.frames_dropped, l.ban_send, l.ban_recv, l.offline, l.not_yet_receiving,
         l.churn_window, l.reflector_send_errors, l.receive_buffer_drops, l.unattributed,
@@ -141,6 +142,23 @@ fn soak_line(r: &SoakResult) -> String {
         c.logouts, c.logins, c.login_failures, c.group_switches, c.recv_bans, c.send_bans, c.unbans,
         c.reconnects, c.admin_errors, r.reflector_reloads_skipped,
         r.server_rss_start_mb, r.server_rss_end_mb, r.server_rss_growth_pct,
-        r.server_fds_start, r.server_fds_end, r.latency_p99_ms
+        r.server_fds_start, r.server_fds_end, r.latency_p99_ms, r.failures.is_empty()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_soak_line_ends_with_its_verdict() {
+        let passed = SoakResult::default();
+        assert!(soak_line(&passed).starts_with("SOAK frames_sent=0 "));
+        assert!(soak_line(&passed).ends_with(" ok=true"));
+        let failed = SoakResult {
+            failures: vec!["unattributed loss".into()],
+            ..SoakResult::default()
+        };
+        assert!(soak_line(&failed).ends_with(" ok=false"));
+    }
 }

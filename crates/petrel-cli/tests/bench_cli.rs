@@ -25,6 +25,13 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
     assert_usage_errors(&["bench", "echo"], &cases);
     let out = petrel(&["bench", "--seconds", "0", "--out-dir", "unused"]);
     assert_eq!(out.status.code(), Some(2));
+    // In the unit the flag takes, not `0ns` / `1ns..=3600s`.
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("invalid seconds = 0 s: must be in 0.001..=3600 s"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

@@ -60,6 +60,12 @@ fn a_60_s_soak_attributes_every_lost_datagram_and_keeps_rss_and_fds() {
     assert!(n("server_fds_end") <= n("server_fds_start"), "{r}");
     assert!(r["server_rss_growth_pct"].as_f64().unwrap() <= 5.0, "{r}");
     assert!(stderr.contains("SOAK frames_sent="), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.starts_with("SOAK ") && l.ends_with(" ok=true")),
+        "{stderr}"
+    );
 }
 
 #[test]

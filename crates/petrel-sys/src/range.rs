@@ -7,11 +7,13 @@
 //!
 //! Values and bounds are rendered with [`Debug`]: integers as
 //! digits (`65536..=268435456`), floats as Rust prints them (`1e-9..=0.1`) and
-//! [`Duration`](std::time::Duration)s with their unit (`1ms..=5s`). A unit that the
-//! type does not carry (bytes, segments) is appended with [`check_range_in`].
+//! [`Duration`]s with their unit (`1ms..=5s`). A unit that the
+//! type does not carry (bytes, segments) is appended with [`check_range_in`]; a
+//! duration the user gives in seconds renders in seconds with [`check_secs`].
 
 use std::fmt::Debug;
 use std::ops::RangeInclusive;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -74,10 +76,31 @@ pub fn check_range_in<T: PartialOrd + Debug>(
     })
 }
 
+/// As [`check_range`] for a duration given in seconds (a CLI flag or config
+/// key in s): value and bounds render as decimal seconds, not as
+/// [`Duration`]'s `Debug` (`0ns`, `1ms..=3600s`):
+/// `seconds = 0 s is outside 0.001..=3600 s`.
+///
+/// # Errors
+/// As [`check_range`].
+pub fn check_secs(
+    field: &'static str,
+    value: Duration,
+    range: &RangeInclusive<Duration>,
+) -> Result<(), RangeError> {
+    check_range(field, value, range).map_err(|_| RangeError {
+        field,
+        value: format!("{} s", value.as_secs_f64()),
+        range: format!(
+            "{}..={} s",
+            range.start().as_secs_f64(),
+            range.end().as_secs_f64()
+        ),
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     #[test]
@@ -112,5 +135,15 @@ mod tests {
         let e = check_range("target", 0.5f64, &(1e-9..=0.1)).unwrap_err();
         assert_eq!(e.to_string(), "target = 0.5 is outside 1e-9..=0.1");
         assert!(check_range("target", f64::NAN, &(0.0..=1.0)).is_err());
+    }
+
+    #[test]
+    fn seconds_render_as_decimal_seconds() {
+        let r = Duration::from_millis(1)..=Duration::from_secs(3600);
+        assert!(check_secs("seconds", Duration::from_millis(1), &r).is_ok());
+        let e = check_secs("seconds", Duration::ZERO, &r).unwrap_err();
+        assert_eq!(e.to_string(), "seconds = 0 s is outside 0.001..=3600 s");
+        let e = check_secs("warmup", Duration::from_millis(3_600_500), &r).unwrap_err();
+        assert_eq!(e.to_string(), "warmup = 3600.5 s is outside 0.001..=3600 s");
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use petrel_sys::range::{check_range, check_range_in, RangeError};
+use petrel_sys::range::{check_range, check_range_in, check_secs, RangeError};
 
 use super::message::HEADER_LEN;
 
@@ -16,6 +16,9 @@ pub const MAX_CLIENTS: usize = 1024;
 pub const MAX_WINDOW: usize = 4096;
 /// Longest warm-up or measured interval.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(3600);
+/// Shortest measured interval: 1 ms, the resolution the flag is worth
+/// giving in (a shorter one measures nothing).
+pub const MIN_MEASURED: Duration = Duration::from_millis(1);
 /// Most rounds one run may repeat.
 pub const MAX_ROUNDS: u32 = 100;
 
@@ -32,7 +35,7 @@ pub struct EchoConfig {
     pub window: usize,
     /// Warm-up before measuring, 0..=3600 s.
     pub warmup: Duration,
-    /// Measured interval, (0, 3600] s.
+    /// Measured interval, 0.001..=3600 s.
     pub measured: Duration,
     /// Independent repetitions (fresh server and clients each), 1..=100.
     pub rounds: u32,
@@ -87,13 +90,10 @@ impl EchoConfig {
         )?;
         check_range("clients", self.clients, &(1..=MAX_CLIENTS))?;
         check_range("window", self.window, &(1..=MAX_WINDOW))?;
-        check_range("warmup", self.warmup, &(Duration::ZERO..=MAX_INTERVAL))?;
-        // Durations count nanoseconds, so "more than zero" is "at least 1 ns".
-        check_range(
-            "seconds",
-            self.measured,
-            &(Duration::from_nanos(1)..=MAX_INTERVAL),
-        )?;
+        // Both are given in seconds (`--warmup`, `--seconds`), so the
+        // errors render in seconds.
+        check_secs("warmup", self.warmup, &(Duration::ZERO..=MAX_INTERVAL))?;
+        check_secs("seconds", self.measured, &(MIN_MEASURED..=MAX_INTERVAL))?;
         check_range("rounds", self.rounds, &(1..=MAX_ROUNDS))?;
         Ok(())
     }
@@ -177,6 +177,16 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "invalid payload = 15 bytes: must be in 16..=65507 bytes"
+        );
+        let err = EchoConfig {
+            measured: Duration::ZERO,
+            ..Default::default()
+        }
+        .validate()
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid seconds = 0 s: must be in 0.001..=3600 s"
         );
         let edge = EchoConfig {
             payload: 16,

@@ -148,7 +148,7 @@ impl Drop for ServerChild {
     }
 }
 
-/// Parses `reflector listening on udp ADDR` and `reflector http on ADDR`
+/// Parses `reflector listening on udp ADDR (pid N)` and `reflector http on ADDR`
 /// from the child's stdout, then drains the rest in the background.
 fn read_addresses(
     stdout: std::process::ChildStdout,
@@ -159,7 +159,10 @@ fn read_addresses(
         let mut udp = None;
         for line in lines.by_ref().map_while(Result::ok) {
             if let Some(a) = line.strip_prefix("reflector listening on udp ") {
-                udp = a.trim().parse::<SocketAddr>().ok();
+                udp = a
+                    .split_whitespace()
+                    .next()
+                    .and_then(|a| a.parse::<SocketAddr>().ok());
             } else if let Some(a) = line.strip_prefix("reflector http on ") {
                 let _ = tx.send((udp, a.trim().parse::<SocketAddr>().ok()));
                 break;

@@ -349,6 +349,7 @@ fn reload_after(st: &AppState, written: Result<(), StoreError>) -> Response {
 
 fn store_error(e: &StoreError) -> Response {
     let code = match e {
+        StoreError::Duplicate(_) => StatusCode::CONFLICT,
         StoreError::NotFound(_) => StatusCode::NOT_FOUND,
         StoreError::Invalid(_) | StoreError::Password(_) => StatusCode::BAD_REQUEST,
         StoreError::Db(_) | StoreError::Open { .. } => StatusCode::INTERNAL_SERVER_ERROR,

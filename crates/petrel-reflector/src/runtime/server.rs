@@ -47,6 +47,17 @@ pub enum ServerError {
     /// Opening or loading the store failed.
     #[error("store: {0}")]
     Store(#[from] StoreError),
+    /// A socket could not be bound: `what` names its use (`UDP listen
+    /// socket`, `HTTP server`), `addr` the address asked for.
+    #[error("binding the {what} to {addr}: {cause}")]
+    Bind {
+        /// What the socket was for.
+        what: &'static str,
+        /// The address it was to be bound to.
+        addr: SocketAddr,
+        /// What `bind` reported (in the message, not repeated as a source).
+        cause: std::io::Error,
+    },
     /// Socket or thread setup failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
@@ -66,13 +77,18 @@ pub struct ServerHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
-fn bind(cfg: &ServerConfig) -> std::io::Result<(UdpSocket, SocketBuffers)> {
+fn bind(cfg: &ServerConfig) -> Result<(UdpSocket, SocketBuffers), ServerError> {
     // Buffers are a request; the kernel may clamp them (net.core.rmem_max).
     let (sock, buffers) = bind_udp(&UdpOptions {
         buffers: BufferRequest::both(cfg.socket_buffer_bytes),
         on_refusal: OnRefusal::Ignore,
         dual_stack: true,
         ..UdpOptions::new(cfg.listen)
+    })
+    .map_err(|cause| ServerError::Bind {
+        what: "UDP listen socket",
+        addr: cfg.listen,
+        cause,
     })?;
     sock.set_read_timeout(Some(shard::READ_TICK))?;
     // ICMP errors end unreachable sessions (see `icmp.rs`); without them
@@ -84,11 +100,24 @@ fn bind(cfg: &ServerConfig) -> std::io::Result<(UdpSocket, SocketBuffers)> {
 }
 
 impl ServerHandle {
-    /// Opens the store, binds the socket and starts every thread and task.
+    /// Binds the UDP socket and the HTTP listener, opens the store, and
+    /// starts every thread and task. Binding comes first, so a start that
+    /// fails on a taken address creates no SQLite file.
     /// Must be called inside a tokio runtime.
     pub async fn start(cfg: ServerConfig) -> Result<Self, ServerError> {
         cfg.validate()?;
         let session = cfg.session_policy();
+        let (sock, socket) = bind(&cfg)?;
+        let http_listener = match cfg.http_listen {
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|cause| {
+                ServerError::Bind {
+                    what: "HTTP server",
+                    addr,
+                    cause,
+                }
+            })?),
+            None => None,
+        };
         let store = Store::open(
             &cfg.db,
             StoreOptions {
@@ -108,7 +137,6 @@ impl ServerHandle {
         } else {
             None
         };
-        let (sock, socket) = bind(&cfg)?;
         let local_addr = sock.local_addr()?;
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
         let verifier = Arc::new(
@@ -139,15 +167,15 @@ impl ServerHandle {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
-        let (http_addr, http_task) = match cfg.http_listen {
-            Some(listen) => {
+        let (http_addr, http_task) = match http_listener {
+            Some(listener) => {
                 let state = super::http::AppState {
                     stats: stats.clone(),
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
                     admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
                 };
-                let (addr, task) = spawn_http(listen, state, &cfg.http).await?;
+                let (addr, task) = spawn_http(listener, state, &cfg.http)?;
                 (Some(addr), Some(task))
             }
             None => (None, None),
@@ -289,12 +317,11 @@ impl Drop for ServerHandle {
     }
 }
 
-async fn spawn_http(
-    listen: SocketAddr,
+fn spawn_http(
+    listener: tokio::net::TcpListener,
     state: super::http::AppState,
     limits: &HttpConfig,
 ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    let listener = tokio::net::TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     let stats = Arc::clone(&state.stats.http);
     let app = super::http::router(state, limits);

@@ -29,7 +29,24 @@ impl Store {
         .bind(hash)
         .bind(group)
         .fetch_one(&self.pool)
-        .await?;
+        .await;
+        let row = match row {
+            Err(e) if unique_column(&e, "users").is_some() => {
+                // SQLite names one violated column, not necessarily the
+                // name when both clash; a taken name is the likelier mistake.
+                let name_taken = sqlx::query("SELECT 1 FROM users WHERE name = $1")
+                    .bind(&u.name)
+                    .fetch_optional(&self.pool)
+                    .await?
+                    .is_some();
+                return Err(StoreError::Duplicate(match unique_column(&e, "users") {
+                    _ if name_taken => format!("a user named {:?} already exists", u.name),
+                    Some("callsign") => format!("callsign {:?} is taken", u.callsign),
+                    _ => return Err(e.into()),
+                }));
+            }
+            other => other?,
+        };
         Ok(row.try_get(0)?)
     }
 
@@ -74,7 +91,22 @@ impl Store {
         .bind(name)
         .bind(i64::from(is_virtual))
         .fetch_one(&self.pool)
-        .await?;
+        .await;
+        let row = match row {
+            Err(e) => {
+                return Err(match unique_column(&e, "talkgroups") {
+                    Some("name") => {
+                        StoreError::Duplicate(format!("a group named {name:?} already exists"))
+                    }
+                    Some("id") => StoreError::Duplicate(format!(
+                        "group id {} is taken",
+                        id.map_or_else(|| "(next free)".to_owned(), |i| i.to_string())
+                    )),
+                    _ => e.into(),
+                })
+            }
+            Ok(row) => row,
+        };
         Ok(row.try_get(0)?)
     }
 
@@ -179,6 +211,30 @@ impl Store {
 }
 
 /// `Ok` when an update changed a row; `NotFound(what())` when it matched none.
+/// The column of `table` whose uniqueness `e` violated, if it is such a
+/// violation: SQLite's message reads `UNIQUE constraint failed:
+/// users.callsign`; PostgreSQL names the constraint (`users_callsign_key`,
+/// `talkgroups_pkey` for the id).
+fn unique_column<'e>(e: &'e sqlx::Error, table: &str) -> Option<&'e str> {
+    let sqlx::Error::Database(db) = e else {
+        return None;
+    };
+    if db.kind() != sqlx::error::ErrorKind::UniqueViolation {
+        return None;
+    }
+    match db.constraint() {
+        Some(constraint) => match constraint.strip_prefix(table)?.strip_prefix('_')? {
+            "pkey" => Some("id"),
+            rest => rest.strip_suffix("_key"),
+        },
+        None => db
+            .message()
+            .strip_prefix("UNIQUE constraint failed: ")?
+            .strip_prefix(table)?
+            .strip_prefix('.'),
+    }
+}
+
 fn updated(rows_affected: u64, what: impl FnOnce() -> String) -> Result<(), StoreError> {
     if rows_affected == 0 {
         return Err(StoreError::NotFound(what()));

@@ -59,9 +59,15 @@ pub enum StoreError {
         /// source, so error chains print it once).
         cause: sqlx::Error,
     },
-    /// The database reported an error.
+    /// The database reported an error (in the message, not repeated as a
+    /// source: sqlx's own message already ends with the database's).
     #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
+    Db(sqlx::Error),
+    /// A value that must be unique is in use: a user's name or callsign,
+    /// a group's name or id. The message says which, e.g.
+    /// `a group named "Test" already exists`.
+    #[error("{0}")]
+    Duplicate(String),
     /// The device password was rejected.
     #[error(transparent)]
     Password(#[from] PasswordError),
@@ -71,6 +77,12 @@ pub enum StoreError {
     /// An argument is outside its allowed values.
     #[error("invalid {0}")]
     Invalid(String),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        Self::Db(e)
+    }
 }
 
 /// Options for opening a store.

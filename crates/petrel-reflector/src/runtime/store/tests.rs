@@ -32,6 +32,7 @@ on_every_backend!(
     text_history_is_kept_newest_first_and_pruned,
     recordings_are_listed_newest_first,
     group_ids_follow_the_highest_in_use,
+    a_duplicate_says_which_value_is_taken,
     text_history_is_pruned_oldest_first_with_bytes,
     oldest_recordings_come_first_and_rows_delete,
     a_device_group_must_be_a_talkgroup,
@@ -88,7 +89,7 @@ async fn users_groups_links_and_devices_round_trip(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
     let uid = s.add_user(&alice()).await.unwrap();
     assert!(
-        matches!(s.add_user(&alice()).await, Err(StoreError::Db(_))),
+        matches!(s.add_user(&alice()).await, Err(StoreError::Duplicate(_))),
         "duplicate name accepted"
     );
     let mut bad = alice();
@@ -249,12 +250,50 @@ async fn group_ids_follow_the_highest_in_use(db: String) {
     assert_eq!(s.add_group("after", true, None).await.unwrap(), 5001);
     assert!(matches!(
         s.add_group("clash", false, Some(5000)).await,
-        Err(StoreError::Db(_))
+        Err(StoreError::Duplicate(_))
     ));
     assert!(matches!(
         s.add_group("zero", false, Some(0)).await,
         Err(StoreError::Invalid(_))
     ));
+}
+
+/// Which unique value a duplicate hit is read from the backend's error
+/// (SQLite's message, PostgreSQL's constraint name).
+async fn a_duplicate_says_which_value_is_taken(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    s.add_user(&alice()).await.unwrap();
+    let duplicate = |r: Result<i64, StoreError>| match r {
+        Err(StoreError::Duplicate(message)) => message,
+        other => panic!("{other:?}"),
+    };
+    // Name and callsign both taken: the name is reported.
+    assert_eq!(
+        duplicate(s.add_user(&alice()).await),
+        r#"a user named "alice" already exists"#
+    );
+    let mut same_callsign = alice();
+    same_callsign.name = "bob".into();
+    assert_eq!(
+        duplicate(s.add_user(&same_callsign).await),
+        r#"callsign "BA1AAA" is taken"#
+    );
+    let mut same_name = alice();
+    same_name.callsign = "BA2BBB".into();
+    assert_eq!(
+        duplicate(s.add_user(&same_name).await),
+        r#"a user named "alice" already exists"#
+    );
+    s.add_group("Test", false, None).await.unwrap();
+    assert_eq!(
+        duplicate(s.add_group("Test", false, None).await),
+        r#"a group named "Test" already exists"#
+    );
+    assert_eq!(
+        duplicate(s.add_group("Other", false, Some(999)).await),
+        "group id 999 is taken"
+    );
+    s.close().await;
 }
 
 #[tokio::test]

@@ -1,0 +1,208 @@
+//! `petrel reflector …`: how `serve` starts and stops, and the store
+//! commands' errors, run through the real binary against a scratch SQLite
+//! file and loopback sockets.
+
+#![allow(clippy::unwrap_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A scratch directory for one test, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(test: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "petrel-reflector-cli-{test}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Self(dir)
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.0.join(name).to_str().unwrap().to_owned()
+    }
+
+    /// A config file with the UDP socket on `listen` and HTTP on `http`.
+    fn config(&self, listen: &str, http: &str) -> String {
+        let path = self.path("reflector.toml");
+        std::fs::write(
+            &path,
+            format!("listen = \"{listen}\"\nhttp_listen = \"{http}\"\n"),
+        )
+        .unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `petrel reflector serve` with `args`, its stdout piped.
+fn serve(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["reflector", "serve"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits up to 20 s for `child` to exit; kills it and fails otherwise.
+fn wait_exit(child: &mut Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("petrel reflector serve did not exit within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn serve_prints_its_pid_and_stops_cleanly_on_sigterm() {
+    let dir = Scratch::new("sigterm");
+    let config = dir.config("127.0.0.1:0", "127.0.0.1:0");
+    let db = dir.path("store.db");
+    let mut child = serve(&["--config", &config, "--db", &db]);
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let first = lines.next().unwrap().unwrap();
+    assert!(
+        first.starts_with("reflector listening on udp 127.0.0.1:"),
+        "{first}"
+    );
+    assert!(first.ends_with(&format!("(pid {})", child.id())), "{first}");
+    let http = lines.next().unwrap().unwrap();
+    assert!(http.starts_with("reflector http on 127.0.0.1:"), "{http}");
+    let status = stop(&mut child, libc::SIGTERM);
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(status.code(), Some(0), "{status:?} {rest:?}");
+    assert!(
+        rest.iter().any(|l| l.starts_with("stopped: ")),
+        "no summary after SIGTERM: {rest:?}"
+    );
+}
+
+/// Sends `signal` to `child` and waits for it to exit.
+fn stop(child: &mut Child, signal: i32) -> std::process::ExitStatus {
+    let pid = i32::try_from(child.id()).unwrap();
+    // SAFETY: kill(2) on the child we spawned and have not reaped.
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+    wait_exit(child)
+}
+
+#[test]
+fn a_taken_address_names_the_socket_and_creates_no_store() {
+    let dir = Scratch::new("bind");
+    let config = dir.config("127.0.0.1:0", "127.0.0.1:0");
+    let mut first = serve(&["--config", &config, "--db", &dir.path("first.db")]);
+    let mut lines = BufReader::new(first.stdout.take().unwrap()).lines();
+    let udp_line = lines.next().unwrap().unwrap();
+    let udp = udp_line
+        .strip_prefix("reflector listening on udp ")
+        .and_then(|l| l.split_whitespace().next())
+        .unwrap()
+        .to_owned();
+    let http_line = lines.next().unwrap().unwrap();
+    let http = http_line
+        .strip_prefix("reflector http on ")
+        .unwrap()
+        .to_owned();
+    for (listen, http_listen, needle) in [
+        (
+            "127.0.0.1:0",
+            http.as_str(),
+            format!("error: binding the HTTP server to {http}: Address already in use"),
+        ),
+        (
+            udp.as_str(),
+            "127.0.0.1:0",
+            format!("error: binding the UDP listen socket to {udp}: Address already in use"),
+        ),
+    ] {
+        let second_dir = Scratch::new("bind-second");
+        let config = second_dir.config(listen, http_listen);
+        let db = second_dir.path("second.db");
+        let out = support::petrel(&["reflector", "serve", "--config", &config, "--db", &db]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(&needle), "{stderr}");
+        assert!(
+            !std::path::Path::new(&db).exists(),
+            "a failed start created {db}"
+        );
+    }
+    assert_eq!(stop(&mut first, libc::SIGINT).code(), Some(0));
+}
+
+/// `petrel reflector ARGS… --db DB`: asserts the exit code and returns stderr.
+fn manage(db: &str, args: &[&str], code: i32) -> String {
+    let out = support::petrel(&[&["reflector"], args, &["--db", db]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    stderr
+}
+
+const ADD_N0CALL: &[&str] = &[
+    "user",
+    "add",
+    "--name",
+    "N0CALL",
+    "--callsign",
+    "N0CALL",
+    "--device-password",
+    "Pass1234",
+];
+
+#[test]
+fn a_device_joins_only_an_existing_group() {
+    let dir = Scratch::new("device-group");
+    let db = dir.path("store.db");
+    manage(&db, ADD_N0CALL, 0);
+    let device_group = |group: &'static str| {
+        [
+            "device", "group", "--user", "N0CALL", "--ssid", "1", "--group", group,
+        ]
+    };
+    let stderr = manage(&db, &device_group("424242"), 1);
+    assert_eq!(stderr.trim_end(), "error: group 424242 not found");
+    // The public group exists on a fresh store; 0 is "ungrouped".
+    manage(&db, &device_group("999"), 0);
+    manage(&db, &device_group("0"), 0);
+}
+
+#[test]
+fn duplicate_names_say_which_value_is_taken() {
+    let dir = Scratch::new("duplicates");
+    let db = dir.path("store.db");
+    manage(&db, ADD_N0CALL, 0);
+    let stderr = manage(&db, ADD_N0CALL, 1);
+    assert_eq!(
+        stderr.trim_end(),
+        r#"error: a user named "N0CALL" already exists"#
+    );
+    let other_name = [&ADD_N0CALL[..3], &["N1CALL"], &ADD_N0CALL[4..]].concat();
+    let stderr = manage(&db, &other_name, 1);
+    assert_eq!(stderr.trim_end(), r#"error: callsign "N0CALL" is taken"#);
+    manage(&db, &["group", "add", "--name", "Test"], 0);
+    let stderr = manage(&db, &["group", "add", "--name", "Test"], 1);
+    assert_eq!(
+        stderr.trim_end(),
+        r#"error: a group named "Test" already exists"#
+    );
+}
