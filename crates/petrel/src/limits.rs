@@ -65,6 +65,7 @@ impl ReplyLimiter {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 mod tests {
     use super::*;
 
