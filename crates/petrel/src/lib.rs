@@ -40,7 +40,8 @@
 //! (`petrel-bench`).
 //!
 //! Modules, bottom to top (each imports only those before it): `config`, `error`,
-//! `stats`; `io` (the socket, sending, counters); `conn` (one connection's state and
+//! `stats`; `io` (the socket, sending, counters); `limits` (per-prefix keys, the
+//! repeated-reply limiter); `conn` (one connection's state and
 //! timer task); `connect` (a client handshake in progress); `router` (connections by
 //! peer and conv, the server handshake, the reader task); `connection` (the
 //! application's [`Connection`]); `endpoint` (the public [`Endpoint`]).
@@ -52,6 +53,7 @@ mod connection;
 mod endpoint;
 mod error;
 mod io;
+mod limits;
 mod router;
 mod stats;
 
@@ -59,7 +61,7 @@ pub use config::{ConfigError, EndpointConfig, Mode};
 pub use connection::Connection;
 pub use endpoint::Endpoint;
 pub use error::{ConnectError, ConnectionError};
-pub use petrel_proto::fec::{FecConfig, FecScheme};
+pub use petrel_proto::fec::{FecConfig, FecScheme, ShapeMismatch};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
 pub use petrel_proto::kcp::{KcpConfig, KcpStats};
 pub use petrel_proto::session::FecStats;

@@ -26,6 +26,7 @@ use crate::conn::{run_timer, ConnShared};
 use crate::connect::{self, PendingConnect};
 use crate::error::ConnectError;
 use crate::io::{wall_clock_ms, EndpointIo};
+use crate::limits::{prefix_of, ReplyLimiter};
 use crate::stats::EndpointCounters;
 
 /// The cookie secret is replaced this often; cookies stay valid across one rotation.
@@ -61,22 +62,30 @@ impl Drop for EndpointGuard {
 pub(crate) struct Registry {
     pub(crate) conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
     by_opening: HashMap<(SocketAddr, u64), u32>,
-    /// Connections per peer address and per peer IP, for the per-peer limits.
+    /// Connections per peer address, per peer IP and per /24 or /64, for the
+    /// per-peer limits.
     per_address: HashMap<SocketAddr, usize>,
     per_ip: HashMap<IpAddr, usize>,
+    per_prefix: HashMap<IpAddr, usize>,
+    /// Bytes of `recv_buffer_budget` the registered connections reserve.
+    recv_reserved: usize,
+    /// Repeated handshake replies per source IP.
+    replies: ReplyLimiter,
 }
 
 impl Registry {
-    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>) {
+    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>, recv_reservation: usize) {
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.insert((peer, id), conn.conv);
         }
         *self.per_address.entry(peer).or_default() += 1;
         *self.per_ip.entry(peer.ip()).or_default() += 1;
+        *self.per_prefix.entry(prefix_of(peer.ip())).or_default() += 1;
+        self.recv_reserved += recv_reservation;
         self.conns.insert((peer, conn.conv), conn);
     }
 
-    fn remove(&mut self, peer: SocketAddr, conv: u32) {
+    fn remove(&mut self, peer: SocketAddr, conv: u32, recv_reservation: usize) {
         let Some(conn) = self.conns.remove(&(peer, conv)) else {
             return;
         };
@@ -85,13 +94,30 @@ impl Registry {
         }
         decrement(&mut self.per_address, peer);
         decrement(&mut self.per_ip, peer.ip());
+        decrement(&mut self.per_prefix, prefix_of(peer.ip()));
+        self.recv_reserved -= recv_reservation;
     }
 
-    /// Whether `peer` may open one more incoming connection.
-    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> bool {
-        self.per_address.get(&peer).copied().unwrap_or(0) < config.max_connections_per_address
-            && self.per_ip.get(&peer.ip()).copied().unwrap_or(0) < config.max_connections_per_ip
+    /// Whether `peer` may open one more incoming connection: `Err` names the
+    /// counter of the limit it reached.
+    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> Result<(), Refusal> {
+        if self.per_address.get(&peer).copied().unwrap_or(0) >= config.max_connections_per_address
+            || self.per_ip.get(&peer.ip()).copied().unwrap_or(0) >= config.max_connections_per_ip
+        {
+            return Err(Refusal::Peer);
+        }
+        let prefix = self.per_prefix.get(&prefix_of(peer.ip())).copied();
+        if prefix.unwrap_or(0) >= config.max_connections_per_prefix {
+            return Err(Refusal::Prefix);
+        }
+        Ok(())
     }
+}
+
+/// Which per-source limit refused an incoming connection.
+enum Refusal {
+    Peer,
+    Prefix,
 }
 
 fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
@@ -203,13 +229,20 @@ impl Router {
                     self.io.config.max_connections,
                 ));
             }
+            let reservation = self.io.config.recv_reservation();
+            if reg.recv_reserved + reservation > self.io.config.recv_buffer_budget {
+                EndpointCounters::add(&self.io.counters.refused_recv_budget, 1);
+                return Err(ConnectError::ReceiveBudget(
+                    self.io.config.recv_buffer_budget,
+                ));
+            }
             if reg.conns.contains_key(&(peer, established.conv)) {
                 return Err(ConnectError::Handshake(format!(
                     "conv {} already in use with {peer}",
                     established.conv
                 )));
             }
-            reg.insert(peer, shared.clone());
+            reg.insert(peer, shared.clone(), reservation);
         }
         let router = self.clone();
         let conn = shared.clone();
@@ -221,7 +254,7 @@ impl Router {
     }
 
     pub(crate) fn unregister(&self, peer: SocketAddr, conv: u32) {
-        lock(&self.registry).remove(peer, conv);
+        lock(&self.registry).remove(peer, conv, self.io.config.recv_reservation());
     }
 
     pub(crate) fn lookup(&self, peer: SocketAddr, conv: u32) -> Option<Arc<ConnShared>> {
@@ -295,7 +328,7 @@ impl Router {
             ) => self.to_pending(now, peer, dg),
             // INITIAL, and datagrams of versions we do not speak: the server decides.
             _ => {
-                if self.repeat_reply(peer, dg, reply) {
+                if self.repeat_reply(now, peer, dg, reply) {
                     return;
                 }
                 self.server_handshake(now, peer, dg, reply);
@@ -312,7 +345,7 @@ impl Router {
     ) {
         match LegacyMessage::decode(dg) {
             Ok(LegacyMessage::Syn { .. }) => {
-                if !self.repeat_reply(peer, dg, reply) {
+                if !self.repeat_reply(now, peer, dg, reply) {
                     self.server_handshake(now, peer, dg, reply);
                 }
             }
@@ -341,7 +374,7 @@ impl Router {
 
     /// Answers an opening datagram (INITIAL / SYN) repeated by a peer that is already
     /// connected because our ACCEPT / SYN-ACK was lost.
-    fn repeat_reply(&self, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
+    fn repeat_reply(&self, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
         let Some(server) = self.server.as_ref() else {
             return false;
         };
@@ -349,14 +382,19 @@ impl Router {
             return false;
         };
         let conn = {
-            let reg = lock(&self.registry);
-            let Some(conv) = reg.by_opening.get(&(peer, id)) else {
+            let mut reg = lock(&self.registry);
+            let Some(conv) = reg.by_opening.get(&(peer, id)).copied() else {
                 return false;
             };
-            reg.conns.get(&(peer, *conv)).cloned()
-        };
-        let Some(conn) = conn else {
-            return false;
+            let Some(conn) = reg.conns.get(&(peer, conv)).cloned() else {
+                return false;
+            };
+            // Handled either way: a repeat beyond the allowance gets no answer.
+            if !reg.replies.allow(now, peer.ip()) {
+                EndpointCounters::add(&self.io.counters.dropped_reply_rate, 1);
+                return true;
+            }
+            conn
         };
         if !lock(server)
             .handshake
@@ -406,9 +444,16 @@ impl Router {
                     EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);
                     return None;
                 }
-                if !lock(&self.registry).peer_has_room(peer, &self.io.config) {
-                    EndpointCounters::add(&self.io.counters.refused_per_peer, 1);
-                    return None;
+                match lock(&self.registry).peer_has_room(peer, &self.io.config) {
+                    Ok(()) => {}
+                    Err(Refusal::Peer) => {
+                        EndpointCounters::add(&self.io.counters.refused_per_peer, 1);
+                        return None;
+                    }
+                    Err(Refusal::Prefix) => {
+                        EndpointCounters::add(&self.io.counters.refused_per_prefix, 1);
+                        return None;
+                    }
                 }
                 let conn = self.create_connection(now, peer, &established).ok()?;
                 if self.accept_tx.try_send(conn.clone()).is_err() {

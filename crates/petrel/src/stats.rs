@@ -87,6 +87,14 @@ endpoint_counters! {
     refused_max_connections,
     /// Handshakes refused by `max_connections_per_address` / `max_connections_per_ip`.
     refused_per_peer,
+    /// Handshakes refused by `max_connections_per_prefix` (same /24 or /64).
+    refused_per_prefix,
+    /// Connections refused because `recv_buffer_budget` had no room for their
+    /// receive buffers.
+    refused_recv_budget,
+    /// Repeated INITIAL / SYN answers not sent: the source IP had its
+    /// allowance of repeated replies for the current second.
+    dropped_reply_rate,
     /// Socket read errors (other than would-block).
     recv_errors,
     /// Handshake datagrams not sent because the socket send buffer was full.

@@ -16,8 +16,10 @@
 //!   (1024-shard `seq` window), expires groups after `group_expiry` and releases
 //!   its oldest incomplete groups when the memory budget is full (all counted in
 //!   [`DecoderStats`]).
-//! - **Budget** ([`FecBudget`]): the shards kept for parity (encoder's open group)
-//!   and for recovery (decoder's incomplete groups) are reserved in one byte budget
+//! - **Budget** ([`FecBudget`]): the shards kept for parity (encoder's open group),
+//!   for recovery (decoder's incomplete groups) and the Reed–Solomon decode
+//!   matrices a decoder caches (at most [`MAX_CODECS`] shapes ×
+//!   [`MAX_DECODE_MATRICES`] loss patterns, see `rs.rs`) are reserved in one byte budget
 //!   per endpoint (`FecConfig::budget`, default 1 MiB), shared by all its
 //!   connections. Nothing blocks on it: a full budget closes the encoder's group
 //!   early or sends without parity, and releases the decoder's oldest groups.
@@ -27,8 +29,12 @@
 //!   longest datagram of its group: per-datagram overhead to plan the MTU with is
 //!   [`wire::NATIVE_OVERHEAD`] = 10 bytes (≤ the reference's 26). kcp-go: `seqid
 //!   u32 | flag u16 (0xF1/0xF2) | size u16`, group = `seqid / (ds+ps)`, optionally
-//!   behind kcptun's 20-byte crypt-none header (16 nonce bytes + CRC-32 IEEE LE):
-//!   8 or 28 bytes of overhead (spec `kcp.md` §2, kcp-go `fec.go`).
+//!   behind kcptun's 20-byte crypt-none header (16 nonce bytes + CRC-32 IEEE LE,
+//!   checked on every datagram; a rebuilt datagram has no CRC of its own, the
+//!   lost datagram carried it): 8 or 28 bytes of overhead (spec `kcp.md` §2,
+//!   kcp-go `fec.go`). The shape is not on the wire, so the decoder rebuilds
+//!   nothing until it has proven the peer's shape to be ours, and stops for good
+//!   at the first shard that contradicts it ([`shape`]).
 //! - **Adaptive parity** ([`ParityPolicy`], [`LossReport`]): parity 0..=`max_parity`
 //!   from the receiver's loss reports, keeping the binomial probability of an
 //!   unrecoverable group below `target`; see [`policy`] for the exact rule.
@@ -65,6 +71,7 @@ pub mod policy;
 mod queue;
 mod rs;
 mod seqwin;
+pub mod shape;
 mod stats;
 pub mod wire;
 
@@ -73,6 +80,8 @@ pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_
 pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
+pub use rs::{matrix_cost, MAX_CODECS, MAX_DECODE_MATRICES};
 pub use seqwin::SEQ_WINDOW;
+pub use shape::{ShapeCheck, ShapeMismatch, SHAPE_REPORT_DELAY};
 pub use stats::{DecoderStats, EncoderStats};
 pub use wire::{Framing, WireError};

@@ -55,13 +55,30 @@ pub struct DecoderStats {
     /// releasing every other incomplete group of this decoder, in packets. Data
     /// shards among them were still handed up.
     pub shards_refused_for_budget: u64,
-    /// Shards already seen (same `seq`), dropped.
+    /// Shards already seen (same `seq`), dropped; also rebuilt shards whose
+    /// `seq` was already handed up (their group expired and was tracked afresh).
     pub duplicates: u64,
-    /// Shards too old for the duplicate window or for a retired group, dropped
-    /// (parity) or handed up unchecked (data).
+    /// Shards older than the duplicate window ([`super::SEQ_WINDOW`]), dropped,
+    /// as they may have been handed up already.
     pub stale: u64,
-    /// Datagrams rejected as malformed (bad header, CRC, size or shape).
+    /// kcp-go framing: shards whose flag (data / parity) contradicts the index
+    /// our shape gives their `seqid` — evidence that the peer's shape is not
+    /// ours ([`super::shape`]).
+    pub shape_mismatches: u64,
+    /// kcp-go framing: parity shards dropped because a shape mismatch stopped
+    /// recovery for good, in packets.
+    pub parity_dropped_for_shape: u64,
+    /// Datagrams rejected as malformed (bad header, CRC, size or shape), in
+    /// packets; includes `shapes_refused`.
     pub malformed: u64,
+    /// Native framing: shards of a group shape the negotiated scheme does not
+    /// allow (more data or parity shards), dropped, in packets.
+    pub shapes_refused: u64,
+    /// Groups not rebuilt because the decode matrix of their missing-shard set
+    /// did not fit the FEC budget (see `fec::rs`); counted unrecoverable too.
+    pub rebuilds_refused_for_budget: u64,
+    /// Bytes of cached Reed–Solomon decode matrices, reserved in the FEC budget.
+    pub codec_bytes: usize,
     /// Datagrams dropped because the caller did not poll the delivery queue.
     pub rx_queue_dropped: u64,
     /// Loss reports received (native framing) and returned to the caller.
