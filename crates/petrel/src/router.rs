@@ -56,11 +56,15 @@ impl Drop for EndpointGuard {
 
 /// Connections by `(peer, conv)`, and by `(peer, opening id)` — the nonce (native) or
 /// sync_id (legacy) of the datagram that opened them — to answer repeated openings in
-/// constant time.
+/// constant time. In kcp-go mode also by peer alone: kcp-go's parity shards carry no
+/// conv, and kcp-go serves one session per address.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     pub(crate) conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
     by_opening: HashMap<(SocketAddr, u64), u32>,
+    /// kcp-go mode: the conv of each peer's one connection (empty in other modes).
+    by_peer: HashMap<SocketAddr, u32>,
+    kcpgo: bool,
     /// Connections per peer address and per peer IP, for the per-peer limits.
     per_address: HashMap<SocketAddr, usize>,
     per_ip: HashMap<IpAddr, usize>,
@@ -70,6 +74,9 @@ impl Registry {
     fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>) {
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.insert((peer, id), conn.conv);
+        }
+        if self.kcpgo {
+            self.by_peer.insert(peer, conn.conv);
         }
         *self.per_address.entry(peer).or_default() += 1;
         *self.per_ip.entry(peer.ip()).or_default() += 1;
@@ -82,6 +89,9 @@ impl Registry {
         };
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.remove(&(peer, id));
+        }
+        if self.by_peer.get(&peer) == Some(&conv) {
+            self.by_peer.remove(&peer);
         }
         decrement(&mut self.per_address, peer);
         decrement(&mut self.per_ip, peer.ip());
@@ -123,7 +133,7 @@ fn opening_id_of(mode: &HandshakeMode, dg: &[u8]) -> Option<u64> {
             Ok(LegacyMessage::Syn { sync_id }) => Some(u64::from(sync_id)),
             _ => None,
         },
-        HandshakeMode::Raw { .. } => None,
+        HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => None,
     }
 }
 
@@ -165,9 +175,13 @@ impl Router {
         accept_tx: mpsc::Sender<Arc<ConnShared>>,
     ) -> Self {
         let fec_budget = FecBudget::new(io.config.fec.budget);
+        let registry = Registry {
+            kcpgo: matches!(io.mode, HandshakeMode::KcpGo(_)),
+            ..Registry::default()
+        };
         Self {
             io,
-            registry: Mutex::default(),
+            registry: Mutex::new(registry),
             server: server.map(Mutex::new),
             pending: Mutex::default(),
             accept_tx,
@@ -207,6 +221,11 @@ impl Router {
                 return Err(ConnectError::Handshake(format!(
                     "conv {} already in use with {peer}",
                     established.conv
+                )));
+            }
+            if let Some(conv) = reg.by_peer.get(&peer) {
+                return Err(ConnectError::Handshake(format!(
+                    "kcp-go mode holds one connection per peer, and {peer} has conv {conv}"
                 )));
             }
             reg.insert(peer, shared.clone());
@@ -255,6 +274,9 @@ impl Router {
     }
 
     fn on_data(self: &Arc<Self>, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) {
+        if let HandshakeMode::KcpGo(_) = self.io.mode {
+            return self.on_kcpgo_data(now, peer, dg, reply);
+        }
         let Some(conv) = peek_conv(dg) else {
             EndpointCounters::add(&self.io.counters.dropped_malformed, 1);
             return;
@@ -263,6 +285,34 @@ impl Router {
             conn.on_data(now, dg);
         } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
             // Raw KCP has no handshake: the first datagram with our conv opens the connection.
+            if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
+                conn.on_data(now, dg);
+            }
+        } else {
+            EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
+        }
+    }
+
+    /// kcp-go mode routes by peer address, as kcp-go's listener does: a known
+    /// peer's datagrams go to its connection (whose session rejects, and counts,
+    /// a foreign conv or a bad CRC); a new peer's first datagram with a valid
+    /// header and a conv opens one on a server.
+    fn on_kcpgo_data(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        let conn = {
+            let reg = lock(&self.registry);
+            reg.by_peer
+                .get(&peer)
+                .and_then(|conv| reg.conns.get(&(peer, *conv)).cloned())
+        };
+        if let Some(conn) = conn {
+            conn.on_data(now, dg);
+        } else if self.server.is_some() {
             if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
                 conn.on_data(now, dg);
             }
