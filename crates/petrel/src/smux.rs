@@ -438,7 +438,7 @@ async fn read_frames(shared: &Arc<Shared>, accept_tx: mpsc::Sender<SmuxStream>) 
 }
 
 /// How a stream keeps its session alive.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Owner {
     /// Opened or accepted through a session handle.
     Guard(Arc<Guard>),
@@ -493,21 +493,17 @@ impl SmuxStream {
     /// [`SmuxError::Closed`] after [`close`](Self::close) or the peer's FIN, or
     /// the connection's error.
     pub async fn write(&self, data: &[u8]) -> Result<(), SmuxError> {
-        let shared = self.shared();
-        for chunk in data.chunks(shared.config.max_frame_size) {
-            let open = {
-                let st = shared.lock();
-                if let Some(err) = &st.end {
-                    return Err(err.clone());
-                }
-                st.streams.contains_key(&self.id)
-            };
-            if self.closed || !open {
-                return Err(SmuxError::Closed);
-            }
-            shared.send_frame(CMD_PSH, self.id, chunk).await?;
+        write_stream(self.shared(), self.id, data).await
+    }
+
+    /// A handle that writes to this stream, so one task can write while another
+    /// reads. It does not keep the stream open: once the stream is closed or
+    /// dropped, its writes fail with [`SmuxError::Closed`].
+    pub fn writer(&self) -> SmuxWriter {
+        SmuxWriter {
+            id: self.id,
+            owner: self.owner.clone(),
         }
-        Ok(())
     }
 
     /// The next chunk of data; `Ok(None)` after the peer's FIN (everything it
@@ -537,6 +533,44 @@ impl SmuxStream {
         shared.lock().streams.remove(&self.id);
         shared.send_frame(CMD_FIN, self.id, &[]).await
     }
+}
+
+/// Writes to one [`SmuxStream`] (see [`SmuxStream::writer`]).
+#[derive(Debug, Clone)]
+pub struct SmuxWriter {
+    id: u32,
+    owner: Owner,
+}
+
+impl SmuxWriter {
+    /// As [`SmuxStream::write`].
+    ///
+    /// # Errors
+    /// As [`SmuxStream::write`].
+    pub async fn write(&self, data: &[u8]) -> Result<(), SmuxError> {
+        let shared = match &self.owner {
+            Owner::Guard(g) => &g.shared,
+            Owner::Pending(s) => s,
+        };
+        write_stream(shared, self.id, data).await
+    }
+}
+
+/// Sends `data` on stream `id` in PSH frames while the stream is open.
+async fn write_stream(shared: &Shared, id: u32, data: &[u8]) -> Result<(), SmuxError> {
+    for chunk in data.chunks(shared.config.max_frame_size) {
+        {
+            let st = shared.lock();
+            if let Some(err) = &st.end {
+                return Err(err.clone());
+            }
+            if !st.streams.contains_key(&id) {
+                return Err(SmuxError::Closed);
+            }
+        }
+        shared.send_frame(CMD_PSH, id, chunk).await?;
+    }
+    Ok(())
 }
 
 impl SmuxSession {
@@ -599,8 +633,12 @@ mod tests {
     #[test]
     fn other_versions_and_commands_are_protocol_errors() {
         let mut buf = BytesMut::from(&[2u8, CMD_PSH, 0, 0, 3, 0, 0, 0][..]);
-        assert!(matches!(next_frame(&mut buf), Err(SmuxError::Protocol(m)) if m.contains("version 2")));
+        assert!(
+            matches!(next_frame(&mut buf), Err(SmuxError::Protocol(m)) if m.contains("version 2"))
+        );
         let mut buf = BytesMut::from(&[1u8, 9, 0, 0, 3, 0, 0, 0][..]);
-        assert!(matches!(next_frame(&mut buf), Err(SmuxError::Protocol(m)) if m.contains("command 9")));
+        assert!(
+            matches!(next_frame(&mut buf), Err(SmuxError::Protocol(m)) if m.contains("command 9"))
+        );
     }
 }
