@@ -9,7 +9,7 @@
 //! with `PETREL_REQUIRE_KCPTUN` set (CI) their absence fails the test instead.
 #![allow(clippy::unwrap_used)]
 
-use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
+use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing, ShapeCheck};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::collections::BTreeMap;
@@ -273,6 +273,11 @@ fn decodes_and_recovers_real_kcptun_traffic() {
         .sum();
     for d in &per_dir {
         assert_eq!(d.stats().malformed, 0);
+        // kcptun's traffic proves its shape is ours: recovery is on.
+        assert_eq!(
+            (d.shape_check(), d.stats().shape_mismatches),
+            (ShapeCheck::Confirmed, 0)
+        );
     }
     assert!(parity > 0, "kcptun sent no parity");
 
@@ -286,33 +291,48 @@ fn decodes_and_recovers_real_kcptun_traffic() {
             .or_insert_with(|| vec![None; usize::from(DS + PS)]);
         g[(seqid(d) % n) as usize] = Some(d);
     }
-    let complete: Vec<Vec<&Vec<u8>>> = groups
-        .values()
-        .filter(|g| g.iter().all(Option::is_some))
-        .map(|g| g.iter().flatten().copied().collect())
+    let complete: Vec<(usize, u32, Vec<&Vec<u8>>)> = groups
+        .iter()
+        .filter(|(_, g)| g.iter().all(Option::is_some))
+        .map(|(&(dir, id), g)| (dir, id, g.iter().flatten().copied().collect()))
         .collect();
     assert!(!complete.is_empty(), "no complete FEC group captured");
 
-    for group in complete.iter().take(5) {
+    let mut checked = 0;
+    for (dir, id, group) in &complete {
+        // A decoder that has seen the direction's traffic before this group, so
+        // that it has proven kcptun's shape (nothing is rebuilt before that).
+        let mut dec = FecDecoder::new(&cfg, framing).unwrap();
+        let base = id * u32::from(DS + PS);
+        for (_, d) in captured
+            .iter()
+            .filter(|(d_dir, d)| usize::from(*d_dir) == *dir && seqid(d) < base)
+        {
+            dec.input(Instant::now(), d).unwrap();
+        }
+        if dec.shape_check() != ShapeCheck::Confirmed {
+            continue;
+        }
+        let mut out = Vec::new();
+        while dec.poll_datagram(&mut out) {}
+        let recovered_before = dec.stats().shards_recovered;
         let originals: Vec<Vec<u8>> = group[..usize::from(DS)]
             .iter()
             .map(|d| kcp_payload(d).to_vec())
             .collect();
 
         // 3. Drop three data shards; Petrel rebuilds them byte-exact from parity.
-        let mut dec = FecDecoder::new(&cfg, framing).unwrap();
         let dropped = [0usize, 4, 9];
         for (i, d) in group.iter().enumerate() {
             if !dropped.contains(&i) {
                 dec.input(Instant::now(), d).unwrap();
             }
         }
-        let mut out = Vec::new();
         let mut delivered = Vec::new();
         while dec.poll_datagram(&mut out) {
             delivered.push(out.clone());
         }
-        assert_eq!(dec.stats().shards_recovered, 3);
+        assert_eq!(dec.stats().shards_recovered - recovered_before, 3);
         let recovered = &delivered[delivered.len() - 3..];
         for (r, &i) in recovered.iter().zip(&dropped) {
             assert_eq!(r, &originals[i], "recovered shard {i} differs");
@@ -335,9 +355,17 @@ fn decodes_and_recovers_real_kcptun_traffic() {
                 "parity {j} differs from kcp-go"
             );
         }
+        checked += 1;
+        if checked == 5 {
+            break;
+        }
     }
+    assert!(
+        checked > 0,
+        "no complete group after kcptun's shape was proven"
+    );
     eprintln!(
-        "fec_kcptun: {} datagrams captured, {} parity, {} complete groups (5 checked)",
+        "fec_kcptun: {} datagrams captured, {} parity, {} complete groups ({checked} checked)",
         captured.len(),
         parity,
         complete.len()

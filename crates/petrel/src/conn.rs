@@ -85,6 +85,7 @@ impl ConnState {
         self.end = match self.session.error() {
             Some(SessionError::DeadLink(_)) => Some(ConnectionError::DeadLink),
             Some(SessionError::IdleTimeout(_)) => Some(ConnectionError::IdleTimeout),
+            Some(SessionError::FecShapeMismatch(m)) => Some(ConnectionError::FecShapeMismatch(m)),
             None if self.session.is_closed() => Some(ConnectionError::Closed),
             None => None,
         };

@@ -2,6 +2,7 @@
 
 use std::io;
 
+use petrel_proto::fec::ShapeMismatch;
 use petrel_proto::kcp::SendError;
 
 /// Why a connection ended or an operation on it failed.
@@ -21,6 +22,10 @@ pub enum ConnectionError {
     /// Nothing arrived from the peer within the idle timeout.
     #[error("idle timeout: nothing received from the peer")]
     IdleTimeout,
+    /// kcp-go FEC framing: the peer's data/parity shard counts are not ours
+    /// (both named); its parity cannot be used, so the connection ended.
+    #[error(transparent)]
+    FecShapeMismatch(ShapeMismatch),
     /// The connection was closed, locally or by the peer.
     #[error("connection closed")]
     Closed,

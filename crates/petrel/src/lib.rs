@@ -62,7 +62,7 @@ pub use config::{ConfigError, EndpointConfig, Mode};
 pub use connection::Connection;
 pub use endpoint::Endpoint;
 pub use error::{ConnectError, ConnectionError};
-pub use petrel_proto::fec::{FecConfig, FecScheme};
+pub use petrel_proto::fec::{FecConfig, FecScheme, ShapeMismatch};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
 pub use petrel_proto::kcp::{KcpConfig, KcpPreset, KcpStats};
 pub use petrel_proto::session::FecStats;

@@ -1,5 +1,12 @@
 //! Receiver side: hands data shards up at once, rebuilds lost ones from parity
 //! as soon as a group has enough shards, and keeps its memory bounded.
+//!
+//! Each shard `seq` is handed up at most once, received or rebuilt: both go
+//! through the duplicate window ([`SeqWindow`]), a rebuilt shard whose `seq` was
+//! already handed up (its group expired and was tracked afresh) is dropped, and
+//! so is every shard older than the window (the ARQ retransmits what that loses).
+//! In kcp-go framing nothing is rebuilt until the peer's shape is proven ours
+//! ([`super::shape`]).
 
 use super::budget::FecBudget;
 use super::config::{ConfigError, FecConfig, FecScheme};
@@ -7,6 +14,7 @@ use super::policy::LossReport;
 use super::queue::DatagramQueue;
 use super::rs::Codecs;
 use super::seqwin::{Seen, SeqWindow};
+use super::shape::{Observed, ShapeCheck, ShapeGuard, ShapeMismatch};
 use super::stats::DecoderStats;
 use super::wire::{self, Framing, Shard, ShardKind, WireError, NATIVE_REPORT};
 use std::collections::{HashMap, VecDeque};
@@ -35,7 +43,8 @@ pub enum DecodeError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decoded<'a> {
     /// A data shard outside any group (sent while parity was 0) arriving while
-    /// no group is tracked: its ARQ datagram, borrowed from the input, to hand up
+    /// no group is tracked, or any data shard once a kcp-go shape mismatch
+    /// stopped recovery: its ARQ datagram, borrowed from the input, to hand up
     /// at once. Nothing was copied or queued.
     PassThrough(&'a [u8]),
     /// A native-framing loss report, for the caller's encoder.
@@ -50,8 +59,6 @@ struct Group {
     shape: Option<(u8, u8)>,
     parity_len: usize,
     shards: Vec<Option<Vec<u8>>>,
-    /// Data indices rebuilt from parity (bit i = index i).
-    recovered: u128,
     done: bool,
     bytes: usize,
 }
@@ -86,6 +93,8 @@ pub struct FecDecoder {
     recon: Vec<(Vec<u8>, bool)>,
     codecs: Codecs,
     window: SeqWindow,
+    /// kcp-go framing: whether the peer's shape is proven ours.
+    shape: Option<ShapeGuard>,
     expected: u32,
     received: u32,
     stats: DecoderStats,
@@ -134,6 +143,10 @@ impl FecDecoder {
             }
             (Framing::Native, _) => (0, 0),
         };
+        let shape = match framing {
+            Framing::Native => None,
+            Framing::KcpGo { .. } => Some(ShapeGuard::new(kcp_shape.0, kcp_shape.1)),
+        };
         Ok(FecDecoder {
             framing,
             kcp_shape,
@@ -148,6 +161,7 @@ impl FecDecoder {
             recon: Vec::new(),
             codecs: Codecs::default(),
             window: SeqWindow::default(),
+            shape,
             expected: 0,
             received: 0,
             stats: DecoderStats::default(),
@@ -157,6 +171,23 @@ impl FecDecoder {
     /// Counters.
     pub fn stats(&self) -> DecoderStats {
         self.stats
+    }
+
+    /// Whether lost data shards may be rebuilt: always in native framing (the
+    /// shape is on the wire); in kcp-go framing only once the peer's shape is
+    /// proven ours, never after a shard contradicted it (see [`super::shape`]).
+    pub fn shape_check(&self) -> ShapeCheck {
+        self.shape
+            .as_ref()
+            .map_or(ShapeCheck::Confirmed, ShapeGuard::state)
+    }
+
+    /// kcp-go framing: the peer sends another shape than ours. `Some` once final:
+    /// as soon as the peer's shape is inferred, at the latest
+    /// [`super::SHAPE_REPORT_DELAY`] after the first contradicting shard (at the
+    /// [`FecDecoder::poll_timeout`] deadline). The connection should end with it.
+    pub fn shape_mismatch(&self) -> Option<ShapeMismatch> {
+        self.shape.as_ref().and_then(ShapeGuard::mismatch)
     }
 
     /// Shards expected and received since the last call; `None` if nothing
@@ -223,13 +254,20 @@ impl FecDecoder {
         got
     }
 
-    /// When the oldest group expires; `None` when no group is tracked.
+    /// When the oldest group expires, or a shape mismatch is due to be reported;
+    /// `None` when neither is pending.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.order.front().map(|&(_, t)| t + self.expiry)
+        let expiry = self.order.front().map(|&(_, t)| t + self.expiry);
+        let shape = self.shape.as_ref().and_then(ShapeGuard::poll_timeout);
+        expiry.into_iter().chain(shape).min()
     }
 
-    /// Releases groups older than `group_expiry`.
+    /// Releases groups older than `group_expiry`; makes a pending shape
+    /// mismatch final at its deadline.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(shape) = &mut self.shape {
+            shape.handle_timeout(now);
+        }
         while let Some(&(id, t)) = self.order.front() {
             if t + self.expiry > now {
                 break;
@@ -251,44 +289,55 @@ impl FecDecoder {
             return Ok(Decoded::Report(r));
         }
         let shard = wire::parse(self.framing, self.kcp_shape, datagram)?;
-        let stale = match self.window.insert(shard.seq) {
+        match self.window.insert(shard.seq) {
             Seen::Duplicate => {
                 self.stats.duplicates += 1;
                 return Ok(Decoded::Queued);
             }
-            Seen::Stale => true,
+            Seen::Stale => {
+                // Possibly handed up already: its seq is out of the window.
+                self.stats.stale += 1;
+                return Ok(Decoded::Queued);
+            }
             Seen::New { advance } => {
                 self.expected = self.expected.saturating_add(advance);
                 self.received = self.received.saturating_add(1);
-                false
             }
-        };
+        }
+        let is_data = matches!(shard.kind, ShardKind::Data { .. });
+        let mut confirmed = false;
+        if let Some(guard) = &mut self.shape {
+            let before = guard.state();
+            match guard.observe(now, shard.seq, is_data) {
+                Observed::Agrees => {}
+                Observed::Confirmed => confirmed = true,
+                Observed::Contradicts => self.stats.shape_mismatches += 1,
+            }
+            if guard.state() == ShapeCheck::Mismatch {
+                if before != ShapeCheck::Mismatch {
+                    self.drop_incomplete_groups();
+                }
+                // The peer's own datagram, whatever its group: hand it up.
+                if is_data {
+                    self.stats.data_shards_received += 1;
+                    return Ok(Decoded::PassThrough(shard.body));
+                }
+                self.stats.parity_dropped_for_shape += 1;
+                return Ok(Decoded::Queued);
+            }
+        }
         if shard.kind == (ShardKind::Data { retained: false }) && self.groups.is_empty() {
             // No group it could belong to, nothing to recover: pass it through.
-            if stale {
-                self.stats.stale += 1;
-            }
             self.stats.data_shards_received += 1;
             return Ok(Decoded::PassThrough(shard.body));
         }
         let id = shard.group();
-        let known = self.groups.get(&id);
-        if stale && known.is_none() {
-            self.stats.stale += 1;
-            if let ShardKind::Data { .. } = shard.kind {
-                self.stats.data_shards_received += 1;
-                self.deliver(shard.body);
-            }
-            return Ok(Decoded::Queued);
-        }
-        if let Some(g) = known.filter(|g| g.done) {
-            let recovered = g.recovered & (1u128 << shard.index) != 0;
+        if self.groups.get(&id).is_some_and(|g| g.done) {
             match shard.kind {
-                ShardKind::Data { .. } if !recovered => {
+                ShardKind::Data { .. } => {
                     self.stats.data_shards_received += 1;
                     self.deliver(shard.body);
                 }
-                ShardKind::Data { .. } => self.stats.duplicates += 1,
                 ShardKind::Parity { .. } => self.stats.parity_shards_received += 1,
             }
             return Ok(Decoded::Queued);
@@ -307,6 +356,13 @@ impl FecDecoder {
             }
         }
         self.try_recover(id);
+        if confirmed {
+            // Groups kept while the shape was unproven may be complete by now.
+            for i in 0..self.order.len() {
+                let (g, _) = self.order[i];
+                self.try_recover(g);
+            }
+        }
         Ok(Decoded::Queued)
     }
 
@@ -335,7 +391,6 @@ impl FecDecoder {
                     shape,
                     parity_len: 0,
                     shards: self.slot_pool.pop().unwrap_or_default(),
-                    recovered: 0,
                     done: false,
                     bytes: 0,
                 },
@@ -398,17 +453,18 @@ impl FecDecoder {
             g.shards.resize_with(n.max(g.shards.len()), || None);
             let have_data = g.shards[..k].iter().filter(|s| s.is_some()).count();
             let have_parity = g.shards[k..n].iter().filter(|s| s.is_some()).count();
+            let rebuild = self.shape_check() == ShapeCheck::Confirmed;
             if have_data == k {
                 self.finish(&mut g);
-            } else if have_parity > 0 && have_data + have_parity >= k {
-                self.reconstruct(&mut g, k, p);
+            } else if rebuild && have_parity > 0 && have_data + have_parity >= k {
+                self.reconstruct(id, &mut g, k, p);
                 self.finish(&mut g);
             }
         }
         self.groups.insert(id, g);
     }
 
-    fn reconstruct(&mut self, g: &mut Group, k: usize, p: u8) {
+    fn reconstruct(&mut self, id: u32, g: &mut Group, k: usize, p: u8) {
         let len = g.parity_len;
         let n = k + usize::from(p);
         let mut set = std::mem::take(&mut self.recon);
@@ -442,10 +498,19 @@ impl FecDecoder {
                     continue;
                 }
                 let size = usize::from(u16::from_le_bytes([b[0], b[1]]));
-                if (2..=len).contains(&size) {
-                    self.stats.shards_recovered += 1;
-                    g.recovered |= 1 << i;
-                    self.deliver(&b[2..size]);
+                if !(2..=len).contains(&size) {
+                    continue;
+                }
+                // `i < k ≤ 64`: fits in a u32.
+                match self.window.insert(id.wrapping_add(i as u32)) {
+                    Seen::New { advance } => {
+                        self.expected = self.expected.saturating_add(advance);
+                        self.stats.shards_recovered += 1;
+                        self.deliver(&b[2..size]);
+                    }
+                    // Handed up before this group was tracked afresh after expiry.
+                    Seen::Duplicate => self.stats.duplicates += 1,
+                    Seen::Stale => self.stats.stale += 1,
                 }
             }
         } else {
@@ -470,6 +535,21 @@ impl FecDecoder {
         }
         if self.slot_pool.len() < SLOT_POOL_LIMIT {
             self.slot_pool.push(slots);
+        }
+    }
+
+    /// After a shape mismatch: frees every incomplete group without rebuilding
+    /// (they stay as completed entries until they expire).
+    fn drop_incomplete_groups(&mut self) {
+        for i in 0..self.order.len() {
+            let (id, _) = self.order[i];
+            let Some(mut g) = self.groups.remove(&id) else {
+                continue;
+            };
+            if !g.done {
+                self.finish(&mut g);
+            }
+            self.groups.insert(id, g);
         }
     }
 

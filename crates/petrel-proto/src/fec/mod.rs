@@ -27,8 +27,12 @@
 //!   longest datagram of its group: per-datagram overhead to plan the MTU with is
 //!   [`wire::NATIVE_OVERHEAD`] = 10 bytes (≤ the reference's 26). kcp-go: `seqid
 //!   u32 | flag u16 (0xF1/0xF2) | size u16`, group = `seqid / (ds+ps)`, optionally
-//!   behind kcptun's 20-byte crypt-none header (16 nonce bytes + CRC-32 IEEE LE):
-//!   8 or 28 bytes of overhead (spec `kcp.md` §2, kcp-go `fec.go`).
+//!   behind kcptun's 20-byte crypt-none header (16 nonce bytes + CRC-32 IEEE LE,
+//!   checked on every datagram; a rebuilt datagram has no CRC of its own, the
+//!   lost datagram carried it): 8 or 28 bytes of overhead (spec `kcp.md` §2,
+//!   kcp-go `fec.go`). The shape is not on the wire, so the decoder rebuilds
+//!   nothing until it has proven the peer's shape to be ours, and stops for good
+//!   at the first shard that contradicts it ([`shape`]).
 //! - **Adaptive parity** ([`ParityPolicy`], [`LossReport`]): parity 0..=`max_parity`
 //!   from the receiver's loss reports, keeping the binomial probability of an
 //!   unrecoverable group below `target`; see [`policy`] for the exact rule.
@@ -65,6 +69,7 @@ pub mod policy;
 mod queue;
 mod rs;
 mod seqwin;
+pub mod shape;
 mod stats;
 pub mod wire;
 
@@ -74,5 +79,6 @@ pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
 pub use seqwin::SEQ_WINDOW;
+pub use shape::{ShapeCheck, ShapeMismatch, SHAPE_REPORT_DELAY};
 pub use stats::{DecoderStats, EncoderStats};
 pub use wire::{Framing, WireError};

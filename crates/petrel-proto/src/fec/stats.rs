@@ -55,11 +55,19 @@ pub struct DecoderStats {
     /// releasing every other incomplete group of this decoder, in packets. Data
     /// shards among them were still handed up.
     pub shards_refused_for_budget: u64,
-    /// Shards already seen (same `seq`), dropped.
+    /// Shards already seen (same `seq`), dropped; also rebuilt shards whose
+    /// `seq` was already handed up (their group expired and was tracked afresh).
     pub duplicates: u64,
-    /// Shards too old for the duplicate window or for a retired group, dropped
-    /// (parity) or handed up unchecked (data).
+    /// Shards older than the duplicate window ([`super::SEQ_WINDOW`]), dropped,
+    /// as they may have been handed up already.
     pub stale: u64,
+    /// kcp-go framing: shards whose flag (data / parity) contradicts the index
+    /// our shape gives their `seqid` — evidence that the peer's shape is not
+    /// ours ([`super::shape`]).
+    pub shape_mismatches: u64,
+    /// kcp-go framing: parity shards dropped because a shape mismatch stopped
+    /// recovery for good, in packets.
+    pub parity_dropped_for_shape: u64,
     /// Datagrams rejected as malformed (bad header, CRC, size or shape).
     pub malformed: u64,
     /// Datagrams dropped because the caller did not poll the delivery queue.

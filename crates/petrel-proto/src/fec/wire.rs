@@ -86,7 +86,8 @@ pub enum WireError {
     /// than a shard can be.
     #[error("bad size {0}")]
     BadSize(usize),
-    /// Group shape or shard index outside the configured limits.
+    /// Native framing: group shape or shard index outside the crate limits or
+    /// contradicting each other.
     #[error("shard index {index} or shape {data}+{parity} out of range")]
     BadShape {
         /// Shard index within its group.
@@ -219,6 +220,9 @@ fn parse_native(d: &[u8]) -> Result<Shard<'_>, WireError> {
     }
 }
 
+/// The kind comes from the flag, the index from `seqid % (ds + ps)`; a flag that
+/// contradicts the index is not an error here but evidence of a shape mismatch,
+/// which the decoder's shape check handles (`super::shape`).
 fn parse_kcpgo((ds, ps): (u8, u8), d: &[u8]) -> Result<Shard<'_>, WireError> {
     if d.len() < KCPGO_FEC_HEADER + 2 {
         return Err(WireError::TooShort(d.len()));
@@ -227,16 +231,8 @@ fn parse_kcpgo((ds, ps): (u8, u8), d: &[u8]) -> Result<Shard<'_>, WireError> {
     let n = u32::from(ds) + u32::from(ps);
     // n ≤ 80, so the remainder fits in a u8.
     let index = (seq % n) as u8;
-    let bad = WireError::BadShape {
-        index,
-        data: ds,
-        parity: ps,
-    };
     match le16(d, 4) {
         KCPGO_DATA => {
-            if index >= ds {
-                return Err(bad);
-            }
             let size = usize::from(le16(d, 6));
             let body = &d[KCPGO_FEC_HEADER..];
             if size < 2 || size > body.len() {
@@ -249,20 +245,15 @@ fn parse_kcpgo((ds, ps): (u8, u8), d: &[u8]) -> Result<Shard<'_>, WireError> {
                 body: &body[2..size],
             })
         }
-        KCPGO_PARITY => {
-            if index < ds {
-                return Err(bad);
-            }
-            Ok(Shard {
-                seq,
-                index,
-                kind: ShardKind::Parity {
-                    data: ds,
-                    parity: ps,
-                },
-                body: &d[KCPGO_FEC_HEADER..],
-            })
-        }
+        KCPGO_PARITY => Ok(Shard {
+            seq,
+            index,
+            kind: ShardKind::Parity {
+                data: ds,
+                parity: ps,
+            },
+            body: &d[KCPGO_FEC_HEADER..],
+        }),
         other => Err(WireError::UnknownKind(other)),
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::fec::{
     DecodeError, Decoded, DecoderStats, EncoderStats, FecBudget, FecConfig, FecDecoder, FecEncoder,
-    FecScheme, Framing, LossReport,
+    FecScheme, Framing, LossReport, ShapeMismatch,
 };
 
 /// Bytes of the `conv u32 LE` prefix in front of every FEC datagram (shards and
@@ -197,6 +197,12 @@ impl FecLink {
             self.report_due = None;
             self.report = self.decoder.take_loss_report();
         }
+    }
+
+    /// The peer's kcp-go shape is not ours (final; see
+    /// [`FecDecoder::shape_mismatch`]): the session must end.
+    pub(super) fn shape_mismatch(&self) -> Option<ShapeMismatch> {
+        self.decoder.shape_mismatch()
     }
 
     pub(super) fn stats(&self) -> FecStats {

@@ -63,7 +63,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use thiserror::Error;
 
-use crate::fec::FecBudget;
+use crate::fec::{FecBudget, ShapeMismatch};
 use crate::handshake::{
     Control, ControlError, ControlEvent, ControlState, ControlStats, Established,
 };
@@ -93,6 +93,10 @@ pub enum SessionError {
     /// Nothing arrived from the peer within the idle timeout.
     #[error("idle timeout: nothing received for {0:?}")]
     IdleTimeout(Duration),
+    /// kcp-go FEC framing: the peer's group shape is not ours, so its parity
+    /// cannot be used (nothing was rebuilt from it); names both shapes.
+    #[error(transparent)]
+    FecShapeMismatch(#[from] ShapeMismatch),
 }
 
 /// Why [`Session::input`] rejected (part of) a datagram; it is also counted.
@@ -375,6 +379,10 @@ impl Session {
         }
         if let Some(e) = self.kcp.error() {
             self.error = Some(SessionError::DeadLink(*e));
+            return;
+        }
+        if let Some(m) = self.fec.as_ref().and_then(FecLink::shape_mismatch) {
+            self.error = Some(SessionError::FecShapeMismatch(m));
             return;
         }
         let wants_close = match self.control.state() {
