@@ -240,6 +240,134 @@ async fn kcptun_client_through_petrel_server() {
     check("kcptun-client -> petrel server", &run, hash);
 }
 
+/// Checks a shape-mismatch error: ours as configured, the peer's 10+3 if named.
+fn check_mismatch(side: &str, err: &petrel::ConnectionError, elapsed: Duration) {
+    let petrel::ConnectionError::FecShapeMismatch(m) = err else {
+        panic!("{side}: expected a shape mismatch, got {err:?}");
+    };
+    eprintln!("{side}: {m} after {elapsed:?}");
+    assert_eq!(m.ours, (4, 2), "{side}: {m}");
+    assert!(
+        m.peer_data_shards
+            .is_none_or(|d| d == u32::from(DATA_SHARDS)),
+        "{side}: {m}"
+    );
+    assert!(
+        m.peer_parity_shards
+            .is_none_or(|p| p == u32::from(PARITY_SHARDS)),
+        "{side}: {m}"
+    );
+    assert!(
+        elapsed < Duration::from_secs(5),
+        "{side}: detected after {elapsed:?}"
+    );
+}
+
+/// Petrel at 4+2 against kcptun at 10+3 (no relay): the Petrel side's connection
+/// ends with `FecShapeMismatch` within seconds, whichever side opened it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mismatched_shape_against_kcptun_is_a_clear_error() {
+    let (Some(client_bin), Some(server_bin)) = (kcptun("kcptun-client"), kcptun("kcptun-server"))
+    else {
+        return;
+    };
+    let dir = scratch_dir("mismatch");
+    let (data, _) = payload(1 << 20, 4);
+
+    // Petrel client -> kcptun-server.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (echo, echo_thread) = echo_server(stop.clone());
+    let stop_echo = StopOnDrop(stop);
+    let port = free_udp_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (server, _) = spawn_kcptun(
+        &server_bin,
+        &["-l", &listen, "-t", &echo.to_string()],
+        &dir,
+        "server",
+    );
+    wait_listener("udp", port, Duration::from_secs(5));
+    let endpoint = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        petrel_config_shaped(false, 4, 2),
+    )
+    .await
+    .unwrap();
+    let start = Instant::now();
+    let conn = endpoint.connect(listen.parse().unwrap()).await.unwrap();
+    let session = SmuxSession::client(conn.clone(), SmuxConfig::default()).unwrap();
+    let mut stream = session.open().await.unwrap();
+    let writer = stream.writer();
+    let up = data.clone();
+    tokio::spawn(async move {
+        for chunk in up.chunks(64 * 1024) {
+            if writer.write(chunk).await.is_err() {
+                return;
+            }
+        }
+    });
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(10), stream.read()).await {
+            Ok(Ok(Some(_))) => {}
+            Ok(Err(petrel::smux::SmuxError::Connection(e))) => break e,
+            Ok(other) => panic!("petrel client: expected a connection error, got {other:?}"),
+            Err(_) => panic!("petrel client: no error after 10 s, a silent stall"),
+        }
+    };
+    check_mismatch("petrel client -> kcptun-server", &err, start.elapsed());
+    drop(server);
+    drop(stop_echo);
+    echo_thread.join().unwrap();
+
+    // kcptun-client -> Petrel server.
+    let endpoint = Endpoint::bind(
+        "127.0.0.1:0".parse().unwrap(),
+        petrel_config_shaped(true, 4, 2),
+    )
+    .await
+    .unwrap();
+    let tcp_port = free_tcp_port();
+    let local = format!("127.0.0.1:{tcp_port}");
+    let (client, _) = spawn_kcptun(
+        &client_bin,
+        &["-l", &local, "-r", &endpoint.local_addr().to_string()],
+        &dir,
+        "client",
+    );
+    wait_listener("tcp", tcp_port, Duration::from_secs(5));
+    let start = Instant::now();
+    let addr: std::net::SocketAddr = local.parse().unwrap();
+    // The TCP side only feeds kcptun-client; the echo never comes back.
+    let feeder = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        for chunk in data.chunks(64 * 1024) {
+            if s.write_all(chunk).is_err() {
+                return;
+            }
+        }
+        // Keeps the stream open while the server detects the mismatch.
+        std::thread::sleep(Duration::from_secs(2));
+    });
+    let conn = tokio::time::timeout(Duration::from_secs(5), endpoint.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let err = loop {
+        match tokio::time::timeout(Duration::from_secs(10), conn.recv()).await {
+            Ok(Ok(Some(_))) => {}
+            Ok(Err(e)) => break e,
+            Ok(Ok(None)) => panic!("petrel server: closed without an error"),
+            Err(_) => panic!("petrel server: no error after 10 s, a silent stall"),
+        }
+    };
+    check_mismatch("kcptun-client -> petrel server", &err, start.elapsed());
+    drop(client);
+    feeder.join().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// kcptun-client ⇄ relay ⇄ kcptun-server ⇄ TCP echo: the baseline.
 fn kcptun_pair_run(client_bin: &Path, server_bin: &Path, data: Arc<Vec<u8>>, seed: u64) -> Echoed {
     let dir = scratch_dir("kcptunpair");

@@ -306,6 +306,15 @@ pub fn random_relay(upstream: SocketAddr, seed: u64) -> Relay {
 
 /// Petrel's endpoint configuration matching [`kcptun_args`].
 pub fn petrel_config(accept_incoming: bool) -> EndpointConfig {
+    petrel_config_shaped(accept_incoming, DATA_SHARDS, PARITY_SHARDS)
+}
+
+/// [`petrel_config`] with another FEC shape.
+pub fn petrel_config_shaped(
+    accept_incoming: bool,
+    data_shards: u8,
+    parity_shards: u8,
+) -> EndpointConfig {
     EndpointConfig {
         mode: Mode::KcpGo { crypt_none: true },
         kcp: KcpConfig {
@@ -317,8 +326,8 @@ pub fn petrel_config(accept_incoming: bool) -> EndpointConfig {
         .with_preset(PRESET),
         fec: FecConfig {
             scheme: FecScheme::Fixed {
-                data_shards: DATA_SHARDS,
-                parity_shards: PARITY_SHARDS,
+                data_shards,
+                parity_shards,
             },
             ..FecConfig::default()
         },
