@@ -410,7 +410,7 @@ async fn speed_against_kcptun() {
     else {
         return;
     };
-    const ROUNDS: u64 = 3;
+    const ROUNDS: u64 = 5;
     let mbps = |e: &Echoed| e.bytes as f64 / e.elapsed.as_secs_f64() / 1e6;
     let (data, hash) = payload(TRANSFER, 3);
     let data = Arc::new(data);
