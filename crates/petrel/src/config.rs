@@ -43,7 +43,11 @@ pub enum Mode {
     /// connection: see [`crate::smux`].
     ///
     /// Like raw mode, not for the open Internet: any datagram with a valid header
-    /// from a new address opens a connection on a server.
+    /// from a new address opens a connection on a server. A peer that restarts
+    /// from the same address with a new `conv` (kcp-go replaces its session when
+    /// such a datagram has `sn` 0) is served once its old connection ended, e.g.
+    /// by `control.idle_timeout`; until then its datagrams are counted KCP input
+    /// errors of the old one.
     KcpGo {
         /// kcp-go's `none` block crypt, which kcptun's `--crypt none` selects:
         /// every datagram starts with 16 nonce bytes and the CRC-32 (IEEE) of the

@@ -614,7 +614,7 @@ mod tests {
         // One byte at a time: frames complete only when all their bytes are in.
         for b in wire {
             buf.extend_from_slice(&[b]);
-            while let Some(f) = next_frame(&mut buf).unwrap() {
+            while let Some(f) = next_frame(&mut buf).expect("well-formed frames") {
                 frames.push(f);
             }
         }
