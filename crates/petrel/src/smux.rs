@@ -27,10 +27,10 @@
 //! with FIN and counted), [`SmuxConfig::stream_queue`] frames buffered per stream,
 //! [`SmuxConfig::accept_backlog`] streams waiting for [`SmuxSession::accept`].
 //!
-//! Choice: a module of its own rather than a crates.io crate. The smux crates
-//! there follow smux only partly or carry their own runtime glue, while v1 is the
-//! handful of rules above; this module is kept to them, and the interop tests
-//! check it against the real kcptun binaries (`tests/interop_kcptun.rs`).
+//! Choice: written here rather than taken from a crates.io smux crate: v1 is the
+//! handful of rules above, it runs over a Petrel [`Connection`] (messages, not an
+//! `AsyncRead`/`AsyncWrite` byte stream a generic crate expects), and the interop
+//! tests check it against the real kcptun binaries (`tests/interop_kcptun.rs`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
