@@ -90,6 +90,13 @@ pub async fn run_idle(config: IdleConfig) -> Result<IdleReport, IdleError> {
         max_connections: config.connections + 16,
         max_connections_per_address: config.connections,
         max_connections_per_ip: config.connections,
+        max_connections_per_prefix: config.connections,
+        // Each connection reserves its receive buffers (2 × rcv_wnd × mtu).
+        recv_buffer_budget: (EndpointConfig::default().recv_buffer_budget).max(
+            2 * usize::from(EndpointConfig::default().kcp.rcv_wnd)
+                * EndpointConfig::default().kcp.mtu
+                * (config.connections + 16),
+        ),
         accept_queue: config.connections + 16,
         recv_buffer: Some(4 << 20),
         ..EndpointConfig::default()

@@ -1,7 +1,7 @@
 //! Recovery, timing and bounds of the FEC layer, driven with a simulated clock.
 #![allow(clippy::unwrap_used)]
 
-use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
+use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing, ShapeCheck};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use std::time::{Duration, Instant};
@@ -66,6 +66,16 @@ fn check_patterns(framing: Framing, k: u8, p: u8, masks: &[u32], seed: u64) {
     let mut dec = FecDecoder::new(&cfg, framing).unwrap();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let now = Instant::now();
+    // kcp-go framing rebuilds nothing before the peer's shape is proven ours:
+    // two whole groups prove it (a complete data run and a complete parity run).
+    for _ in 0..2 {
+        let (data, wire) = one_group(&mut enc, &mut rng, k, now);
+        for w in &wire {
+            dec.input(now, w).unwrap();
+        }
+        assert_eq!(sorted(drain(&mut dec)), sorted(data));
+    }
+    assert_eq!(dec.shape_check(), ShapeCheck::Confirmed);
     for &mask in masks {
         let (data, wire) = one_group(&mut enc, &mut rng, k, now);
         assert_eq!(wire.len(), usize::from(k + p));
@@ -216,6 +226,54 @@ fn duplicates_are_dropped_including_late_originals_of_recovered_shards() {
     dec.input(t0, &wire[0]).unwrap();
     assert_eq!(sorted(drain(&mut dec)), sorted(data));
     assert_eq!(dec.stats().duplicates, 2);
+}
+
+/// A group whose last shards arrive after `group_expiry` is tracked afresh; the
+/// data it then rebuilds was handed up before and is not handed up again (found
+/// by the `fec_decoder` fuzz target). Shards older than the duplicate window are
+/// dropped for the same reason.
+#[test]
+fn late_shards_after_group_expiry_hand_nothing_up_twice() {
+    for framing in [Framing::Native, Framing::KcpGo { crypt_header: true }] {
+        let cfg = fixed(4, 2);
+        let mut enc = FecEncoder::new(&cfg, framing).unwrap();
+        let mut dec = FecDecoder::new(&cfg, framing).unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(10);
+        let t0 = Instant::now();
+        for _ in 0..2 {
+            let (_, wire) = one_group(&mut enc, &mut rng, 4, t0);
+            for w in &wire {
+                dec.input(t0, w).unwrap();
+            }
+        }
+        drain(&mut dec);
+        assert_eq!(dec.shape_check(), ShapeCheck::Confirmed);
+        let (data, wire) = one_group(&mut enc, &mut rng, 4, t0);
+        dec.input(t0, &wire[0]).unwrap();
+        dec.input(t0, &wire[1]).unwrap();
+        assert_eq!(drain(&mut dec), data[..2].to_vec());
+        let late = t0 + cfg.group_expiry;
+        dec.handle_timeout(late);
+        assert_eq!(dec.stats().groups_expired, 1, "{framing:?}");
+        // Data 2 and 3 and both parity shards: enough to rebuild 0 and 1 again.
+        for w in &wire[2..] {
+            dec.input(late, w).unwrap();
+        }
+        assert_eq!(drain(&mut dec), data[2..].to_vec(), "{framing:?}");
+        let s = dec.stats();
+        assert_eq!((s.shards_recovered, s.duplicates), (0, 2), "{framing:?}");
+        // 1104 shards later its first data shard again: out of the window, so
+        // it may have been handed up: dropped, counted stale.
+        for _ in 0..184 {
+            let (_, wire) = one_group(&mut enc, &mut rng, 4, t0);
+            dec.input(late, &wire[0]).unwrap();
+        }
+        drain(&mut dec);
+        let stale = dec.stats().stale;
+        dec.input(late, &wire[0]).unwrap();
+        assert!(drain(&mut dec).is_empty(), "{framing:?}");
+        assert_eq!(dec.stats().stale, stale + 1, "{framing:?}");
+    }
 }
 
 #[test]

@@ -295,6 +295,34 @@ fn short_unpadded_or_non_opening_datagrams_are_dropped() {
     assert_eq!((s.dropped_malformed, s.dropped_unexpected), (1, 1));
 }
 
+/// A client asking for more parity than data (1 + 4: five times its data on
+/// the wire from the server) is granted as much parity as data.
+#[test]
+fn parity_is_clamped_to_the_data_shards() {
+    for (asked, granted) in [
+        (
+            FecDescriptor::Fixed { data: 1, parity: 4 },
+            FecDescriptor::Fixed { data: 1, parity: 1 },
+        ),
+        (
+            FecDescriptor::Adaptive {
+                max_data: 2,
+                max_parity: 4,
+            },
+            FecDescriptor::Adaptive {
+                max_data: 2,
+                max_parity: 2,
+            },
+        ),
+        (
+            FecDescriptor::Fixed { data: 8, parity: 4 },
+            FecDescriptor::Fixed { data: 8, parity: 4 },
+        ),
+    ] {
+        assert_eq!(asked.clamp(8, 4), granted);
+    }
+}
+
 #[test]
 fn fec_and_mtu_are_negotiated_and_announced() {
     let t0 = Instant::now();

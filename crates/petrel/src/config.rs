@@ -47,7 +47,10 @@ pub enum Mode {
     /// from the same address with a new `conv` (kcp-go replaces its session when
     /// such a datagram has `sn` 0) is served once its old connection ended, e.g.
     /// by `control.idle_timeout`; until then its datagrams are counted KCP input
-    /// errors of the old one.
+    /// errors of the old one. A peer whose connection ended with
+    /// `ConnectionError::FecShapeMismatch` opens nothing for 60 s (its datagrams
+    /// are counted in `EndpointStats::dropped_shape_cooldown`), so it sees silence
+    /// and its own connection ends rather than being kept alive by new ones.
     KcpGo {
         /// kcp-go's `none` block crypt, which kcptun's `--crypt none` selects:
         /// every datagram starts with 16 nonce bytes and the CRC-32 (IEEE) of the
@@ -100,6 +103,17 @@ pub struct EndpointConfig {
     /// Most incoming connections from one IP address (clients behind one NAT share it).
     /// Default 256.
     pub max_connections_per_ip: usize,
+    /// Most incoming connections from one network: the /24 of an IPv4 address, the
+    /// /64 of an IPv6 address (one host usually owns a whole /64, so the per-IP
+    /// limit alone does not bound it). Default 1024.
+    pub max_connections_per_prefix: usize,
+    /// Endpoint-wide budget of receive buffers, in bytes: every connection (incoming
+    /// or outgoing) reserves the most its KCP receive side can hold, `2 × rcv_wnd ×
+    /// mtu` (out-of-order buffer and undelivered queue, each bounded by the window
+    /// in bytes; 1.2 MB with the defaults), and a connection that does not fit is
+    /// refused and counted. Default 1 GiB (about 870 connections with the default
+    /// windows); raise it, or lower `kcp.rcv_wnd`, for more.
+    pub recv_buffer_budget: usize,
     /// Accepted connections waiting for `accept()`; beyond it new ones are refused and
     /// counted. Default 1024.
     pub accept_queue: usize,
@@ -126,6 +140,8 @@ impl Default for EndpointConfig {
             max_connections: 65_536,
             max_connections_per_address: 16,
             max_connections_per_ip: 256,
+            max_connections_per_prefix: 1024,
+            recv_buffer_budget: 1 << 30,
             accept_queue: 1024,
             send_buffer: None,
             recv_buffer: None,
@@ -179,10 +195,22 @@ impl EndpointConfig {
         if self.max_connections == 0 {
             return Err(ConfigError("max_connections must be ≥ 1".into()));
         }
-        if self.max_connections_per_address == 0 || self.max_connections_per_ip == 0 {
+        if self.max_connections_per_address == 0
+            || self.max_connections_per_ip == 0
+            || self.max_connections_per_prefix == 0
+        {
             return Err(ConfigError(
-                "max_connections_per_address and max_connections_per_ip must be ≥ 1".into(),
+                "max_connections_per_address, max_connections_per_ip and \
+                 max_connections_per_prefix must be ≥ 1"
+                    .into(),
             ));
+        }
+        if self.recv_buffer_budget < self.recv_reservation() {
+            return Err(ConfigError(format!(
+                "recv_buffer_budget must hold one connection's receive buffers \
+                 (2 × rcv_wnd × mtu = {} bytes)",
+                self.recv_reservation()
+            )));
         }
         if self.accept_queue == 0 {
             return Err(ConfigError("accept_queue must be ≥ 1".into()));
@@ -191,6 +219,11 @@ impl EndpointConfig {
             return Err(ConfigError("connect_timeout must be > 0".into()));
         }
         Ok(())
+    }
+
+    /// Bytes of `recv_buffer_budget` one connection reserves: `2 × rcv_wnd × mtu`.
+    pub(crate) fn recv_reservation(&self) -> usize {
+        2 * usize::from(self.kcp.rcv_wnd) * self.kcp.mtu
     }
 
     /// The per-connection protocol configuration.

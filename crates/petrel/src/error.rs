@@ -55,6 +55,10 @@ pub enum ConnectError {
     /// The endpoint reached its `max_connections` bound.
     #[error("the endpoint already holds its maximum of {0} connections")]
     TooManyConnections(usize),
+    /// The endpoint's `recv_buffer_budget` (bytes) has no room for one more
+    /// connection's receive buffers.
+    #[error("the endpoint's receive-buffer budget of {0} bytes is used up")]
+    ReceiveBudget(usize),
     /// The endpoint was dropped while connecting.
     #[error("endpoint shut down")]
     EndpointGone,

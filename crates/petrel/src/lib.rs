@@ -41,7 +41,8 @@
 //! (`petrel-bench`).
 //!
 //! Modules, bottom to top (each imports only those before it): `config`, `error`,
-//! `stats`; `io` (the socket, sending, counters); `conn` (one connection's state and
+//! `stats`; `io` (the socket, sending, counters); `limits` (per-prefix keys, the
+//! repeated-reply limiter); `conn` (one connection's state and
 //! timer task); `connect` (a client handshake in progress); `router` (connections by
 //! peer and conv, the server handshake, the reader task); `connection` (the
 //! application's [`Connection`]); `endpoint` (the public [`Endpoint`]); [`smux`]
@@ -54,6 +55,7 @@ mod connection;
 mod endpoint;
 mod error;
 mod io;
+mod limits;
 mod router;
 pub mod smux;
 mod stats;

@@ -26,7 +26,18 @@ use crate::conn::{run_timer, ConnShared};
 use crate::connect::{self, PendingConnect};
 use crate::error::ConnectError;
 use crate::io::{wall_clock_ms, EndpointIo};
+use crate::limits::{prefix_of, ReplyLimiter};
 use crate::stats::EndpointCounters;
+
+/// kcp-go mode: how long a peer whose connection ended on a FEC shape mismatch
+/// is ignored. kcp-go has no close message, so without it the next datagram of
+/// that peer would open a new connection (as kcp-go's listener does), whose
+/// replies would keep the peer's idle timer running while it cannot decode us;
+/// longer than the default idle timeout (30 s), so the peer's connection ends.
+const SHAPE_MISMATCH_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(60);
+/// Most peers kept in the shape-mismatch cooldown; when full, expired entries are
+/// removed first and a new peer that still finds no room is not recorded.
+const COOLDOWN_PEERS: usize = 4096;
 
 /// The cookie secret is replaced this often; cookies stay valid across one rotation.
 const SECRET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
@@ -65,13 +76,22 @@ pub(crate) struct Registry {
     /// kcp-go mode: the conv of each peer's one connection (empty in other modes).
     by_peer: HashMap<SocketAddr, u32>,
     kcpgo: bool,
-    /// Connections per peer address and per peer IP, for the per-peer limits.
+    /// kcp-go mode: peers whose connection ended on a FEC shape mismatch, and
+    /// until when their datagrams open nothing (at most [`COOLDOWN_PEERS`]).
+    shape_cooldown: HashMap<SocketAddr, Instant>,
+    /// Connections per peer address, per peer IP and per /24 or /64, for the
+    /// per-peer limits.
     per_address: HashMap<SocketAddr, usize>,
     per_ip: HashMap<IpAddr, usize>,
+    per_prefix: HashMap<IpAddr, usize>,
+    /// Bytes of `recv_buffer_budget` the registered connections reserve.
+    recv_reserved: usize,
+    /// Repeated handshake replies per source IP.
+    replies: ReplyLimiter,
 }
 
 impl Registry {
-    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>) {
+    fn insert(&mut self, peer: SocketAddr, conn: Arc<ConnShared>, recv_reservation: usize) {
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.insert((peer, id), conn.conv);
         }
@@ -80,10 +100,12 @@ impl Registry {
         }
         *self.per_address.entry(peer).or_default() += 1;
         *self.per_ip.entry(peer.ip()).or_default() += 1;
+        *self.per_prefix.entry(prefix_of(peer.ip())).or_default() += 1;
+        self.recv_reserved += recv_reservation;
         self.conns.insert((peer, conn.conv), conn);
     }
 
-    fn remove(&mut self, peer: SocketAddr, conv: u32) {
+    fn remove(&mut self, peer: SocketAddr, conv: u32, recv_reservation: usize) {
         let Some(conn) = self.conns.remove(&(peer, conv)) else {
             return;
         };
@@ -95,13 +117,56 @@ impl Registry {
         }
         decrement(&mut self.per_address, peer);
         decrement(&mut self.per_ip, peer.ip());
+        decrement(&mut self.per_prefix, prefix_of(peer.ip()));
+        self.recv_reserved -= recv_reservation;
     }
 
-    /// Whether `peer` may open one more incoming connection.
-    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> bool {
-        self.per_address.get(&peer).copied().unwrap_or(0) < config.max_connections_per_address
-            && self.per_ip.get(&peer.ip()).copied().unwrap_or(0) < config.max_connections_per_ip
+    /// Ignores `peer` until `now` + [`SHAPE_MISMATCH_COOLDOWN`]; `false` when the
+    /// table is full of unexpired entries.
+    fn cool_down(&mut self, peer: SocketAddr, now: Instant) -> bool {
+        if self.shape_cooldown.len() >= COOLDOWN_PEERS {
+            self.shape_cooldown.retain(|_, until| *until > now);
+        }
+        if self.shape_cooldown.len() >= COOLDOWN_PEERS {
+            return false;
+        }
+        self.shape_cooldown
+            .insert(peer, now + SHAPE_MISMATCH_COOLDOWN);
+        true
     }
+
+    /// Whether `peer` is in the shape-mismatch cooldown at `now`.
+    fn cooling(&mut self, peer: SocketAddr, now: Instant) -> bool {
+        match self.shape_cooldown.get(&peer) {
+            Some(until) if *until > now => true,
+            Some(_) => {
+                self.shape_cooldown.remove(&peer);
+                false
+            }
+            None => false,
+        }
+    }
+
+    /// Whether `peer` may open one more incoming connection: `Err` names the
+    /// counter of the limit it reached.
+    fn peer_has_room(&self, peer: SocketAddr, config: &EndpointConfig) -> Result<(), Refusal> {
+        if self.per_address.get(&peer).copied().unwrap_or(0) >= config.max_connections_per_address
+            || self.per_ip.get(&peer.ip()).copied().unwrap_or(0) >= config.max_connections_per_ip
+        {
+            return Err(Refusal::Peer);
+        }
+        let prefix = self.per_prefix.get(&prefix_of(peer.ip())).copied();
+        if prefix.unwrap_or(0) >= config.max_connections_per_prefix {
+            return Err(Refusal::Prefix);
+        }
+        Ok(())
+    }
+}
+
+/// Which per-source limit refused an incoming connection.
+enum Refusal {
+    Peer,
+    Prefix,
 }
 
 fn decrement<K: std::hash::Hash + Eq>(map: &mut HashMap<K, usize>, key: K) {
@@ -217,6 +282,13 @@ impl Router {
                     self.io.config.max_connections,
                 ));
             }
+            let reservation = self.io.config.recv_reservation();
+            if reg.recv_reserved + reservation > self.io.config.recv_buffer_budget {
+                EndpointCounters::add(&self.io.counters.refused_recv_budget, 1);
+                return Err(ConnectError::ReceiveBudget(
+                    self.io.config.recv_buffer_budget,
+                ));
+            }
             if reg.conns.contains_key(&(peer, established.conv)) {
                 return Err(ConnectError::Handshake(format!(
                     "conv {} already in use with {peer}",
@@ -228,19 +300,29 @@ impl Router {
                     "kcp-go mode holds one connection per peer, and {peer} has conv {conv}"
                 )));
             }
-            reg.insert(peer, shared.clone());
+            reg.insert(peer, shared.clone(), reservation);
         }
         let router = self.clone();
         let conn = shared.clone();
         tokio::spawn(async move {
             run_timer(conn.clone()).await;
             router.unregister(conn.peer, conn.conv);
+            let mismatch = matches!(
+                conn.lock().end,
+                Some(crate::error::ConnectionError::FecShapeMismatch(_))
+            );
+            if mismatch && router.server.is_some() {
+                let mut reg = lock(&router.registry);
+                if reg.kcpgo && !reg.cool_down(conn.peer, Instant::now()) {
+                    EndpointCounters::add(&router.io.counters.cooldown_full, 1);
+                }
+            }
         });
         Ok(shared)
     }
 
     pub(crate) fn unregister(&self, peer: SocketAddr, conv: u32) {
-        lock(&self.registry).remove(peer, conv);
+        lock(&self.registry).remove(peer, conv, self.io.config.recv_reservation());
     }
 
     pub(crate) fn lookup(&self, peer: SocketAddr, conv: u32) -> Option<Arc<ConnShared>> {
@@ -296,7 +378,8 @@ impl Router {
     /// kcp-go mode routes by peer address, as kcp-go's listener does: a known
     /// peer's datagrams go to its connection (whose session rejects, and counts,
     /// a foreign conv or a bad CRC); a new peer's first datagram with a valid
-    /// header and a conv opens one on a server.
+    /// header and a conv opens one on a server, unless the peer's last connection
+    /// ended on a FEC shape mismatch less than [`SHAPE_MISMATCH_COOLDOWN`] ago.
     fn on_kcpgo_data(
         self: &Arc<Self>,
         now: Instant,
@@ -304,14 +387,19 @@ impl Router {
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) {
-        let conn = {
-            let reg = lock(&self.registry);
-            reg.by_peer
+        let (conn, cooling) = {
+            let mut reg = lock(&self.registry);
+            let conn = reg
+                .by_peer
                 .get(&peer)
-                .and_then(|conv| reg.conns.get(&(peer, *conv)).cloned())
+                .and_then(|conv| reg.conns.get(&(peer, *conv)).cloned());
+            let cooling = conn.is_none() && reg.cooling(peer, now);
+            (conn, cooling)
         };
         if let Some(conn) = conn {
             conn.on_data(now, dg);
+        } else if cooling {
+            EndpointCounters::add(&self.io.counters.dropped_shape_cooldown, 1);
         } else if self.server.is_some() {
             if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
                 conn.on_data(now, dg);
@@ -345,7 +433,7 @@ impl Router {
             ) => self.to_pending(now, peer, dg),
             // INITIAL, and datagrams of versions we do not speak: the server decides.
             _ => {
-                if self.repeat_reply(peer, dg, reply) {
+                if self.repeat_reply(now, peer, dg, reply) {
                     return;
                 }
                 self.server_handshake(now, peer, dg, reply);
@@ -362,7 +450,7 @@ impl Router {
     ) {
         match LegacyMessage::decode(dg) {
             Ok(LegacyMessage::Syn { .. }) => {
-                if !self.repeat_reply(peer, dg, reply) {
+                if !self.repeat_reply(now, peer, dg, reply) {
                     self.server_handshake(now, peer, dg, reply);
                 }
             }
@@ -391,7 +479,7 @@ impl Router {
 
     /// Answers an opening datagram (INITIAL / SYN) repeated by a peer that is already
     /// connected because our ACCEPT / SYN-ACK was lost.
-    fn repeat_reply(&self, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
+    fn repeat_reply(&self, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
         let Some(server) = self.server.as_ref() else {
             return false;
         };
@@ -399,14 +487,19 @@ impl Router {
             return false;
         };
         let conn = {
-            let reg = lock(&self.registry);
-            let Some(conv) = reg.by_opening.get(&(peer, id)) else {
+            let mut reg = lock(&self.registry);
+            let Some(conv) = reg.by_opening.get(&(peer, id)).copied() else {
                 return false;
             };
-            reg.conns.get(&(peer, *conv)).cloned()
-        };
-        let Some(conn) = conn else {
-            return false;
+            let Some(conn) = reg.conns.get(&(peer, conv)).cloned() else {
+                return false;
+            };
+            // Handled either way: a repeat beyond the allowance gets no answer.
+            if !reg.replies.allow(now, peer.ip()) {
+                EndpointCounters::add(&self.io.counters.dropped_reply_rate, 1);
+                return true;
+            }
+            conn
         };
         if !lock(server)
             .handshake
@@ -456,9 +549,16 @@ impl Router {
                     EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);
                     return None;
                 }
-                if !lock(&self.registry).peer_has_room(peer, &self.io.config) {
-                    EndpointCounters::add(&self.io.counters.refused_per_peer, 1);
-                    return None;
+                match lock(&self.registry).peer_has_room(peer, &self.io.config) {
+                    Ok(()) => {}
+                    Err(Refusal::Peer) => {
+                        EndpointCounters::add(&self.io.counters.refused_per_peer, 1);
+                        return None;
+                    }
+                    Err(Refusal::Prefix) => {
+                        EndpointCounters::add(&self.io.counters.refused_per_prefix, 1);
+                        return None;
+                    }
                 }
                 let conn = self.create_connection(now, peer, &established).ok()?;
                 if self.accept_tx.try_send(conn.clone()).is_err() {

@@ -87,12 +87,26 @@ endpoint_counters! {
     refused_max_connections,
     /// Handshakes refused by `max_connections_per_address` / `max_connections_per_ip`.
     refused_per_peer,
+    /// Handshakes refused by `max_connections_per_prefix` (same /24 or /64).
+    refused_per_prefix,
+    /// Connections refused because `recv_buffer_budget` had no room for their
+    /// receive buffers.
+    refused_recv_budget,
+    /// Repeated INITIAL / SYN answers not sent: the source IP had its
+    /// allowance of repeated replies for the current second.
+    dropped_reply_rate,
     /// Socket read errors (other than would-block).
     recv_errors,
     /// Handshake datagrams not sent because the socket send buffer was full.
     unattached_send_dropped,
     /// Handshake datagrams the socket refused with another error.
     unattached_send_errors,
+    /// kcp-go mode: datagrams of a peer whose connection ended on a FEC shape
+    /// mismatch within the last 60 s, dropped rather than opening a new connection.
+    dropped_shape_cooldown,
+    /// kcp-go mode: peers not put in that cooldown because its table (4096 peers)
+    /// was full of unexpired entries.
+    cooldown_full,
     /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).
     /// Idle connections add nothing here.
     timer_wakeups,

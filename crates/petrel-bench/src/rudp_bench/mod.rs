@@ -154,6 +154,10 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         // Every client reaches the server from the relay's address, so the server
         // must admit them all from one IP.
         max_connections_per_ip: defaults.max_connections_per_ip.max(cfg.echo.clients),
+        max_connections_per_prefix: defaults.max_connections_per_prefix.max(cfg.echo.clients),
+        recv_buffer_budget: defaults
+            .recv_buffer_budget
+            .max(2 * usize::from(defaults.kcp.rcv_wnd) * defaults.kcp.mtu * cfg.echo.clients),
         ..defaults
     };
     let buffers = BufferRequest {

@@ -12,7 +12,7 @@ use super::budget::FecBudget;
 use super::config::{ConfigError, FecConfig, FecScheme};
 use super::policy::LossReport;
 use super::queue::DatagramQueue;
-use super::rs::Codecs;
+use super::rs::{Codecs, Refused};
 use super::seqwin::{Seen, SeqWindow};
 use super::shape::{Observed, ShapeCheck, ShapeGuard, ShapeMismatch};
 use super::stats::DecoderStats;
@@ -37,6 +37,18 @@ pub enum DecodeError {
     /// The shard contradicts its group (shape, index or parity length).
     #[error("shard contradicts its group's shape or parity length")]
     Inconsistent,
+    /// Native framing: a shard of a group shape larger than the negotiated
+    /// scheme allows (more data shards than `data_shards` / `max_data`, or more
+    /// parity than `parity_shards` / `max_parity`).
+    #[error("shard index {index} or shape {data}+{parity} was not negotiated")]
+    NotNegotiated {
+        /// Shard index within its group.
+        index: u8,
+        /// Announced data shard count (0 on a data shard).
+        data: u8,
+        /// Announced parity shard count (0 on a data shard).
+        parity: u8,
+    },
 }
 
 /// What [`FecDecoder::input_direct`] made of one datagram.
@@ -79,6 +91,9 @@ impl Group {
 pub struct FecDecoder {
     framing: Framing,
     kcp_shape: (u8, u8),
+    /// Native framing: the largest `(data, parity)` shape the negotiated scheme
+    /// allows; shards of larger shapes are refused.
+    limits: (u8, u8),
     /// Accounts the shards of incomplete groups (`group_bytes`).
     budget: FecBudget,
     expiry: Duration,
@@ -150,6 +165,8 @@ impl FecDecoder {
         Ok(FecDecoder {
             framing,
             kcp_shape,
+            limits: (config.scheme.data_shards(), config.scheme.max_parity()),
+            codecs: Codecs::new(budget.clone()),
             budget,
             expiry: config.group_expiry,
             // Sized for the bound up front: the table never grows on the hot path.
@@ -159,7 +176,6 @@ impl FecDecoder {
             out: DatagramQueue::new(RX_QUEUE_LIMIT, config.budget),
             slot_pool: Vec::new(),
             recon: Vec::new(),
-            codecs: Codecs::default(),
             window: SeqWindow::default(),
             shape,
             expected: 0,
@@ -289,6 +305,23 @@ impl FecDecoder {
             return Ok(Decoded::Report(r));
         }
         let shard = wire::parse(self.framing, self.kcp_shape, datagram)?;
+        if self.framing == Framing::Native {
+            let (data, parity) = match shard.kind {
+                ShardKind::Data { .. } => (0, 0),
+                ShardKind::Parity { data, parity } => (data, parity),
+            };
+            if shard.index >= self.limits.0 + parity
+                || data > self.limits.0
+                || parity > self.limits.1
+            {
+                self.stats.shapes_refused += 1;
+                return Err(DecodeError::NotNegotiated {
+                    index: shard.index,
+                    data,
+                    parity,
+                });
+            }
+        }
         match self.window.insert(shard.seq) {
             Seen::Duplicate => {
                 self.stats.duplicates += 1;
@@ -487,11 +520,16 @@ impl FecDecoder {
         }
         // A data shard longer than the parity means the peer's group is not what
         // the parity describes: nothing trustworthy can be rebuilt.
+        // k ≤ MAX_DATA_SHARDS: the shape was parsed from u8 fields.
         let ok = fits
-            && self
-                .codecs
-                .get(k as u8, p)
-                .is_some_and(|c| c.reconstruct_data(&mut set).is_ok());
+            && match self.codecs.reconstruct_data(k as u8, p, &mut set) {
+                Ok(()) => true,
+                Err(Refused::Budget) => {
+                    self.stats.rebuilds_refused_for_budget += 1;
+                    false
+                }
+                Err(Refused::Codec) => false,
+            };
         if ok {
             for (i, (b, _)) in set.iter().enumerate().take(k) {
                 if present & (1 << i) != 0 {
@@ -598,6 +636,7 @@ impl FecDecoder {
     fn update_retained(&mut self) {
         let r = self.group_bytes + self.out.bytes();
         self.stats.retained_bytes = r;
+        self.stats.codec_bytes = self.codecs.charged();
         self.stats.peak_retained_bytes = self.stats.peak_retained_bytes.max(r);
     }
 }

@@ -122,14 +122,14 @@ impl FecEncoder {
             policy,
             group_wait: config.group_wait,
             budget: config.budget,
-            shared_budget: budget,
+            shared_budget: budget.clone(),
             seq_modulus,
             next_seq: 0,
             open: None,
             shards: Vec::new(),
             parity: Vec::new(),
             queue: DatagramQueue::new(TX_QUEUE_LIMIT, config.budget),
-            codecs: Codecs::default(),
+            codecs: Codecs::new(budget.clone()),
             nonce: 0x9E37_79B9_7F4A_7C15,
             stats: EncoderStats::default(),
         })
@@ -407,12 +407,7 @@ impl FecEncoder {
         }
         // Shapes are validated at construction, so the codec exists and accepts
         // equal-length shards; a refusal only costs this group its parity.
-        match self.codecs.get(k as u8, p as u8) {
-            Some(codec) => codec
-                .encode_sep(&self.shards[..k], &mut self.parity[..p])
-                .is_ok(),
-            None => false,
-        }
+        self.codecs.encode(&self.shards[..k], &mut self.parity[..p])
     }
 
     fn update_retained(&mut self) {

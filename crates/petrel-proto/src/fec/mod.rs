@@ -16,8 +16,10 @@
 //!   (1024-shard `seq` window), expires groups after `group_expiry` and releases
 //!   its oldest incomplete groups when the memory budget is full (all counted in
 //!   [`DecoderStats`]).
-//! - **Budget** ([`FecBudget`]): the shards kept for parity (encoder's open group)
-//!   and for recovery (decoder's incomplete groups) are reserved in one byte budget
+//! - **Budget** ([`FecBudget`]): the shards kept for parity (encoder's open group),
+//!   for recovery (decoder's incomplete groups) and the Reed–Solomon decode
+//!   matrices a decoder caches (at most [`MAX_CODECS`] shapes ×
+//!   [`MAX_DECODE_MATRICES`] loss patterns, see `rs.rs`) are reserved in one byte budget
 //!   per endpoint (`FecConfig::budget`, default 1 MiB), shared by all its
 //!   connections. Nothing blocks on it: a full budget closes the encoder's group
 //!   early or sends without parity, and releases the decoder's oldest groups.
@@ -78,6 +80,7 @@ pub use config::{ConfigError, FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_
 pub use decoder::{DecodeError, Decoded, FecDecoder, MAX_GROUPS, RX_QUEUE_LIMIT};
 pub use encoder::{EncodeError, FecEncoder, TX_QUEUE_LIMIT};
 pub use policy::{LossReport, ParityPolicy};
+pub use rs::{matrix_cost, MAX_CODECS, MAX_DECODE_MATRICES};
 pub use seqwin::SEQ_WINDOW;
 pub use shape::{ShapeCheck, ShapeMismatch, SHAPE_REPORT_DELAY};
 pub use stats::{DecoderStats, EncoderStats};

@@ -68,8 +68,17 @@ pub struct DecoderStats {
     /// kcp-go framing: parity shards dropped because a shape mismatch stopped
     /// recovery for good, in packets.
     pub parity_dropped_for_shape: u64,
-    /// Datagrams rejected as malformed (bad header, CRC, size or shape).
+    /// Datagrams rejected as malformed (bad header, CRC, size or shape), in
+    /// packets; includes `shapes_refused`.
     pub malformed: u64,
+    /// Native framing: shards of a group shape the negotiated scheme does not
+    /// allow (more data or parity shards), dropped, in packets.
+    pub shapes_refused: u64,
+    /// Groups not rebuilt because the decode matrix of their missing-shard set
+    /// did not fit the FEC budget (see `fec::rs`); counted unrecoverable too.
+    pub rebuilds_refused_for_budget: u64,
+    /// Bytes of cached Reed–Solomon decode matrices, reserved in the FEC budget.
+    pub codec_bytes: usize,
     /// Datagrams dropped because the caller did not poll the delivery queue.
     pub rx_queue_dropped: u64,
     /// Loss reports received (native framing) and returned to the caller.

@@ -227,8 +227,9 @@ impl Control {
         self.stats
     }
 
-    /// Any datagram that belongs to this connection (e.g. KCP data with our
-    /// conv) proves the peer alive. Verified control datagrams count by themselves.
+    /// A datagram of this connection that decoded (the session calls it only
+    /// when FEC and KCP accepted it) proves the peer alive. Verified control
+    /// datagrams count by themselves.
     pub fn on_datagram_received(&mut self, now: Instant) {
         self.last_rx = self.last_rx.max(now);
     }

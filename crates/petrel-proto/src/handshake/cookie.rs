@@ -1,5 +1,6 @@
-//! Stateless cookies (QUIC Retry / DTLS HelloVerifyRequest style) and the
-//! conv allocator. Both are keyed with HMAC-SHA256 (RFC 2104, `hmac` + `sha2`).
+//! Stateless cookies (QUIC Retry / DTLS HelloVerifyRequest style), the conv
+//! allocator and the key of the server's conv/token generator. All are keyed
+//! with HMAC-SHA256 (RFC 2104, `hmac` + `sha2`).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -18,6 +19,16 @@ fn keyed(secret: &[u8; 32]) -> HmacSha256 {
     // HMAC accepts keys of any length, so this cannot fail; the fallback keeps
     // the function total without an unwrap.
     HmacSha256::new_from_slice(secret).unwrap_or_else(|_| HmacSha256::new(&Default::default()))
+}
+
+/// The ChaCha20 key of a server's conv and token generator:
+/// HMAC-SHA256(`secret`, `"petrel conv/token rng" ‖ seed u64 LE`). The 256-bit
+/// cookie secret makes it unpredictable; the seed only separates instances.
+pub(crate) fn rng_key(secret: &[u8; 32], seed: u64) -> [u8; 32] {
+    let mut mac = keyed(secret);
+    mac.update(b"petrel conv/token rng");
+    mac.update(&seed.to_le_bytes());
+    mac.finalize().into_bytes().into()
 }
 
 /// Why an echoed cookie was rejected.
@@ -173,6 +184,15 @@ impl ConvAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The conv/token generator's key depends on the 256-bit secret, not only
+    /// on the 64-bit seed.
+    #[test]
+    fn rng_key_is_keyed_by_the_secret() {
+        assert_eq!(rng_key(&[1; 32], 5), rng_key(&[1; 32], 5));
+        assert_ne!(rng_key(&[1; 32], 5), rng_key(&[2; 32], 5));
+        assert_ne!(rng_key(&[1; 32], 5), rng_key(&[1; 32], 6));
+    }
 
     #[test]
     fn conv_allocator_is_a_permutation_without_zero() {

@@ -94,24 +94,33 @@ impl FecDescriptor {
     }
 
     /// Clamps a peer's request to this endpoint's limits: shard counts are
-    /// reduced to `max_data` / `max_parity`; a limit of 0 disables FEC.
+    /// reduced to `max_data` / `max_parity`, then parity to at most the data
+    /// shards (a request for 1 data + 4 parity is granted 1 + 1: never more
+    /// parity bytes than data, so a client cannot make the server send several
+    /// times its data); a limit of 0 disables FEC.
     pub fn clamp(self, max_data: u8, max_parity: u8) -> Self {
         if max_data == 0 || max_parity == 0 {
             return Self::None;
         }
         match self {
             Self::None => Self::None,
-            Self::Fixed { data, parity } => Self::Fixed {
-                data: data.min(max_data),
-                parity: parity.min(max_parity),
-            },
+            Self::Fixed { data, parity } => {
+                let data = data.min(max_data);
+                Self::Fixed {
+                    data,
+                    parity: parity.min(max_parity).min(data),
+                }
+            }
             Self::Adaptive {
                 max_data: d,
                 max_parity: p,
-            } => Self::Adaptive {
-                max_data: d.min(max_data),
-                max_parity: p.min(max_parity),
-            },
+            } => {
+                let d = d.min(max_data);
+                Self::Adaptive {
+                    max_data: d,
+                    max_parity: p.min(max_parity).min(d),
+                }
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
-use super::cookie::{ConvAllocator, CookieKeys, CookieRejection};
+use super::cookie::{rng_key, ConvAllocator, CookieKeys, CookieRejection};
 use super::legacy::LegacyMessage;
 use super::params::{ConfigError, NativeConfig, NegotiatedParams, RAW_PARAMS};
 use super::wire::{
@@ -108,9 +108,11 @@ pub struct ServerHandshake {
 
 impl ServerHandshake {
     /// Creates a server. `secret` keys the native cookies (draw it from the
-    /// OS RNG and rotate it with [`rotate_secret`](Self::rotate_secret));
-    /// `rng_seed` seeds the ChaCha20 RNG for conv and token (seed it from the
-    /// OS RNG in production; tests pass a fixed seed).
+    /// OS RNG and rotate it with [`rotate_secret`](Self::rotate_secret)).
+    /// Conv values and tokens come from a ChaCha20 generator keyed with
+    /// HMAC-SHA256(`secret`, `rng_seed`): 256 bits from the OS RNG in
+    /// production, so they cannot be predicted from a 64-bit seed; tests pass a
+    /// fixed secret and seed and get a fixed sequence.
     ///
     /// # Errors
     /// [`ConfigError`] if the mode's config is out of range.
@@ -120,7 +122,7 @@ impl ServerHandshake {
             HandshakeMode::Native(cfg) => cfg.cookie_lifetime.as_secs(),
             _ => 0,
         };
-        let mut rng = ChaCha20Rng::seed_from_u64(rng_seed);
+        let mut rng = ChaCha20Rng::from_seed(rng_key(&secret, rng_seed));
         let conv_key: [u8; 32] = rng.gen();
         let convs = ConvAllocator::new(&conv_key, rng.gen());
         Ok(Self {

@@ -180,7 +180,8 @@ impl SessionFraming {
 ///
 /// - Native handshake ([`Binding::Native`]): the negotiated descriptor (the
 ///   client's request clamped by the server) gives the scheme's shape, bounded
-///   to [`MAX_DATA_SHARDS`] / [`MAX_PARITY_SHARDS`]; the adaptive `target` is the
+///   to [`MAX_DATA_SHARDS`] / [`MAX_PARITY_SHARDS`] and to no more parity than
+///   data shards (what the server's clamp grants); the adaptive `target` is the
 ///   local one if the local scheme is adaptive, else
 ///   [`FecScheme::ADAPTIVE_DEFAULT`]'s (1e-3). Timing and budget are local.
 /// - Legacy and raw: nothing is negotiated, so the local configuration is used
@@ -195,18 +196,24 @@ pub fn fec_for_connection(established: &Established, local: &FecConfig) -> FecCo
     };
     let scheme = match established.params.fec {
         FecDescriptor::None => FecScheme::None,
-        FecDescriptor::Fixed { data, parity } => FecScheme::Fixed {
-            data_shards: data.clamp(1, MAX_DATA_SHARDS),
-            parity_shards: parity.min(MAX_PARITY_SHARDS),
-        },
+        FecDescriptor::Fixed { data, parity } => {
+            let data_shards = data.clamp(1, MAX_DATA_SHARDS);
+            FecScheme::Fixed {
+                data_shards,
+                parity_shards: parity.min(MAX_PARITY_SHARDS).min(data_shards),
+            }
+        }
         FecDescriptor::Adaptive {
             max_data,
             max_parity,
-        } => FecScheme::Adaptive {
-            max_data: max_data.clamp(1, MAX_DATA_SHARDS),
-            max_parity: max_parity.clamp(1, MAX_PARITY_SHARDS),
-            target,
-        },
+        } => {
+            let max_data = max_data.clamp(1, MAX_DATA_SHARDS);
+            FecScheme::Adaptive {
+                max_data,
+                max_parity: max_parity.clamp(1, MAX_PARITY_SHARDS).min(max_data),
+                target,
+            }
+        }
     };
     FecConfig { scheme, ..*local }
 }

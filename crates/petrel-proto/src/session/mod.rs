@@ -233,14 +233,15 @@ impl Session {
     }
 
     /// Feeds one data datagram from the peer: FEC decode (if any), then KCP
-    /// input of every datagram received or rebuilt. Any datagram proves the peer
-    /// alive. Drain [`Session::poll_transmit`] afterwards for the acks.
+    /// input of every datagram received or rebuilt. Only a datagram that decodes
+    /// (every layer accepted it) proves the peer alive and refreshes the idle
+    /// timer: anyone who can guess `(peer, conv)` could send malformed ones.
+    /// Drain [`Session::poll_transmit`] afterwards for the acks.
     ///
     /// # Errors
     /// The first rejection ([`SessionInputError`]); the other datagrams of the
     /// same input are still processed, and every rejection is counted.
     pub fn input(&mut self, now: Instant, datagram: &[u8]) -> Result<(), SessionInputError> {
-        self.control.on_datagram_received(now);
         let result = match &mut self.fec {
             None => self.kcp.input(now, datagram).map_err(Into::into),
             Some(fec) => {
@@ -257,6 +258,9 @@ impl Session {
                 result
             }
         };
+        if result.is_ok() {
+            self.control.on_datagram_received(now);
+        }
         self.advance(now);
         result
     }
@@ -475,5 +479,24 @@ mod tests {
         let fec = s.stats().fec.unwrap();
         assert_eq!((fec.wrong_conv, fec.decoder.malformed), (2, 1));
         assert!(s.error().is_none());
+    }
+
+    /// Malformed datagrams routed to the connection do not keep it alive.
+    #[test]
+    fn only_datagrams_that_decode_refresh_the_idle_timer() {
+        for scheme in [FecScheme::None, FecScheme::default()] {
+            let t0 = Instant::now();
+            let mut s = session(scheme, t0);
+            let mut junk = 99u32.to_le_bytes().to_vec();
+            junk.extend_from_slice(&[0x77; 40]);
+            let mut now = t0;
+            while s.error().is_none() {
+                now += Duration::from_secs(1);
+                assert!(s.input(now, &junk).is_err());
+                s.handle_timeout(now);
+                assert!(now - t0 <= Duration::from_secs(31), "{scheme:?}");
+            }
+            assert!(matches!(s.error(), Some(SessionError::IdleTimeout(_))));
+        }
     }
 }
