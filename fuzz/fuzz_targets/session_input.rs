@@ -1,7 +1,7 @@
 //! petrel-proto's `Session` (KCP over optional FEC with the control plane)
 //! fed arbitrary datagram sequences: a peer session's datagrams, delivered,
 //! lost, bit-flipped or mixed with injected ones, at fuzz-chosen times, in
-//! every binding and FEC scheme. Asserted:
+//! every binding and FEC scheme, in Petrel's and kcp-go's framing. Asserted:
 //!
 //! - every datagram the session sends fits the connection's MTU, and its
 //!   sends per step are bounded;
@@ -19,7 +19,7 @@ use petrel_proto::fec::{FecConfig, FecScheme};
 use petrel_proto::handshake::{
     Binding, DatagramKind, Established, HandshakeMode, LegacyConfig, NativeConfig, RAW_PARAMS,
 };
-use petrel_proto::session::{Session, SessionConfig};
+use petrel_proto::session::{Session, SessionConfig, SessionFraming};
 
 #[derive(Arbitrary, Debug)]
 struct Input {
@@ -61,13 +61,16 @@ fn established(b: u8) -> Established {
 }
 
 fn config(b: u8) -> SessionConfig {
-    let scheme = match b % 3 {
-        0 => FecScheme::None,
-        1 => FecScheme::Fixed {
-            data_shards: 4,
-            parity_shards: 2,
-        },
-        _ => FecScheme::ADAPTIVE_DEFAULT,
+    let fixed = FecScheme::Fixed {
+        data_shards: 4,
+        parity_shards: 2,
+    };
+    let (scheme, framing) = match b % 4 {
+        0 => (FecScheme::None, SessionFraming::Petrel),
+        1 => (fixed, SessionFraming::Petrel),
+        2 => (FecScheme::ADAPTIVE_DEFAULT, SessionFraming::Petrel),
+        // kcp-go framing behind kcptun's crypt-none header (`Mode::KcpGo`).
+        _ => (fixed, SessionFraming::KcpGo { crypt_header: true }),
     };
     SessionConfig {
         fec: FecConfig {
@@ -75,6 +78,7 @@ fn config(b: u8) -> SessionConfig {
             budget: 64 << 10,
             ..FecConfig::default()
         },
+        framing,
         ..SessionConfig::default()
     }
 }

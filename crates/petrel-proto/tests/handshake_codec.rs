@@ -143,6 +143,7 @@ proptest! {
             HandshakeMode::Native(NativeConfig::default()),
             HandshakeMode::Legacy(LegacyConfig::default()),
             HandshakeMode::Raw { conv: 7 },
+            HandshakeMode::KcpGo(KcpGoConfig::default()),
         ];
         for mode in modes {
             let mut server = ServerHandshake::new(mode, [3; 32], 1).unwrap();
@@ -153,7 +154,7 @@ proptest! {
                 binding: match mode {
                     HandshakeMode::Native(_) => Binding::Native { nonce: 1, token: 2 },
                     HandshakeMode::Legacy(_) => Binding::Legacy { sync_id: 1 },
-                    HandshakeMode::Raw { .. } => Binding::Raw,
+                    HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => Binding::Raw,
                 },
             };
             let mut control = Control::new(&est, ControlConfig::default(), t0).unwrap();

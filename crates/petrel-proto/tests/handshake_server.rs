@@ -531,6 +531,58 @@ fn raw_server_accepts_only_its_conv() {
     );
 }
 
+/// kcp-go mode (kcp-go `Listener.packetInput`): the first datagram of a new peer
+/// opens a session with the conv it carries, once its crypt-none CRC checks out.
+#[test]
+fn kcpgo_server_takes_the_conv_of_a_checked_datagram() {
+    let t0 = Instant::now();
+    let config = KcpGoConfig::default();
+    let mut server = ServerHandshake::new(HandshakeMode::KcpGo(config), [0; 32], 0).unwrap();
+    let mut reply = Vec::new();
+    // Crypt-none header (nonce, CRC-32 of the rest), FEC data shard header, KCP header.
+    let dg = |flag: u16, conv: u32| {
+        let mut rest = 7u32.to_le_bytes().to_vec();
+        rest.extend_from_slice(&flag.to_le_bytes());
+        rest.extend_from_slice(&26u16.to_le_bytes());
+        rest.extend_from_slice(&conv.to_le_bytes());
+        rest.extend_from_slice(&[81; 20]);
+        let mut d = vec![9u8; 16];
+        d.extend_from_slice(&crc32fast::hash(&rest).to_le_bytes());
+        d.extend_from_slice(&rest);
+        d
+    };
+    let ServerEvent::Accept(est) = server.handle(t0, addr(1), &dg(0xF1, 0xABCD), &mut reply) else {
+        panic!()
+    };
+    assert!(reply.is_empty());
+    assert_eq!(
+        (est.conv, est.binding, est.params),
+        (0xABCD, Binding::Raw, config.params())
+    );
+    // A parity shard names no conv; a flipped bit fails the CRC.
+    assert_eq!(
+        server.handle(t0, addr(2), &dg(0xF2, 1), &mut reply),
+        ServerEvent::Drop(DropReason::Unexpected)
+    );
+    let mut bad = dg(0xF1, 0xABCD);
+    bad[40] ^= 1;
+    assert_eq!(
+        server.handle(t0, addr(3), &bad, &mut reply),
+        ServerEvent::Drop(DropReason::Malformed)
+    );
+    // The client picks its conv at once, never 0, and sends nothing.
+    let mut client = ClientHandshake::new(HandshakeMode::KcpGo(config), t0, 0, 5).unwrap();
+    let est = *client.established().unwrap();
+    assert_ne!(est.conv, 0);
+    assert!(!client.poll_transmit(t0, &mut reply));
+    let other = ClientHandshake::new(HandshakeMode::KcpGo(config), t0, 0, 6).unwrap();
+    assert_ne!(other.established().unwrap().conv, est.conv);
+    assert_eq!(
+        HandshakeMode::KcpGo(config).classify(&[0; 24]),
+        DatagramKind::Data
+    );
+}
+
 #[test]
 fn classification_is_mode_aware() {
     let native = HandshakeMode::Native(NativeConfig::default());

@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use petrel_proto::fec::{FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
+use petrel_proto::fec::{FecConfig, FecScheme, Framing, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use petrel_proto::handshake::ControlConfig;
 use petrel_proto::kcp::{KcpConfig, MIN_MTU};
-use petrel_proto::session::{SessionConfig, CONV_PREFIX};
+use petrel_proto::session::{SessionConfig, SessionFraming, CONV_PREFIX};
 use petrel_sys::range::{check_range, RangeError};
 
 /// How connections are set up (see `specs/kcp.md` §3–§4).
@@ -27,6 +27,38 @@ pub enum Mode {
         /// The conversation id both peers agreed on out of band.
         conv: u32,
     },
+    /// kcp-go / kcptun peers (`specs/kcp.md` §2; kcp-go `sess.go`): no handshake;
+    /// a client picks a random `conv` and its first datagram opens the session;
+    /// a server serves one session per peer address (as kcp-go's listener does),
+    /// so a client endpoint holds at most one connection per server.
+    ///
+    /// Datagrams are framed as kcp-go frames them: kcp-go's FEC header and
+    /// fixed-shape groups, behind kcptun's crypt-none header when `crypt_none`.
+    /// Nothing is negotiated: `EndpointConfig::fec` must be
+    /// [`FecScheme::Fixed`] with the peer's data and parity counts (kcptun
+    /// `--datashard` / `--parityshard`, parity ≥ 1; or [`FecScheme::None`] with
+    /// `crypt_none` false), `kcp.mtu` the peer's `--mtu`, and `kcp` tuned like the
+    /// peer (see [`KcpConfig::with_preset`](petrel_proto::kcp::KcpConfig::with_preset)
+    /// for kcptun's `--mode`). kcptun multiplexes streams with smux over the
+    /// connection: see [`crate::smux`].
+    ///
+    /// Like raw mode, not for the open Internet: any datagram with a valid header
+    /// from a new address opens a connection on a server. A peer that restarts
+    /// from the same address with a new `conv` (kcp-go replaces its session when
+    /// such a datagram has `sn` 0) is served once its old connection ended, e.g.
+    /// by `control.idle_timeout`; until then its datagrams are counted KCP input
+    /// errors of the old one. A peer whose connection ended with
+    /// `ConnectionError::FecShapeMismatch` opens nothing for 60 s (its datagrams
+    /// are counted in `EndpointStats::dropped_shape_cooldown`), so it sees silence
+    /// and its own connection ends rather than being kept alive by new ones.
+    KcpGo {
+        /// kcp-go's `none` block crypt, which kcptun's `--crypt none` selects:
+        /// every datagram starts with 16 nonce bytes and the CRC-32 (IEEE) of the
+        /// rest, checked on every datagram received (a mismatch is dropped and
+        /// counted in the decoder's `malformed`). False only for kcp-go programs
+        /// that pass no `BlockCrypt`.
+        crypt_none: bool,
+    },
 }
 
 /// Configuration of an [`Endpoint`](crate::Endpoint). `Default` is the documented default.
@@ -44,12 +76,13 @@ pub struct EndpointConfig {
     /// Native mode: a client announces this scheme's shape in its handshake, the
     /// server clamps it to `fec_max_data` / `fec_max_parity`, and both sides run
     /// what was negotiated; `group_wait`, `budget`, `group_expiry` and the adaptive
-    /// `target` are each side's own. Legacy and raw modes negotiate nothing: both
-    /// sides must configure the same scheme, or neither decodes the other.
+    /// `target` are each side's own. Legacy, raw and kcp-go modes negotiate
+    /// nothing: both sides must configure the same scheme, or neither decodes the
+    /// other (kcp-go mode: a fixed scheme, see [`Mode::KcpGo`]).
     /// `budget` bounds the FEC shards all of this endpoint's connections retain
     /// together (one `petrel_proto::fec::FecBudget`; see `EndpointStats::fec_*`).
-    /// With FEC each datagram carries 14 bytes of framing (see
-    /// `petrel_proto::session`), taken from `kcp.mtu`.
+    /// With FEC each datagram carries 14 bytes of framing (kcp-go mode: 28 with
+    /// the crypt header, 8 without; see `petrel_proto::session`), taken from `kcp.mtu`.
     pub fec: FecConfig,
     /// Server, native mode: most data shards per FEC group granted to a client, in
     /// packets (0 refuses FEC). Default 8; allowed 0..=64.
@@ -134,13 +167,23 @@ impl EndpointConfig {
         self.fec
             .validate()
             .map_err(|e| ConfigError(e.to_string()))?;
-        if self.fec.scheme != FecScheme::None && self.kcp.mtu < MIN_MTU + FEC_OVERHEAD {
+        let overhead = match self.mode {
+            Mode::KcpGo { crypt_none } => Framing::KcpGo {
+                crypt_header: crypt_none,
+            }
+            .overhead(),
+            _ => FEC_OVERHEAD,
+        };
+        if self.fec.scheme != FecScheme::None && self.kcp.mtu < MIN_MTU + overhead {
             return Err(ConfigError(format!(
                 "kcp.mtu must be ≥ {} bytes with FEC (got {})",
-                MIN_MTU + FEC_OVERHEAD,
+                MIN_MTU + overhead,
                 self.kcp.mtu
             )));
         }
+        self.session_config()
+            .validate()
+            .map_err(|e| ConfigError(e.to_string()))?;
         let range = |e: RangeError| ConfigError(e.to_string());
         check_range("fec_max_data", self.fec_max_data, &(0..=MAX_DATA_SHARDS)).map_err(range)?;
         check_range(
@@ -189,6 +232,12 @@ impl EndpointConfig {
             kcp: self.kcp,
             control: self.control.clone(),
             fec: self.fec,
+            framing: match self.mode {
+                Mode::KcpGo { crypt_none } => SessionFraming::KcpGo {
+                    crypt_header: crypt_none,
+                },
+                _ => SessionFraming::Petrel,
+            },
             ..SessionConfig::default()
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use petrel_proto::handshake::{
-    HandshakeMode, HandshakeStats, LegacyConfig, NativeConfig, ServerHandshake,
+    HandshakeMode, HandshakeStats, KcpGoConfig, LegacyConfig, NativeConfig, ServerHandshake,
 };
 use petrel_proto::session::fec_descriptor;
 use petrel_sys::SocketBuffers;
@@ -79,7 +79,9 @@ impl Endpoint {
     /// Opens a connection to `peer` with this endpoint's handshake mode.
     ///
     /// Native and legacy modes resend their opening datagram until the server answers or
-    /// `connect_timeout` passes; raw mode needs no handshake and returns at once.
+    /// `connect_timeout` passes; raw and kcp-go modes need no handshake and return at
+    /// once. kcp-go mode holds one connection per peer: a second `connect` to the
+    /// same address fails with [`ConnectError::Handshake`] while the first is open.
     pub async fn connect(&self, peer: SocketAddr) -> Result<Connection, ConnectError> {
         let shared = self.guard.router.connect(peer).await?;
         Ok(Connection::new(shared, self.guard.clone()))
@@ -144,5 +146,11 @@ fn handshake_mode(config: &EndpointConfig) -> HandshakeMode {
             ..LegacyConfig::default()
         }),
         Mode::Raw { conv } => HandshakeMode::Raw { conv },
+        Mode::KcpGo { crypt_none } => HandshakeMode::KcpGo(KcpGoConfig {
+            mtu,
+            snd_wnd: kcp.snd_wnd,
+            rcv_wnd: kcp.rcv_wnd,
+            crypt_header: crypt_none,
+        }),
     }
 }

@@ -35,7 +35,8 @@
 //! ```
 //!
 //! What lives here: the socket, the datagram router, per-connection timer tasks, the
-//! application handles. What does not: protocol logic (`petrel-proto`), system calls
+//! application handles, and smux v1 stream multiplexing over a connection (what
+//! kcptun runs over kcp-go, see [`Mode::KcpGo`]). What does not: protocol logic (`petrel-proto`), system calls
 //! and socket creation (`petrel-sys`), impairment (`petrel-netem`), benchmarks
 //! (`petrel-bench`).
 //!
@@ -44,7 +45,8 @@
 //! repeated-reply limiter); `conn` (one connection's state and
 //! timer task); `connect` (a client handshake in progress); `router` (connections by
 //! peer and conv, the server handshake, the reader task); `connection` (the
-//! application's [`Connection`]); `endpoint` (the public [`Endpoint`]).
+//! application's [`Connection`]); `endpoint` (the public [`Endpoint`]); [`smux`]
+//! (smux v1 streams over a `Connection`, for kcptun peers).
 
 mod config;
 mod conn;
@@ -55,6 +57,7 @@ mod error;
 mod io;
 mod limits;
 mod router;
+pub mod smux;
 mod stats;
 
 pub use config::{ConfigError, EndpointConfig, Mode};
@@ -63,7 +66,7 @@ pub use endpoint::Endpoint;
 pub use error::{ConnectError, ConnectionError};
 pub use petrel_proto::fec::{FecConfig, FecScheme, ShapeMismatch};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};
-pub use petrel_proto::kcp::{KcpConfig, KcpStats};
+pub use petrel_proto::kcp::{KcpConfig, KcpPreset, KcpStats};
 pub use petrel_proto::session::FecStats;
 pub use petrel_sys::SocketBuffers;
 pub use stats::{ConnectionStats, EndpointStats};

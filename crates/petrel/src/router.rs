@@ -29,6 +29,16 @@ use crate::io::{wall_clock_ms, EndpointIo};
 use crate::limits::{prefix_of, ReplyLimiter};
 use crate::stats::EndpointCounters;
 
+/// kcp-go mode: how long a peer whose connection ended on a FEC shape mismatch
+/// is ignored. kcp-go has no close message, so without it the next datagram of
+/// that peer would open a new connection (as kcp-go's listener does), whose
+/// replies would keep the peer's idle timer running while it cannot decode us;
+/// longer than the default idle timeout (30 s), so the peer's connection ends.
+const SHAPE_MISMATCH_COOLDOWN: std::time::Duration = std::time::Duration::from_secs(60);
+/// Most peers kept in the shape-mismatch cooldown; when full, expired entries are
+/// removed first and a new peer that still finds no room is not recorded.
+const COOLDOWN_PEERS: usize = 4096;
+
 /// The cookie secret is replaced this often; cookies stay valid across one rotation.
 const SECRET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -57,11 +67,18 @@ impl Drop for EndpointGuard {
 
 /// Connections by `(peer, conv)`, and by `(peer, opening id)` — the nonce (native) or
 /// sync_id (legacy) of the datagram that opened them — to answer repeated openings in
-/// constant time.
+/// constant time. In kcp-go mode also by peer alone: kcp-go's parity shards carry no
+/// conv, and kcp-go serves one session per address.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     pub(crate) conns: HashMap<(SocketAddr, u32), Arc<ConnShared>>,
     by_opening: HashMap<(SocketAddr, u64), u32>,
+    /// kcp-go mode: the conv of each peer's one connection (empty in other modes).
+    by_peer: HashMap<SocketAddr, u32>,
+    kcpgo: bool,
+    /// kcp-go mode: peers whose connection ended on a FEC shape mismatch, and
+    /// until when their datagrams open nothing (at most [`COOLDOWN_PEERS`]).
+    shape_cooldown: HashMap<SocketAddr, Instant>,
     /// Connections per peer address, per peer IP and per /24 or /64, for the
     /// per-peer limits.
     per_address: HashMap<SocketAddr, usize>,
@@ -78,6 +95,9 @@ impl Registry {
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.insert((peer, id), conn.conv);
         }
+        if self.kcpgo {
+            self.by_peer.insert(peer, conn.conv);
+        }
         *self.per_address.entry(peer).or_default() += 1;
         *self.per_ip.entry(peer.ip()).or_default() += 1;
         *self.per_prefix.entry(prefix_of(peer.ip())).or_default() += 1;
@@ -92,10 +112,39 @@ impl Registry {
         if let Some(id) = opening_id(conn.established.binding) {
             self.by_opening.remove(&(peer, id));
         }
+        if self.by_peer.get(&peer) == Some(&conv) {
+            self.by_peer.remove(&peer);
+        }
         decrement(&mut self.per_address, peer);
         decrement(&mut self.per_ip, peer.ip());
         decrement(&mut self.per_prefix, prefix_of(peer.ip()));
         self.recv_reserved -= recv_reservation;
+    }
+
+    /// Ignores `peer` until `now` + [`SHAPE_MISMATCH_COOLDOWN`]; `false` when the
+    /// table is full of unexpired entries.
+    fn cool_down(&mut self, peer: SocketAddr, now: Instant) -> bool {
+        if self.shape_cooldown.len() >= COOLDOWN_PEERS {
+            self.shape_cooldown.retain(|_, until| *until > now);
+        }
+        if self.shape_cooldown.len() >= COOLDOWN_PEERS {
+            return false;
+        }
+        self.shape_cooldown
+            .insert(peer, now + SHAPE_MISMATCH_COOLDOWN);
+        true
+    }
+
+    /// Whether `peer` is in the shape-mismatch cooldown at `now`.
+    fn cooling(&mut self, peer: SocketAddr, now: Instant) -> bool {
+        match self.shape_cooldown.get(&peer) {
+            Some(until) if *until > now => true,
+            Some(_) => {
+                self.shape_cooldown.remove(&peer);
+                false
+            }
+            None => false,
+        }
     }
 
     /// Whether `peer` may open one more incoming connection: `Err` names the
@@ -149,7 +198,7 @@ fn opening_id_of(mode: &HandshakeMode, dg: &[u8]) -> Option<u64> {
             Ok(LegacyMessage::Syn { sync_id }) => Some(u64::from(sync_id)),
             _ => None,
         },
-        HandshakeMode::Raw { .. } => None,
+        HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => None,
     }
 }
 
@@ -191,9 +240,13 @@ impl Router {
         accept_tx: mpsc::Sender<Arc<ConnShared>>,
     ) -> Self {
         let fec_budget = FecBudget::new(io.config.fec.budget);
+        let registry = Registry {
+            kcpgo: matches!(io.mode, HandshakeMode::KcpGo(_)),
+            ..Registry::default()
+        };
         Self {
             io,
-            registry: Mutex::default(),
+            registry: Mutex::new(registry),
             server: server.map(Mutex::new),
             pending: Mutex::default(),
             accept_tx,
@@ -242,6 +295,11 @@ impl Router {
                     established.conv
                 )));
             }
+            if let Some(conv) = reg.by_peer.get(&peer) {
+                return Err(ConnectError::Handshake(format!(
+                    "kcp-go mode holds one connection per peer, and {peer} has conv {conv}"
+                )));
+            }
             reg.insert(peer, shared.clone(), reservation);
         }
         let router = self.clone();
@@ -249,6 +307,16 @@ impl Router {
         tokio::spawn(async move {
             run_timer(conn.clone()).await;
             router.unregister(conn.peer, conn.conv);
+            let mismatch = matches!(
+                conn.lock().end,
+                Some(crate::error::ConnectionError::FecShapeMismatch(_))
+            );
+            if mismatch && router.server.is_some() {
+                let mut reg = lock(&router.registry);
+                if reg.kcpgo && !reg.cool_down(conn.peer, Instant::now()) {
+                    EndpointCounters::add(&router.io.counters.cooldown_full, 1);
+                }
+            }
         });
         Ok(shared)
     }
@@ -288,6 +356,9 @@ impl Router {
     }
 
     fn on_data(self: &Arc<Self>, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) {
+        if let HandshakeMode::KcpGo(_) = self.io.mode {
+            return self.on_kcpgo_data(now, peer, dg, reply);
+        }
         let Some(conv) = peek_conv(dg) else {
             EndpointCounters::add(&self.io.counters.dropped_malformed, 1);
             return;
@@ -296,6 +367,40 @@ impl Router {
             conn.on_data(now, dg);
         } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
             // Raw KCP has no handshake: the first datagram with our conv opens the connection.
+            if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
+                conn.on_data(now, dg);
+            }
+        } else {
+            EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
+        }
+    }
+
+    /// kcp-go mode routes by peer address, as kcp-go's listener does: a known
+    /// peer's datagrams go to its connection (whose session rejects, and counts,
+    /// a foreign conv or a bad CRC); a new peer's first datagram with a valid
+    /// header and a conv opens one on a server, unless the peer's last connection
+    /// ended on a FEC shape mismatch less than [`SHAPE_MISMATCH_COOLDOWN`] ago.
+    fn on_kcpgo_data(
+        self: &Arc<Self>,
+        now: Instant,
+        peer: SocketAddr,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        let (conn, cooling) = {
+            let mut reg = lock(&self.registry);
+            let conn = reg
+                .by_peer
+                .get(&peer)
+                .and_then(|conv| reg.conns.get(&(peer, *conv)).cloned());
+            let cooling = conn.is_none() && reg.cooling(peer, now);
+            (conn, cooling)
+        };
+        if let Some(conn) = conn {
+            conn.on_data(now, dg);
+        } else if cooling {
+            EndpointCounters::add(&self.io.counters.dropped_shape_cooldown, 1);
+        } else if self.server.is_some() {
             if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
                 conn.on_data(now, dg);
             }

@@ -101,6 +101,12 @@ endpoint_counters! {
     unattached_send_dropped,
     /// Handshake datagrams the socket refused with another error.
     unattached_send_errors,
+    /// kcp-go mode: datagrams of a peer whose connection ended on a FEC shape
+    /// mismatch within the last 60 s, dropped rather than opening a new connection.
+    dropped_shape_cooldown,
+    /// kcp-go mode: peers not put in that cooldown because its table (4096 peers)
+    /// was full of unexpired entries.
+    cooldown_full,
     /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).
     /// Idle connections add nothing here.
     timer_wakeups,

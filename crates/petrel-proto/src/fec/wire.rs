@@ -334,6 +334,41 @@ pub(crate) fn write_parity(
     }
 }
 
+/// The KCP `conv` a kcp-go datagram carries, the way kcp-go's listener reads it
+/// to open a session (kcp-go `sess.go`, `Listener.packetInput`): the crypt-none
+/// header (when `crypt_header`) is checked first, then a data shard (flag 0xF1)
+/// has the conv after its 8-byte FEC header, a parity shard (0xF2) has none
+/// (`Ok(None)`), and anything else is a bare KCP datagram (KCP's `cmd` and `frg`
+/// bytes never read as 0xF1/0xF2) with the conv in its first 4 bytes.
+///
+/// # Errors
+/// [`WireError::BadCrc`], or [`WireError::TooShort`] when no 24-byte KCP header
+/// follows the headers.
+pub fn kcpgo_conv(crypt_header: bool, d: &[u8]) -> Result<Option<u32>, WireError> {
+    const KCP_HEADER: usize = 24;
+    let d = if crypt_header {
+        if d.len() < KCPTUN_CRYPT_HEADER {
+            return Err(WireError::TooShort(d.len()));
+        }
+        let rest = &d[KCPTUN_CRYPT_HEADER..];
+        if crc32fast::hash(rest) != le32(d, 16) {
+            return Err(WireError::BadCrc);
+        }
+        rest
+    } else {
+        d
+    };
+    let at = match d.get(4..6).map(|f| le16(f, 0)) {
+        Some(KCPGO_PARITY) => return Ok(None),
+        Some(KCPGO_DATA) => KCPGO_FEC_HEADER + 2,
+        _ => 0,
+    };
+    if d.len() < at + KCP_HEADER {
+        return Err(WireError::TooShort(d.len()));
+    }
+    Ok(Some(le32(d, at)))
+}
+
 fn crypt_start(crypt_header: bool, nonce: [u8; 16], out: &mut Vec<u8>) -> Option<usize> {
     crypt_header.then(|| {
         out.extend_from_slice(&nonce);
@@ -385,6 +420,24 @@ mod tests {
             parse(Framing::Native, (0, 0), &out),
             Err(WireError::BadShape { .. })
         ));
+    }
+
+    #[test]
+    fn kcpgo_conv_is_read_like_kcp_go_listener() {
+        let f = Framing::KcpGo { crypt_header: true };
+        let mut kcp = vec![0; 24];
+        kcp[..4].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+        kcp[4] = 81;
+        let mut out = Vec::new();
+        write_data(f, [3; 16], 0, 0, true, &kcp, &mut out);
+        assert_eq!(kcpgo_conv(true, &out), Ok(Some(0xDEAD_BEEF)));
+        assert_eq!(kcpgo_conv(false, &out[20..]), Ok(Some(0xDEAD_BEEF)));
+        assert_eq!(kcpgo_conv(false, &kcp), Ok(Some(0xDEAD_BEEF)));
+        assert_eq!(kcpgo_conv(false, &kcp[..23]), Err(WireError::TooShort(23)));
+        write_parity(f, [3; 16], 10, 10, 10, 3, &[0; 30], &mut out);
+        assert_eq!(kcpgo_conv(true, &out), Ok(None));
+        out[30] ^= 1;
+        assert_eq!(kcpgo_conv(true, &out), Err(WireError::BadCrc));
     }
 
     #[test]

@@ -59,7 +59,8 @@ impl ClientHandshake {
     /// Starts a handshake at `now`. `wall_clock_ms` (ms since the Unix epoch)
     /// gives the legacy `sync_id` (its low 32 bits, `specs/kcp.md` §3);
     /// `rng_seed` seeds the native nonce (seed from the OS RNG in production).
-    /// Raw mode is established immediately.
+    /// Raw and kcp-go modes are established immediately; kcp-go's `conv` is
+    /// drawn from `rng_seed`, never 0 (kcp-go's `DialWithOptions` draws it at random).
     ///
     /// # Errors
     /// [`ConfigError`] if the mode's config is out of range.
@@ -73,12 +74,19 @@ impl ClientHandshake {
         let (resend_interval, connect_timeout) = match &mode {
             HandshakeMode::Native(c) => (c.resend_interval, c.connect_timeout),
             HandshakeMode::Legacy(c) => (c.resend_interval, c.connect_timeout),
-            HandshakeMode::Raw { .. } => (Duration::ZERO, Duration::ZERO),
+            HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => (Duration::ZERO, Duration::ZERO),
         };
+        let mut rng = ChaCha20Rng::seed_from_u64(rng_seed);
+        let nonce: u64 = rng.gen();
         let state = match mode {
             HandshakeMode::Raw { conv } => State::Established(Established {
                 conv,
                 params: RAW_PARAMS,
+                binding: Binding::Raw,
+            }),
+            HandshakeMode::KcpGo(cfg) => State::Established(Established {
+                conv: rng.gen_range(1..=u32::MAX),
+                params: cfg.params(),
                 binding: Binding::Raw,
             }),
             _ => State::Connecting {
@@ -91,7 +99,7 @@ impl ClientHandshake {
             state,
             resend_interval,
             connect_timeout,
-            nonce: ChaCha20Rng::seed_from_u64(rng_seed).gen(),
+            nonce,
             sync_id: wall_clock_ms as u32,
             cookie: None,
             ignored: 0,
@@ -140,7 +148,7 @@ impl ClientHandshake {
                 sync_id: self.sync_id,
             }
             .encode(out),
-            HandshakeMode::Raw { .. } => return false,
+            HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => return false,
         }
         true
     }
@@ -243,7 +251,7 @@ impl ClientHandshake {
                 }
                 _ => None,
             },
-            HandshakeMode::Raw { .. } => None,
+            HandshakeMode::Raw { .. } | HandshakeMode::KcpGo(_) => None,
         };
         match established {
             Some(e) => {

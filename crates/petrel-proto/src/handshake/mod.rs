@@ -7,6 +7,8 @@
 //!   and authenticated graceful close.
 //! - **Legacy** — the arknet/ARK SYN / SYN-ACK / FIN exchange (`specs/kcp.md` §3).
 //! - **Raw** — plain KCP with a fixed `conv`: no handshake, no control datagrams.
+//! - **KcpGo** — kcp-go / kcptun sessions: no handshake either; the client's
+//!   random `conv` opens the session with its first datagram (see [`KcpGoConfig`]).
 //!
 //! What lives here: wire codecs ([`NativeMessage`], [`LegacyMessage`]), the
 //! [`ServerHandshake`] and [`ClientHandshake`] state machines, the per-connection
@@ -98,8 +100,8 @@ pub use control::{
 pub use cookie::CookieRejection;
 pub use legacy::{LegacyMessage, LEGACY_SYN_ACK_LEN, LEGACY_SYN_LEN};
 pub use params::{
-    ConfigError, FecDescriptor, LegacyConfig, NativeConfig, NegotiatedParams, DATA_SHARDS_RANGE,
-    MTU_RANGE, PARITY_SHARDS_RANGE, RAW_PARAMS, WND_RANGE,
+    ConfigError, FecDescriptor, KcpGoConfig, LegacyConfig, NativeConfig, NegotiatedParams,
+    DATA_SHARDS_RANGE, MTU_RANGE, PARITY_SHARDS_RANGE, RAW_PARAMS, WND_RANGE,
 };
 pub use server::{DropReason, HandshakeStats, ReplyKind, ServerEvent, ServerHandshake};
 pub use wire::{
@@ -120,6 +122,8 @@ pub enum HandshakeMode {
         /// The fixed conversation id.
         conv: u32,
     },
+    /// kcp-go: no handshake, the client's random `conv`, one session per peer address.
+    KcpGo(KcpGoConfig),
 }
 
 impl HandshakeMode {
@@ -131,6 +135,7 @@ impl HandshakeMode {
         match self {
             Self::Native(c) => c.validate(),
             Self::Legacy(c) => c.validate(),
+            Self::KcpGo(c) => c.validate(),
             Self::Raw { .. } => Ok(()),
         }
     }
@@ -139,7 +144,7 @@ impl HandshakeMode {
     ///
     /// Native: a leading u32 `conv` of 0 means control (then decoded with
     /// [`NativeMessage::decode`], which checks the magic). Legacy: exactly 5 or
-    /// 9 bytes means control (KCP data is ≥ 24 bytes). Raw: always data.
+    /// 9 bytes means control (KCP data is ≥ 24 bytes). Raw and kcp-go: always data.
     pub fn classify(&self, datagram: &[u8]) -> DatagramKind {
         match self {
             Self::Native(_) if datagram.len() >= 4 && datagram[..4] == [0; 4] => {

@@ -261,6 +261,51 @@ pub struct NegotiatedParams {
     pub fec: FecDescriptor,
 }
 
+/// kcp-go mode (kcp-go `sess.go`, as kcptun uses it; `specs/kcp.md` §2): no
+/// handshake. The client picks a random `conv` and its first datagram opens the
+/// session on the server, which serves one session per peer address. Nothing is
+/// negotiated: MTU, windows and the FEC shape are configured alike on both sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KcpGoConfig {
+    /// UDP payload limit, bytes (kcptun `--mtu`, default 1350), headers included.
+    pub mtu: u16,
+    /// KCP send window, segments.
+    pub snd_wnd: u16,
+    /// KCP receive window, segments.
+    pub rcv_wnd: u16,
+    /// Every datagram starts with the 20-byte header of kcp-go's `none` block
+    /// crypt (16 nonce bytes, CRC-32 IEEE LE of the rest), as with kcptun's
+    /// `--crypt none`; false for kcp-go programs that pass no `BlockCrypt`.
+    pub crypt_header: bool,
+}
+
+impl Default for KcpGoConfig {
+    /// kcptun's defaults: MTU 1350, windows 128/512 (`kcptun-client`), crypt header on.
+    fn default() -> Self {
+        Self {
+            mtu: 1350,
+            snd_wnd: 128,
+            rcv_wnd: 512,
+            crypt_header: true,
+        }
+    }
+}
+
+impl KcpGoConfig {
+    /// Checks every field against its documented range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        check("kcpgo.mtu", self.mtu, &MTU_RANGE)?;
+        check("kcpgo.snd_wnd", self.snd_wnd, &WND_RANGE)?;
+        check("kcpgo.rcv_wnd", self.rcv_wnd, &WND_RANGE)?;
+        Ok(())
+    }
+
+    /// The parameters both sides assume.
+    pub fn params(&self) -> NegotiatedParams {
+        NegotiatedParams::unnegotiated(self.mtu, self.snd_wnd, self.rcv_wnd)
+    }
+}
+
 impl NegotiatedParams {
     /// Parameters of an unnegotiated (legacy or raw) connection: both sides are
     /// assumed to be configured alike.

@@ -15,6 +15,7 @@ use super::wire::{
     SUPPORTED_VERSIONS, TYPE_OFFSET, VERSION,
 };
 use super::{Binding, Established, HandshakeMode};
+use crate::fec::wire::kcpgo_conv;
 
 /// A KCP segment header, bytes (`specs/kcp.md` §1): the shortest raw-mode datagram.
 const KCP_HEADER_LEN: usize = 24;
@@ -25,10 +26,11 @@ const KCP_HEADER_LEN: usize = 24;
 pub enum DropReason {
     /// Not a well-formed opening message of this mode (bad magic, truncated,
     /// INITIAL shorter than `MIN_INITIAL_LEN`, invalid params, legacy non-SYN,
-    /// raw datagram shorter than a KCP header).
+    /// raw datagram shorter than a KCP header, kcp-go datagram with a bad CRC
+    /// or no KCP header).
     Malformed,
     /// Well-formed, but not a message that opens a connection (e.g. KEEPALIVE
-    /// or CLOSE for a connection the runtime does not know).
+    /// or CLOSE for a connection the runtime does not know, a kcp-go parity shard).
     Unexpected,
     /// Unknown version and the request was too small to answer without
     /// amplification (or was not an INITIAL).
@@ -45,7 +47,7 @@ pub enum ServerEvent {
     /// Send `reply` to the peer; no state was created.
     Reply(ReplyKind),
     /// Create the connection. `reply` (ACCEPT / SYN-ACK) must be sent, unless
-    /// it is empty (raw mode: feed the datagram to KCP instead).
+    /// it is empty (raw and kcp-go modes: feed the datagram to the session instead).
     Accept(Established),
 }
 
@@ -184,6 +186,16 @@ impl ServerHandshake {
                     }
                 }
                 _ => ServerEvent::Drop(DropReason::Malformed),
+            },
+            HandshakeMode::KcpGo(cfg) => match kcpgo_conv(cfg.crypt_header, datagram) {
+                Ok(Some(conv)) => ServerEvent::Accept(Established {
+                    conv,
+                    params: cfg.params(),
+                    binding: Binding::Raw,
+                }),
+                // A parity shard names no conv: it cannot open a session.
+                Ok(None) => ServerEvent::Drop(DropReason::Unexpected),
+                Err(_) => ServerEvent::Drop(DropReason::Malformed),
             },
         };
         self.count(&event);

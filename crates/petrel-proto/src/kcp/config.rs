@@ -206,6 +206,102 @@ impl KcpConfig {
     }
 }
 
+/// kcptun's `--mode` profiles, the tuning kcp-go peers are usually run with:
+/// kcptun (`client/main.go`, `server/main.go`) maps each to kcp-go's
+/// `SetNoDelay(nodelay, interval, resend, nc)`:
+///
+/// | preset | nodelay | interval | resend | nc |
+/// |---|---:|---:|---:|---:|
+/// | `normal` | 0 | 40 ms | 2 | 1 |
+/// | `fast` (kcptun's default) | 0 | 30 ms | 2 | 1 |
+/// | `fast2` | 1 | 20 ms | 2 | 1 |
+/// | `fast3` | 1 | 10 ms | 2 | 1 |
+///
+/// Parsed from and printed as those names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KcpPreset {
+    /// nodelay 0, interval 40 ms, resend 2, no congestion window.
+    Normal,
+    /// nodelay 0, interval 30 ms, resend 2, no congestion window.
+    Fast,
+    /// nodelay 1, interval 20 ms, resend 2, no congestion window.
+    Fast2,
+    /// nodelay 1, interval 10 ms, resend 2, no congestion window.
+    Fast3,
+}
+
+impl KcpPreset {
+    /// Every preset, slowest first.
+    pub const ALL: [KcpPreset; 4] = [Self::Normal, Self::Fast, Self::Fast2, Self::Fast3];
+
+    /// kcptun's name of the preset.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::Fast => "fast",
+            Self::Fast2 => "fast2",
+            Self::Fast3 => "fast3",
+        }
+    }
+
+    /// `(nodelay, interval, resend)` as kcp-go's `SetNoDelay` takes them (`nc` is
+    /// 1 in every preset).
+    fn nodelay_interval_resend(&self) -> (bool, u64, u32) {
+        match self {
+            Self::Normal => (false, 40, 2),
+            Self::Fast => (false, 30, 2),
+            Self::Fast2 => (true, 20, 2),
+            Self::Fast3 => (true, 10, 2),
+        }
+    }
+}
+
+impl std::fmt::Display for KcpPreset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A name that is not a [`KcpPreset`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown kcp preset {0:?}: expected normal, fast, fast2 or fast3")]
+pub struct UnknownPreset(pub String);
+
+impl std::str::FromStr for KcpPreset {
+    type Err = UnknownPreset;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| UnknownPreset(s.to_owned()))
+    }
+}
+
+impl KcpConfig {
+    /// This config with `preset`'s timing, as kcp-go's `SetNoDelay` applies it:
+    /// `nodelay` and the RTO floor it implies (30 ms with nodelay, else 100 ms,
+    /// kcp-go `IKCP_RTO_NDL` / `IKCP_RTO_MIN`), `interval`, `fast_resend`, and no
+    /// congestion window (`nc = 1`: [`CongestionKind::None`], no custom
+    /// controller). MTU, windows and `ack_nodelay` stay as they are.
+    pub fn with_preset(self, preset: KcpPreset) -> Self {
+        let (nodelay, interval, resend) = preset.nodelay_interval_resend();
+        Self {
+            nodelay,
+            min_rto: if nodelay {
+                NODELAY_MIN_RTO
+            } else {
+                NORMAL_MIN_RTO
+            },
+            interval: Duration::from_millis(interval),
+            fast_resend: resend,
+            congestion: CongestionKind::None,
+            controller: None,
+            ..self
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,6 +316,19 @@ mod tests {
         assert_eq!(c.min_rto, Duration::from_millis(30));
         assert!(c.validate().is_ok());
         assert!(KcpConfig::normal().validate().is_ok());
+    }
+
+    #[test]
+    fn presets_follow_kcptun() {
+        let c = KcpConfig::normal().with_preset(KcpPreset::Fast3);
+        assert_eq!(c, KcpConfig::default());
+        let c = KcpConfig::default().with_preset("fast".parse().unwrap());
+        assert_eq!(
+            (c.nodelay, c.min_rto, c.interval, c.fast_resend),
+            (false, NORMAL_MIN_RTO, Duration::from_millis(30), 2)
+        );
+        assert_eq!(KcpPreset::Fast2.to_string(), "fast2");
+        assert!("fast4".parse::<KcpPreset>().is_err());
     }
 
     #[test]

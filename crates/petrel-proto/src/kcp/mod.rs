@@ -68,7 +68,8 @@ mod send_buf;
 mod stats;
 
 pub use config::{
-    ConfigError, KcpConfig, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO, NORMAL_MIN_RTO,
+    ConfigError, KcpConfig, KcpPreset, UnknownPreset, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO,
+    NORMAL_MIN_RTO,
 };
 pub use connection::Kcp;
 pub use error::{InputError, KcpError, SendError};

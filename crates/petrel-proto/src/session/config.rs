@@ -6,7 +6,7 @@ use std::time::Duration;
 use petrel_sys::range::{check_range, RangeError};
 use thiserror::Error;
 
-use crate::fec::{FecConfig, FecScheme, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
+use crate::fec::{FecConfig, FecScheme, Framing, MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use crate::handshake::{Binding, ControlConfig, Established, FecDescriptor};
 use crate::kcp::KcpConfig;
 
@@ -17,6 +17,25 @@ const DEFAULT_TARGET: f64 = 1e-3;
 /// Allowed [`SessionConfig::loss_report_interval`].
 const REPORT_INTERVAL_RANGE: std::ops::RangeInclusive<Duration> =
     Duration::from_millis(10)..=Duration::from_secs(10);
+
+/// How a session frames its datagrams on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionFraming {
+    /// Petrel's: bare KCP without FEC; with FEC a `conv` prefix and the native
+    /// shard header (see the module docs of [`super`]).
+    #[default]
+    Petrel,
+    /// kcp-go's (`specs/kcp.md` §2, kcp-go `sess.go` / `fec.go`): the kcp-go FEC
+    /// header with no conv prefix, behind kcptun's 20-byte crypt-none header when
+    /// `crypt_header`. Nothing is negotiated, so both sides must run the same
+    /// fixed shape: the scheme must be [`FecScheme::Fixed`] with parity ≥ 1, or,
+    /// without the crypt header only, no FEC at all (bare KCP, kcp-go with
+    /// `dataShards` or `parityShards` 0 and no `BlockCrypt`).
+    KcpGo {
+        /// Whether every datagram carries kcptun's crypt-none header.
+        crypt_header: bool,
+    },
+}
 
 /// Configuration of one [`super::Session`]. `Default` is the documented default:
 /// the KCP and control defaults, **no FEC** (ARQ only), loss reports every 100 ms.
@@ -36,6 +55,8 @@ pub struct SessionConfig {
     /// is sent only if shards arrived since the previous one. Default 100 ms;
     /// allowed 10 ms..=10 s.
     pub loss_report_interval: Duration,
+    /// Wire framing. Default [`SessionFraming::Petrel`].
+    pub framing: SessionFraming,
 }
 
 impl Default for SessionConfig {
@@ -48,6 +69,7 @@ impl Default for SessionConfig {
                 ..FecConfig::default()
             },
             loss_report_interval: Duration::from_millis(100),
+            framing: SessionFraming::Petrel,
         }
     }
 }
@@ -69,6 +91,15 @@ pub enum SessionConfigError {
     /// renders the range that was checked).
     #[error("session: {0}")]
     LossReportInterval(RangeError),
+    /// kcp-go framing with a scheme it cannot run: anything but
+    /// [`FecScheme::Fixed`] with parity ≥ 1, except no FEC without the crypt header.
+    #[error("session: kcp-go framing runs fixed FEC with parity ≥ 1{}, not {scheme:?}", if *.crypt_header { "" } else { " or no FEC" })]
+    KcpGoScheme {
+        /// The configured scheme.
+        scheme: FecScheme,
+        /// Whether the crypt-none header was asked for.
+        crypt_header: bool,
+    },
     /// `mtu` leaves no room for a KCP header after the FEC overhead.
     #[error("session: `mtu` = {mtu} bytes is too small for {overhead} bytes of FEC overhead")]
     MtuTooSmall {
@@ -88,6 +119,18 @@ impl SessionConfig {
         self.kcp.validate()?;
         self.control.validate()?;
         self.fec.validate()?;
+        if let SessionFraming::KcpGo { crypt_header } = self.framing {
+            let fixed = matches!(
+                self.fec.scheme,
+                FecScheme::Fixed { parity_shards, .. } if parity_shards > 0
+            );
+            if !fixed && (crypt_header || self.fec.scheme != FecScheme::None) {
+                return Err(SessionConfigError::KcpGoScheme {
+                    scheme: self.fec.scheme,
+                    crypt_header,
+                });
+            }
+        }
         check_range(
             "loss_report_interval",
             self.loss_report_interval,
@@ -120,6 +163,16 @@ pub fn fec_descriptor(fec: &FecConfig) -> FecDescriptor {
             max_data,
             max_parity,
         },
+    }
+}
+
+impl SessionFraming {
+    /// The shard framing of this session framing.
+    pub(super) fn fec_framing(&self) -> Framing {
+        match *self {
+            SessionFraming::Petrel => Framing::Native,
+            SessionFraming::KcpGo { crypt_header } => Framing::KcpGo { crypt_header },
+        }
     }
 }
 

@@ -46,7 +46,10 @@ pub enum FecInputError {
 
 #[derive(Debug)]
 pub(super) struct FecLink {
-    prefix: [u8; CONV_PREFIX],
+    /// The conv prefix of Petrel framing; kcp-go framing has none (its peers
+    /// route by address).
+    prefix: Option<[u8; CONV_PREFIX]>,
+    framing: Framing,
     encoder: FecEncoder,
     decoder: FecDecoder,
     /// Loss reports are sent only when the peer's encoder adapts (same scheme).
@@ -61,20 +64,26 @@ pub(super) struct FecLink {
 
 impl FecLink {
     /// `None` for [`FecScheme::None`]: no FEC layer, bare KCP on the wire.
-    /// Encoder and decoder reserve what they retain in `budget`.
+    /// Encoder and decoder reserve what they retain in `budget`. Native
+    /// `framing` gets the conv prefix, kcp-go framing none.
     pub(super) fn new(
         conv: u32,
         config: &FecConfig,
+        framing: Framing,
         report_interval: Duration,
         budget: FecBudget,
     ) -> Result<Option<Self>, crate::fec::ConfigError> {
         if config.scheme == FecScheme::None {
             return Ok(None);
         }
+        let mut encoder = FecEncoder::with_budget(config, framing, budget.clone())?;
+        // Crypt-header nonces (kcp-go framing) differ from one connection to the next.
+        encoder.set_nonce_seed(u64::from(conv).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         Ok(Some(Self {
-            prefix: conv.to_le_bytes(),
-            encoder: FecEncoder::with_budget(config, Framing::Native, budget.clone())?,
-            decoder: FecDecoder::with_budget(config, Framing::Native, budget)?,
+            prefix: (framing == Framing::Native).then(|| conv.to_le_bytes()),
+            framing,
+            encoder,
+            decoder: FecDecoder::with_budget(config, framing, budget)?,
             reports: matches!(config.scheme, FecScheme::Adaptive { .. }),
             report_interval,
             report_due: None,
@@ -84,9 +93,17 @@ impl FecLink {
         }))
     }
 
-    /// Bytes an ARQ datagram must leave free below the MTU.
-    pub(super) fn overhead() -> usize {
-        CONV_PREFIX + Framing::Native.overhead()
+    /// Bytes an ARQ datagram must leave free below the MTU: 14 in native
+    /// framing (conv prefix + shard header), 8 or 28 in kcp-go framing.
+    pub(super) fn overhead(&self) -> usize {
+        self.prefix.map_or(0, |p| p.len()) + self.framing.overhead()
+    }
+
+    fn write_prefix(&self, out: &mut Vec<u8>) {
+        out.clear();
+        if let Some(prefix) = &self.prefix {
+            out.extend_from_slice(prefix);
+        }
     }
 
     /// Frames one ARQ datagram. At parity 0 with nothing queued it is written
@@ -94,8 +111,7 @@ impl FecLink {
     /// no queue, no group, no timer); otherwise it is queued for the next
     /// [`FecLink::poll_transmit`] and `out` is left empty.
     pub(super) fn push(&mut self, now: Instant, datagram: &[u8], out: &mut Vec<u8>) -> bool {
-        out.clear();
-        out.extend_from_slice(&self.prefix);
+        self.write_prefix(out);
         let direct = match self.encoder.push_or_append(now, datagram, out) {
             Ok(direct) => direct,
             Err(_) => {
@@ -112,8 +128,7 @@ impl FecLink {
     /// Writes the next loss report or shard, conv-prefixed, into `out`.
     pub(super) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         if let Some(report) = self.report.take() {
-            out.clear();
-            out.extend_from_slice(&self.prefix);
+            self.write_prefix(out);
             out.extend_from_slice(&report.encode());
             self.stats.loss_reports_sent += 1;
             return true;
@@ -121,8 +136,7 @@ impl FecLink {
         if !self.encoder.poll_transmit(now, &mut self.shard) {
             return false;
         }
-        out.clear();
-        out.extend_from_slice(&self.prefix);
+        self.write_prefix(out);
         out.extend_from_slice(&self.shard);
         true
     }
@@ -136,8 +150,9 @@ impl FecLink {
         now: Instant,
         datagram: &'a [u8],
     ) -> Result<Option<&'a [u8]>, FecInputError> {
-        let body = match datagram.split_at_checked(CONV_PREFIX) {
-            Some((prefix, body)) if prefix == self.prefix => body,
+        let body = match (&self.prefix, datagram.split_at_checked(CONV_PREFIX)) {
+            (None, _) => datagram,
+            (Some(ours), Some((prefix, body))) if prefix == ours => body,
             _ => {
                 self.stats.wrong_conv += 1;
                 return Err(FecInputError::WrongConv);

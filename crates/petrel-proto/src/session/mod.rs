@@ -22,7 +22,11 @@
 //!   data shard behind a 4-byte `conv` prefix ([`CONV_PREFIX`]) so the runtime
 //!   can route shards, which carry no conv of their own, by `(peer, conv)`.
 //!   Overhead per datagram: 4 + [`crate::fec::wire::NATIVE_OVERHEAD`] = 14 bytes
-//!   (the reference report plans 26). kcp-go framing is not offered here.
+//!   (the reference report plans 26).
+//! - **kcp-go framing** ([`SessionFraming::KcpGo`]): kcp-go's FEC header and
+//!   fixed-shape groups without a conv prefix (kcp-go peers route by address),
+//!   behind kcptun's 20-byte crypt-none header whose CRC-32 is checked on every
+//!   datagram (a mismatch is a counted `malformed` drop): 28 bytes per datagram.
 //! - **Pass-through** (parity 0, e.g. adaptive at zero loss): a datagram with no
 //!   group to join is framed straight into the outgoing buffer (10 bytes: conv
 //!   prefix + 6-byte data header) in the same `poll_transmit` as KCP produced it,
@@ -65,7 +69,9 @@ use crate::handshake::{
 };
 use crate::kcp::{InputError, Kcp, KcpError, KcpStats, SendError};
 
-pub use config::{fec_descriptor, fec_for_connection, SessionConfig, SessionConfigError};
+pub use config::{
+    fec_descriptor, fec_for_connection, SessionConfig, SessionConfigError, SessionFraming,
+};
 pub use fec::{FecInputError, FecStats, CONV_PREFIX};
 
 use fec::FecLink;
@@ -163,14 +169,11 @@ impl Session {
         let fec = FecLink::new(
             established.conv,
             &fec_config,
+            config.framing.fec_framing(),
             config.loss_report_interval,
             budget,
         )?;
-        let overhead = if fec.is_some() {
-            FecLink::overhead()
-        } else {
-            0
-        };
+        let overhead = fec.as_ref().map_or(0, FecLink::overhead);
         let mtu = config.kcp.mtu.min(usize::from(established.params.mtu));
         let mut kcp_config = config.kcp;
         kcp_config.mtu = mtu
@@ -190,13 +193,10 @@ impl Session {
         })
     }
 
-    /// Bytes each datagram spends on FEC framing: 14 with FEC, 0 without.
+    /// Bytes each datagram spends on FEC framing: 14 with Petrel's FEC, 28 with
+    /// kcp-go's behind the crypt header (8 without it), 0 without FEC.
     pub fn overhead(&self) -> usize {
-        if self.fec.is_some() {
-            FecLink::overhead()
-        } else {
-            0
-        }
+        self.fec.as_ref().map_or(0, FecLink::overhead)
     }
 
     /// Conversation id.
