@@ -136,6 +136,25 @@ fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// With kcptun's crypt-none header: checks its CRC-32 over everything after
+/// the 20 header bytes and returns that rest; without it, `d` as it is.
+///
+/// # Errors
+/// [`WireError::TooShort`] below 20 bytes, [`WireError::BadCrc`].
+fn strip_crypt_header(crypt_header: bool, d: &[u8]) -> Result<&[u8], WireError> {
+    if !crypt_header {
+        return Ok(d);
+    }
+    if d.len() < KCPTUN_CRYPT_HEADER {
+        return Err(WireError::TooShort(d.len()));
+    }
+    let rest = &d[KCPTUN_CRYPT_HEADER..];
+    if crc32fast::hash(rest) != le32(d, 16) {
+        return Err(WireError::BadCrc);
+    }
+    Ok(rest)
+}
+
 /// Parses one datagram. `kcp_shape` is the fixed `(data, parity)` of kcp-go mode.
 pub(crate) fn parse(
     framing: Framing,
@@ -145,18 +164,7 @@ pub(crate) fn parse(
     match framing {
         Framing::Native => parse_native(d),
         Framing::KcpGo { crypt_header } => {
-            let d = if crypt_header {
-                if d.len() < KCPTUN_CRYPT_HEADER {
-                    return Err(WireError::TooShort(d.len()));
-                }
-                let rest = &d[KCPTUN_CRYPT_HEADER..];
-                if crc32fast::hash(rest) != le32(d, 16) {
-                    return Err(WireError::BadCrc);
-                }
-                rest
-            } else {
-                d
-            };
+            let d = strip_crypt_header(crypt_header, d)?;
             parse_kcpgo(kcp_shape, d)
         }
     }
@@ -346,18 +354,7 @@ pub(crate) fn write_parity(
 /// follows the headers.
 pub fn kcpgo_conv(crypt_header: bool, d: &[u8]) -> Result<Option<u32>, WireError> {
     const KCP_HEADER: usize = 24;
-    let d = if crypt_header {
-        if d.len() < KCPTUN_CRYPT_HEADER {
-            return Err(WireError::TooShort(d.len()));
-        }
-        let rest = &d[KCPTUN_CRYPT_HEADER..];
-        if crc32fast::hash(rest) != le32(d, 16) {
-            return Err(WireError::BadCrc);
-        }
-        rest
-    } else {
-        d
-    };
+    let d = strip_crypt_header(crypt_header, d)?;
     let at = match d.get(4..6).map(|f| le16(f, 0)) {
         Some(KCPGO_PARITY) => return Ok(None),
         Some(KCPGO_DATA) => KCPGO_FEC_HEADER + 2,
