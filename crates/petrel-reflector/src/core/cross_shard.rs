@@ -44,7 +44,7 @@ use super::endpoint_caps::{EndpointCaps, EndpointLimit};
 use crate::codec::PASSWORD_LEN;
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
-    BanCheck, BanLadder, BudgetDecision, FloorDecision, FloorTable, PasswordBudget,
+    BanCheck, BanLadder, BudgetDecision, FloorConfig, FloorDecision, FloorTable, PasswordBudget,
     PasswordBudgetConfig,
 };
 
@@ -94,14 +94,15 @@ pub trait CrossShard: std::fmt::Debug + Send {
     fn invalidate_all(&mut self) -> u64;
 
     /// Claims the floor of `domain_id` for a voice frame of `talker` and,
-    /// if granted, returns the domain's receivers.
+    /// if granted, returns the domain's receivers; otherwise why not
+    /// (never [`FloorDecision::Granted`]).
     fn voice_targets(
         &mut self,
         dir: &Directory,
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)>;
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision>;
 
     /// The receivers of `domain_id` (text bypasses the floor).
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource);
@@ -207,13 +208,22 @@ impl DomainCache {
     pub fn new(cfg: &SessionConfig) -> Self {
         Self {
             snapshots: HashMap::new(),
-            floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
+            floors: FloorTable::new(FloorConfig {
+                hold: Duration::from_millis(cfg.floor_hold_ms),
+                max_talk: Duration::from_secs(cfg.floor_max_talk_s),
+                holdoff: Duration::from_millis(cfg.floor_holdoff_ms),
+            }),
         }
     }
 
-    /// Claims or renews the floor of `domain_id` for `talker`.
-    pub fn claim_floor(&mut self, domain_id: i64, talker: DeviceKey, now: Instant) -> bool {
-        self.floors.claim(domain_id, talker, now) == FloorDecision::Granted
+    /// Claims or renews the floor of `domain_id` for `talker` ([`FloorTable::claim`]).
+    pub fn claim_floor(
+        &mut self,
+        domain_id: i64,
+        talker: DeviceKey,
+        now: Instant,
+    ) -> FloorDecision {
+        self.floors.claim(domain_id, talker, now)
     }
 
     /// The cached snapshot of `domain_id`, or one built by `build` and cached.
@@ -479,11 +489,11 @@ impl CrossShard for LocalTables {
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
-        if !self.domains.claim_floor(domain_id, talker, now) {
-            return None;
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision> {
+        match self.domains.claim_floor(domain_id, talker, now) {
+            FloorDecision::Granted => Ok(self.targets(dir, domain_id)),
+            refused => Err(refused),
         }
-        Some(self.targets(dir, domain_id))
     }
 
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {

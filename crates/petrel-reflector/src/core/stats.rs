@@ -60,6 +60,10 @@ pub struct SessionStats {
     pub send_ban_drops: u64,
     /// Voice frames that lost half-duplex arbitration.
     pub floor_busy_drops: u64,
+    /// Overs ended at `floor_max_talk_s` (the talker lost the floor; see `policy/floor.rs`).
+    pub floor_talk_limit_cuts: u64,
+    /// Voice frames of a talker held off after its over was cut at `floor_max_talk_s`.
+    pub floor_holdoff_drops: u64,
     /// Type 3 packets accepted from the bound endpoint.
     pub config_packets: u64,
     /// Type 3 packets whose DATA did not parse.
@@ -122,6 +126,8 @@ impl SessionStats {
             non_forwarding_drops,
             send_ban_drops,
             floor_busy_drops,
+            floor_talk_limit_cuts,
+            floor_holdoff_drops,
             config_packets,
             config_errors,
             config_sent,
@@ -163,6 +169,8 @@ impl SessionStats {
         self.non_forwarding_drops += non_forwarding_drops;
         self.send_ban_drops += send_ban_drops;
         self.floor_busy_drops += floor_busy_drops;
+        self.floor_talk_limit_cuts += floor_talk_limit_cuts;
+        self.floor_holdoff_drops += floor_holdoff_drops;
         self.config_packets += config_packets;
         self.config_errors += config_errors;
         self.config_sent += config_sent;
@@ -223,6 +231,8 @@ impl SessionStats {
             ("non_forwarding_drops", self.non_forwarding_drops),
             ("send_ban_drops", self.send_ban_drops),
             ("floor_busy_drops", self.floor_busy_drops),
+            ("floor_talk_limit_cuts", self.floor_talk_limit_cuts),
+            ("floor_holdoff_drops", self.floor_holdoff_drops),
             ("config_packets", self.config_packets),
             ("config_errors", self.config_errors),
             ("config_sent", self.config_sent),

@@ -17,6 +17,14 @@ pub struct SessionConfig {
     pub sweep_interval_ms: u64,
     /// Silence after which a domain's floor frees, ms (reference: 900).
     pub floor_hold_ms: u64,
+    /// Longest over, s, 10–600: a talker that has held a domain's floor this
+    /// long loses it (the spec has no limit). Default 120, the Android app's
+    /// default push-to-talk transmit timeout (its range is 10–600 s).
+    pub floor_max_talk_s: u64,
+    /// How long a talker cut at `floor_max_talk_s` may not take that
+    /// domain's floor again, counted from the cut, ms, 0–60 000. Default
+    /// 5 000. See `policy/floor.rs` for why from the cut.
+    pub floor_holdoff_ms: u64,
     /// Sustained packets/s per source IP (reference: 600).
     pub per_ip_pps: u32,
     /// Sustained packets/s per source IP:port (reference: 150).
@@ -81,6 +89,8 @@ impl Default for SessionConfig {
             offline_timeout_ms: 20_000,
             sweep_interval_ms: 5_000,
             floor_hold_ms: 900,
+            floor_max_talk_s: 120,
+            floor_holdoff_ms: 5_000,
             per_ip_pps: 600,
             per_endpoint_pps: 150,
             rate_table_max: 65_536,
@@ -111,6 +121,8 @@ impl SessionConfig {
         )?;
         check_range("sweep_interval_ms", self.sweep_interval_ms, &(100..=60_000))?;
         check_range("floor_hold_ms", self.floor_hold_ms, &(100..=10_000))?;
+        check_range("floor_max_talk_s", self.floor_max_talk_s, &(10..=600))?;
+        check_range("floor_holdoff_ms", self.floor_holdoff_ms, &(0..=60_000))?;
         check_range("per_ip_pps", self.per_ip_pps, &(1..=1_000_000))?;
         check_range("per_endpoint_pps", self.per_endpoint_pps, &(1..=1_000_000))?;
         check_range("rate_table_max", self.rate_table_max, &(16..=10_000_000))?;

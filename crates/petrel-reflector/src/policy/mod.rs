@@ -13,7 +13,7 @@ mod rate_limit;
 
 pub use ban::{BanCheck, BanLadder};
 pub use bucket_table::TokenBucket;
-pub use floor::{FloorDecision, FloorTable};
+pub use floor::{FloorConfig, FloorDecision, FloorTable};
 pub use ip_rate_table::{source_key, IpRateTable};
 pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
 pub use rate_limit::{RateDecision, RateLimiter};

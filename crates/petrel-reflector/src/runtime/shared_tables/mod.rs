@@ -26,6 +26,7 @@ use crate::core::{
     CrossShard, DomainCache, EndpointLimit, LoginGuard, Member, Membership, SnapshotSource,
 };
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
+use crate::policy::FloorDecision;
 
 /// Domain stripes. Enough that distinct busy domains rarely share one;
 /// each is a few words when empty.
@@ -128,12 +129,12 @@ impl CrossShard for Arc<SharedTables> {
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision> {
         let mut stripe = self.stripe(domain_id);
-        if !stripe.claim_floor(domain_id, talker, now) {
-            return None;
+        match stripe.claim_floor(domain_id, talker, now) {
+            FloorDecision::Granted => Ok(self.snapshot(&mut stripe, dir, domain_id)),
+            refused => Err(refused),
         }
-        Some(self.snapshot(&mut stripe, dir, domain_id))
     }
 
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {
