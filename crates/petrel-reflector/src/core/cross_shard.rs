@@ -81,14 +81,22 @@ pub trait CrossShard: std::fmt::Debug + Send {
     /// Publishes that `key` went offline (and frees its endpoint entry).
     fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64;
 
-    /// Admits `key` at endpoint `addr` under the caps of `policy`, or says
-    /// which cap is full; see [`EndpointCaps::claim`].
+    /// Admits `key` at endpoint `addr`, heard at `now`, under the caps of
+    /// `policy`, or says which cap is full; see [`EndpointCaps::claim`]. A
+    /// device evicted to make room is taken out of the members at once
+    /// (its shard ends its session at its next heartbeat).
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit>;
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit>;
+
+    /// Records that `key` was heard at `addr` at `now`; false if it holds
+    /// no endpoint entry there (it was evicted from a full prefix).
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool;
 
     /// Drops every cached snapshot (directory reload).
     fn invalidate_all(&mut self) -> u64;
@@ -114,6 +122,15 @@ pub trait CrossShard: std::fmt::Debug + Send {
     fn sweep(&mut self, now: Instant);
 }
 
+/// What [`CrossShard::claim_endpoint`] did besides admitting the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointClaim {
+    /// The device evicted from a full prefix to make room, if any.
+    pub evicted: Option<DeviceKey>,
+    /// Snapshot invalidations the eviction made.
+    pub invalidations: u64,
+}
+
 /// Online devices per group, the group of each online device, and the
 /// endpoint caps. Bounded by the devices online (at most `max_sessions`).
 #[derive(Debug, Default)]
@@ -124,14 +141,23 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Admits `key` at `addr` under the caps of `policy` ([`EndpointCaps::claim`]).
+    /// Admits `key` at `addr`, heard at `now`, under the caps of `policy`
+    /// ([`EndpointCaps::claim`]). Returns the device evicted to make room,
+    /// taken out of its group, and that group.
     pub fn claim(
         &mut self,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        self.caps.claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<Option<(DeviceKey, Option<i64>)>, EndpointLimit> {
+        let evicted = self.caps.claim(key, addr, policy, now)?;
+        Ok(evicted.map(|victim| (victim, self.remove(victim))))
+    }
+
+    /// Records that `key` was heard at `addr` ([`EndpointCaps::renew`]).
+    pub fn renew(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        self.caps.renew(key, addr, now)
     }
 
     /// Online devices.
@@ -141,8 +167,16 @@ impl Membership {
 
     /// Puts `key` in `group_id` at `member`. Returns the groups whose
     /// domains changed: none if nothing did, else the old group (if any)
-    /// and the new one.
+    /// and the new one. A device that holds no endpoint entry at
+    /// `member.addr` (evicted from a full prefix) is left out.
     pub fn set(&mut self, key: DeviceKey, group_id: i64, member: Member) -> Vec<i64> {
+        if !self.caps.holds(key, member.addr) {
+            let old = self.group_of.remove(&key);
+            if let Some(old) = old {
+                self.remove_from(old, key);
+            }
+            return old.into_iter().collect();
+        }
         let old_group = self.group_of.insert(key, group_id);
         let unchanged = old_group == Some(group_id)
             && self.members.get(&group_id).and_then(|ms| ms.get(&key)) == Some(&member);
@@ -472,11 +506,23 @@ impl CrossShard for LocalTables {
 
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        self.membership.claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit> {
+        let Some((victim, group)) = self.membership.claim(key, addr, policy, now)? else {
+            return Ok(EndpointClaim::default());
+        };
+        Ok(EndpointClaim {
+            evicted: Some(victim),
+            invalidations: self.invalidate_groups(dir, &Vec::from_iter(group)),
+        })
+    }
+
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        self.membership.renew(key, addr, now)
     }
 
     fn invalidate_all(&mut self) -> u64 {

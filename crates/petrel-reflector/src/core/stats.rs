@@ -91,6 +91,10 @@ pub struct SessionStats {
     pub account_endpoint_limit_rejects: u64,
     /// Logins refused because the source's /24 or /64 had `max_per_prefix` endpoints online.
     pub prefix_endpoint_limit_rejects: u64,
+    /// Endpoints evicted from a full source prefix to admit a newcomer (see `endpoint_caps.rs`).
+    pub prefix_endpoint_evictions: u64,
+    /// Sessions ended at their next heartbeat because their endpoint was evicted from a full prefix.
+    pub evicted_sessions_ended: u64,
     /// New endpoints that started receiving fan-out after being heard again `receive_after_ms` after their login.
     pub endpoints_heard_twice: u64,
     /// Sessions ended because their endpoint was reported unreachable (ICMP).
@@ -141,6 +145,8 @@ impl SessionStats {
             text_rate_drops,
             account_endpoint_limit_rejects,
             prefix_endpoint_limit_rejects,
+            prefix_endpoint_evictions,
+            evicted_sessions_ended,
             endpoints_heard_twice,
             unreachable_sessions_ended,
         } = other;
@@ -184,6 +190,8 @@ impl SessionStats {
         self.text_rate_drops += text_rate_drops;
         self.account_endpoint_limit_rejects += account_endpoint_limit_rejects;
         self.prefix_endpoint_limit_rejects += prefix_endpoint_limit_rejects;
+        self.prefix_endpoint_evictions += prefix_endpoint_evictions;
+        self.evicted_sessions_ended += evicted_sessions_ended;
         self.endpoints_heard_twice += endpoints_heard_twice;
         self.unreachable_sessions_ended += unreachable_sessions_ended;
     }
@@ -252,6 +260,8 @@ impl SessionStats {
                 "prefix_endpoint_limit_rejects",
                 self.prefix_endpoint_limit_rejects,
             ),
+            ("prefix_endpoint_evictions", self.prefix_endpoint_evictions),
+            ("evicted_sessions_ended", self.evicted_sessions_ended),
             ("endpoints_heard_twice", self.endpoints_heard_twice),
             (
                 "unreachable_sessions_ended",

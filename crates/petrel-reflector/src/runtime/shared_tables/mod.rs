@@ -23,7 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::core::{
-    CrossShard, DomainCache, EndpointLimit, LoginGuard, Member, Membership, SnapshotSource,
+    CrossShard, DomainCache, EndpointClaim, EndpointLimit, LoginGuard, Member, Membership,
+    SnapshotSource,
 };
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::FloorDecision;
@@ -112,11 +113,24 @@ impl CrossShard for Arc<SharedTables> {
 
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        lock(&self.membership).claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit> {
+        let claimed = lock(&self.membership).claim(key, addr, policy, now)?;
+        let Some((victim, group)) = claimed else {
+            return Ok(EndpointClaim::default());
+        };
+        Ok(EndpointClaim {
+            evicted: Some(victim),
+            invalidations: self.invalidate_groups(dir, &Vec::from_iter(group)),
+        })
+    }
+
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        lock(&self.membership).renew(key, addr, now)
     }
 
     fn invalidate_all(&mut self) -> u64 {
