@@ -6,7 +6,9 @@
 //! with [`Reflector::handle_password_check`]. Rate limits, the ban ladder,
 //! the Argon2 budget (per source prefix, per prefix and user, then global;
 //! see [`crate::policy::PasswordBudget`]) and a bound on checks in flight
-//! all apply before a check is emitted, and a device has at most one check in flight (its
+//! all apply before a check is emitted (a check the global budget cannot
+//! take at once waits in a per-prefix line served round-robin, polled by
+//! [`Reflector::handle_timeout`]), and a device has at most one check in flight or in line (its
 //! further heartbeats are dropped and counted meanwhile), so neither the
 //! pool's work nor the parked state can grow without bound.
 
@@ -18,11 +20,16 @@ use super::reflector::{PendingLogin, Reflector};
 use super::replies::RejectReason;
 use crate::codec::{Header, HeartbeatData};
 use crate::model::{is_valid_device_password, DeviceKey, PasswordCheck, UserRecord};
-use crate::policy::{BanCheck, BudgetDecision};
+use crate::policy::{BanCheck, BudgetDecision, TicketState};
 
 /// A check whose result has not come back after this long is abandoned
 /// (its device may log in again).
 pub(super) const PASSWORD_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a shard with logins in line for the global Argon2 budget
+/// looks whether their turn came (a tenth of a check at the default
+/// 10 checks/s).
+pub(super) const QUEUE_POLL: Duration = Duration::from_millis(10);
 
 impl PendingLogin {
     fn credential(&self) -> Credential<'_> {
@@ -154,8 +161,24 @@ impl Reflector {
         }
         let (budget, evicted) = logins.take_password_check(src.ip(), user.id, now);
         self.stats.password_budget_evictions += evicted;
+        let login = PendingLogin {
+            key: (user.id, h.ssid),
+            src,
+            header: h.clone(),
+            data: data.to_vec(),
+            phc: phc.to_owned(),
+            started: now,
+        };
         match budget {
             BudgetDecision::Allow => {}
+            BudgetDecision::Queued(ticket) => {
+                drop(logins);
+                self.stats.password_checks_queued += 1;
+                self.pending_devices.insert(login.key);
+                self.queued_logins.insert(ticket, login);
+                self.next_queue_poll = now;
+                return Ok(AuthStep::Pending);
+            }
             BudgetDecision::GlobalSpent => {
                 self.stats.password_check_budget_drops += 1;
                 return Err(RejectReason::ServerBusy);
@@ -167,27 +190,69 @@ impl Reflector {
         }
         logins.begin_check(&credential);
         drop(logins);
+        self.emit_check(login);
+        Ok(AuthStep::Pending)
+    }
+
+    /// Hands `login`'s check to the runtime (its check in flight is
+    /// already recorded in the shared tables).
+    fn emit_check(&mut self, login: PendingLogin) {
         let id = self.next_check_id;
         self.next_check_id += 1;
-        let key = (user.id, h.ssid);
         self.checks_out.push_back(PasswordCheck::new(
             id,
-            phc.to_owned(),
-            h.password_bytes().to_vec(),
+            login.phc.clone(),
+            login.header.password_bytes().to_vec(),
         ));
-        self.pending_checks.insert(
-            id,
-            PendingLogin {
-                key,
-                src,
-                header: h.clone(),
-                data: data.to_vec(),
-                phc: phc.to_owned(),
-                started: now,
-            },
-        );
-        self.pending_devices.insert(key);
-        Ok(AuthStep::Pending)
+        self.pending_devices.insert(login.key);
+        self.pending_checks.insert(id, login);
+    }
+
+    /// Starts the checks of queued logins whose turn came (see
+    /// [`crate::policy::FairQueue`]), answers `server_busy` to those
+    /// evicted from a full line, and abandons those that waited longer
+    /// than [`PASSWORD_CHECK_TIMEOUT`].
+    pub(super) fn poll_queued_logins(&mut self, now: Instant) {
+        if self.queued_logins.is_empty() {
+            return;
+        }
+        self.next_queue_poll = now + QUEUE_POLL;
+        let mut tickets: Vec<u64> = self.queued_logins.keys().copied().collect();
+        tickets.sort_unstable();
+        for ticket in tickets {
+            let mut logins = self.shared.logins();
+            let state = logins.poll_queued_check(ticket, now);
+            let expired = self
+                .queued_logins
+                .get(&ticket)
+                .is_some_and(|p| now.saturating_duration_since(p.started) > PASSWORD_CHECK_TIMEOUT);
+            if state == TicketState::Waiting && !expired {
+                continue;
+            }
+            let Some(mut login) = self.queued_logins.remove(&ticket) else {
+                continue;
+            };
+            match state {
+                TicketState::Granted => {
+                    logins.begin_check(&login.credential());
+                    drop(logins);
+                    login.started = now;
+                    self.emit_check(login);
+                }
+                TicketState::Waiting => {
+                    logins.cancel_queued_check(ticket);
+                    drop(logins);
+                    self.pending_devices.remove(&login.key);
+                    self.stats.password_checks_abandoned += 1;
+                }
+                TicketState::Gone => {
+                    drop(logins);
+                    self.pending_devices.remove(&login.key);
+                    self.stats.password_check_budget_drops += 1;
+                    self.reject(login.src, &login.header, RejectReason::ServerBusy);
+                }
+            }
+        }
     }
 
     /// Abandons checks older than [`PASSWORD_CHECK_TIMEOUT`] (a runtime that

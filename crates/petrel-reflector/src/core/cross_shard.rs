@@ -45,7 +45,7 @@ use crate::codec::PASSWORD_LEN;
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
     BanCheck, BanLadder, BudgetDecision, FloorConfig, FloorDecision, FloorTable, PasswordBudget,
-    PasswordBudgetConfig,
+    PasswordBudgetConfig, TicketState,
 };
 
 /// Where an online device receives, as its shard last published it.
@@ -329,6 +329,8 @@ pub struct LoginGuard {
     /// Checks in flight on any shard: (user id, PHC, padded password). At
     /// most `password_checks_in_flight` (checked before each is added).
     checking: Vec<(i64, String, [u8; PASSWORD_LEN])>,
+    /// `password_checks_in_flight`.
+    max_in_flight: usize,
 }
 
 impl std::fmt::Debug for LoginGuard {
@@ -354,11 +356,14 @@ impl LoginGuard {
                     prefix_user_per_min: cfg.prefix_user_password_checks_per_min,
                     prefix_user_burst: cfg.prefix_user_password_checks_burst,
                     table_max: cfg.password_budget_table_max,
+                    queue_per_prefix: cfg.password_check_queue_per_prefix,
+                    queue_max: cfg.password_check_queue_max,
                 },
                 now,
             ),
             verified: HashMap::new(),
             checking: Vec::new(),
+            max_in_flight: cfg.password_checks_in_flight,
         }
     }
 
@@ -380,17 +385,34 @@ impl LoginGuard {
 
     /// Takes one Argon2 verification of user `user_id`'s password from
     /// source `ip` out of the per-prefix, per-prefix-and-user and global
-    /// budgets (all or none), and returns how many per-prefix entries were
-    /// evicted to track it.
+    /// budgets (all or none), or puts it in line for the global budget
+    /// ([`PasswordBudget::take`]), and returns how many per-prefix entries
+    /// and tickets in line were evicted to track it.
     pub fn take_password_check(
         &mut self,
         ip: IpAddr,
         user_id: i64,
         now: Instant,
     ) -> (BudgetDecision, u64) {
-        let before = self.budget.evictions();
-        let decision = self.budget.take(ip, user_id, now);
-        (decision, self.budget.evictions() - before)
+        let before = self.budget.evictions() + self.budget.line_evictions();
+        let free = self.max_in_flight.saturating_sub(self.checking.len());
+        let decision = self.budget.take(ip, user_id, now, free);
+        let after = self.budget.evictions() + self.budget.line_evictions();
+        (decision, after - before)
+    }
+
+    /// Where the queued check `ticket` stands at `now`, after granting
+    /// tickets in line as far as the global budget and the free slots for
+    /// checks in flight allow.
+    pub fn poll_queued_check(&mut self, ticket: u64, now: Instant) -> TicketState {
+        let free = self.max_in_flight.saturating_sub(self.checking.len());
+        self.budget.schedule(now, free);
+        self.budget.claim(ticket)
+    }
+
+    /// Gives up the queued check `ticket`.
+    pub fn cancel_queued_check(&mut self, ticket: u64) {
+        self.budget.cancel(ticket);
     }
 
     /// Whether `c` was verified before (against the same PHC string).

@@ -65,6 +65,11 @@ pub struct Reflector {
     pub(super) pending_checks: HashMap<u64, PendingLogin>,
     /// Devices with a check in flight.
     pub(super) pending_devices: HashSet<DeviceKey>,
+    /// Logins waiting in line for the global Argon2 budget, by ticket (at
+    /// most `password_check_queue_max` over all shards).
+    pub(super) queued_logins: HashMap<u64, PendingLogin>,
+    /// When the queued logins are next polled.
+    pub(super) next_queue_poll: Instant,
     /// Checks not yet taken by the runtime (a subset of `pending_checks`).
     pub(super) checks_out: VecDeque<PasswordCheck>,
     pub(super) next_check_id: u64,
@@ -106,6 +111,8 @@ impl Reflector {
             shared,
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
+            queued_logins: HashMap::new(),
+            next_queue_poll: now,
             checks_out: VecDeque::new(),
             next_check_id: 0,
             transmits: VecDeque::new(),
@@ -167,7 +174,11 @@ impl Reflector {
     /// When [`Reflector::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Instant {
         let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
-        rec.map_or(self.next_sweep, |r| r.min(self.next_sweep))
+        let queue = (!self.queued_logins.is_empty()).then_some(self.next_queue_poll);
+        [rec, queue]
+            .into_iter()
+            .flatten()
+            .fold(self.next_sweep, Instant::min)
     }
 
     /// Records voice with `recorder` (spec §5.3).
@@ -186,11 +197,13 @@ impl Reflector {
         self.recorder.as_ref().map(Recorder::stats)
     }
 
-    /// Ends idle recordings, and runs the liveness sweep and table clean-ups if due.
+    /// Ends idle recordings, starts the checks of queued logins whose turn
+    /// came, and runs the liveness sweep and table clean-ups if due.
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(r) = self.recorder.as_mut() {
             r.tick(now);
         }
+        self.poll_queued_logins(now);
         if now < self.next_sweep {
             return;
         }

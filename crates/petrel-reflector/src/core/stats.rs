@@ -21,7 +21,9 @@ pub struct SessionStats {
     pub rejects_reserved_ssid: u64,
     /// Reject code 3 (auth failed, banned, server full).
     pub rejects_auth: u64,
-    /// Logins refused with `server_busy` because the Argon2 budget was spent.
+    /// Logins refused with `server_busy` because the global Argon2 budget was
+    /// spent and their prefix had no room in line (or their place in a full
+    /// line was evicted).
     pub password_check_budget_drops: u64,
     /// Logins refused with `server_busy` because their source prefix (or that
     /// prefix for that user) had spent its Argon2 budget.
@@ -36,6 +38,8 @@ pub struct SessionStats {
     /// Logins refused with `server_busy` because `password_checks_in_flight`
     /// checks were already running.
     pub password_checks_in_flight_drops: u64,
+    /// First logins that waited in line for the global Argon2 budget (see `policy/password_queue.rs`).
+    pub password_checks_queued: u64,
     /// Heartbeats dropped because their device already had a check in flight.
     pub password_check_pending_drops: u64,
     /// Logins refused with `server_busy` because another device of the same
@@ -119,6 +123,7 @@ impl SessionStats {
             ban_table_evictions,
             auth_refusals_uncounted,
             password_checks_in_flight_drops,
+            password_checks_queued,
             password_check_pending_drops,
             password_checks_coalesced,
             password_checks_abandoned,
@@ -164,6 +169,7 @@ impl SessionStats {
         self.ban_table_evictions += ban_table_evictions;
         self.auth_refusals_uncounted += auth_refusals_uncounted;
         self.password_checks_in_flight_drops += password_checks_in_flight_drops;
+        self.password_checks_queued += password_checks_queued;
         self.password_check_pending_drops += password_check_pending_drops;
         self.password_checks_coalesced += password_checks_coalesced;
         self.password_checks_abandoned += password_checks_abandoned;
@@ -222,6 +228,7 @@ impl SessionStats {
                 "password_checks_in_flight_drops",
                 self.password_checks_in_flight_drops,
             ),
+            ("password_checks_queued", self.password_checks_queued),
             (
                 "password_check_pending_drops",
                 self.password_check_pending_drops,

@@ -1,0 +1,245 @@
+//! The wait line for the global Argon2 budget: one FIFO per source prefix,
+//! served round-robin, so that when the global budget is contended every
+//! prefix that waits gets its turn instead of the fastest sender taking
+//! every token as it refills.
+//!
+//! A prefix enters the round at its tail when its first ticket arrives and
+//! leaves it when its queue empties, so a first login from a prefix that is
+//! not flooding waits for at most one grant per other waiting prefix: with
+//! `P` prefixes waiting and the global budget at `R` checks/s, at most
+//! about `P / R` seconds (with the defaults, 10 flooding /24s and 10
+//! checks/s: about 1 s), however fast the others send. What each prefix
+//! may put in line is bounded by its own per-prefix budget (a ticket takes
+//! its tokens) and by `per_prefix` tickets; the line as a whole holds at
+//! most `max` tickets, and a new ticket in a full line evicts the newest
+//! ticket of the prefix with the longest queue (counted), so a full line
+//! never refuses a prefix that holds less than another.
+
+use std::collections::{HashMap, VecDeque};
+
+use super::password_budget::SourcePrefix;
+
+/// Where a ticket stands ([`FairQueue::claim`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TicketState {
+    /// Its turn came: run the check (the ticket is now used up).
+    Granted,
+    /// Still in line.
+    Waiting,
+    /// Evicted from a full line, cancelled, or already claimed.
+    Gone,
+}
+
+/// Per-prefix FIFOs of tickets served round-robin; see the module docs.
+/// Bounded by `max` tickets in line plus the granted ones not yet claimed
+/// (at most the checks in flight the caller lets [`FairQueue::grant_next`]
+/// hand out).
+#[derive(Debug)]
+pub struct FairQueue {
+    per_prefix: usize,
+    max: usize,
+    queues: HashMap<SourcePrefix, VecDeque<u64>>,
+    /// Prefixes with a ticket in line, in serving order.
+    round: VecDeque<SourcePrefix>,
+    waiting: usize,
+    granted: Vec<u64>,
+    next_ticket: u64,
+    evictions: u64,
+}
+
+impl FairQueue {
+    /// An empty line of at most `per_prefix` tickets per prefix and `max`
+    /// tickets in all (both at least 1).
+    pub fn new(per_prefix: usize, max: usize) -> Self {
+        Self {
+            per_prefix: per_prefix.max(1),
+            max: max.max(1),
+            queues: HashMap::new(),
+            round: VecDeque::new(),
+            waiting: 0,
+            granted: Vec::new(),
+            next_ticket: 0,
+            evictions: 0,
+        }
+    }
+
+    /// Tickets in line.
+    pub fn waiting(&self) -> usize {
+        self.waiting
+    }
+
+    /// Tickets granted and not yet claimed.
+    pub fn granted(&self) -> usize {
+        self.granted.len()
+    }
+
+    /// Tickets evicted from a full line so far.
+    pub fn evictions(&self) -> u64 {
+        self.evictions
+    }
+
+    /// Whether `prefix` may put one more ticket in line (its queue is not
+    /// full, and a full line has a longer queue to evict from).
+    pub fn has_room(&self, prefix: SourcePrefix) -> bool {
+        let mine = self.queues.get(&prefix).map_or(0, VecDeque::len);
+        mine < self.per_prefix
+            && (self.waiting < self.max || self.queues.values().any(|q| q.len() > mine + 1))
+    }
+
+    /// Puts a ticket for `prefix` in line and returns it, or `None` when
+    /// [`FairQueue::has_room`] says no.
+    pub fn enqueue(&mut self, prefix: SourcePrefix) -> Option<u64> {
+        if !self.has_room(prefix) {
+            return None;
+        }
+        if self.waiting >= self.max {
+            self.evict_from_longest();
+        }
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        let q = self.queues.entry(prefix).or_default();
+        if q.is_empty() {
+            self.round.push_back(prefix);
+        }
+        q.push_back(ticket);
+        self.waiting += 1;
+        Some(ticket)
+    }
+
+    fn evict_from_longest(&mut self) {
+        let Some((&prefix, _)) = self.queues.iter().max_by_key(|(_, q)| q.len()) else {
+            return;
+        };
+        if let Some(q) = self.queues.get_mut(&prefix) {
+            q.pop_back();
+            self.waiting -= 1;
+            self.evictions += 1;
+            if q.is_empty() {
+                self.queues.remove(&prefix);
+                self.round.retain(|p| *p != prefix);
+            }
+        }
+    }
+
+    /// Grants the next ticket in round-robin order, if any is waiting.
+    pub fn grant_next(&mut self) -> Option<u64> {
+        let prefix = self.round.pop_front()?;
+        let q = self.queues.get_mut(&prefix)?;
+        let ticket = q.pop_front()?;
+        self.waiting -= 1;
+        if q.is_empty() {
+            self.queues.remove(&prefix);
+        } else {
+            self.round.push_back(prefix);
+        }
+        self.granted.push(ticket);
+        Some(ticket)
+    }
+
+    /// Where `ticket` stands; a granted ticket is handed over once.
+    pub fn claim(&mut self, ticket: u64) -> TicketState {
+        if let Some(i) = self.granted.iter().position(|t| *t == ticket) {
+            self.granted.swap_remove(i);
+            return TicketState::Granted;
+        }
+        if self.queues.values().any(|q| q.contains(&ticket)) {
+            TicketState::Waiting
+        } else {
+            TicketState::Gone
+        }
+    }
+
+    /// Takes `ticket` out of line, or out of the granted ones (its login
+    /// was abandoned).
+    pub fn cancel(&mut self, ticket: u64) {
+        self.granted.retain(|t| *t != ticket);
+        let found = self
+            .queues
+            .iter_mut()
+            .find_map(|(p, q)| q.iter().position(|t| *t == ticket).map(|i| (*p, i)));
+        if let Some((prefix, i)) = found {
+            if let Some(q) = self.queues.get_mut(&prefix) {
+                q.remove(i);
+                self.waiting -= 1;
+                if q.is_empty() {
+                    self.queues.remove(&prefix);
+                    self.round.retain(|p| *p != prefix);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use super::*;
+
+    fn p(i: u8) -> SourcePrefix {
+        SourcePrefix::of(IpAddr::from([10, i, 0, 1]))
+    }
+
+    /// Ten flooding prefixes keep 4 tickets each in line; a ticket from an
+    /// eleventh prefix is granted within one round (at most 10 grants).
+    #[test]
+    fn a_new_prefix_waits_at_most_one_round() {
+        let mut q = FairQueue::new(4, 1024);
+        for round in 0..4 {
+            for i in 0..10 {
+                assert!(q.enqueue(p(i)).is_some(), "{round} {i}");
+            }
+        }
+        assert!(q.enqueue(p(0)).is_none(), "per-prefix bound");
+        // Some grants go by, the flooders refill their queues at once.
+        for _ in 0..7 {
+            q.grant_next();
+        }
+        for i in 0..10 {
+            q.enqueue(p(i));
+        }
+        let honest = q.enqueue(p(200)).unwrap();
+        let mut grants = 0;
+        loop {
+            let t = q.grant_next().unwrap();
+            grants += 1;
+            // The flooders top up after every grant.
+            for i in 0..10 {
+                q.enqueue(p(i));
+            }
+            if t == honest {
+                break;
+            }
+        }
+        assert!(grants <= 11, "{grants}");
+        assert_eq!(q.claim(honest), TicketState::Granted);
+        assert_eq!(q.claim(honest), TicketState::Gone);
+    }
+
+    #[test]
+    fn a_full_line_evicts_from_the_longest_queue_and_cancel_frees() {
+        let mut q = FairQueue::new(8, 6);
+        let a: Vec<u64> = (0..5).map(|_| q.enqueue(p(1)).unwrap()).collect();
+        let b = q.enqueue(p(2)).unwrap();
+        assert_eq!(q.waiting(), 6);
+        // A newcomer evicts prefix 1's newest ticket.
+        let c = q.enqueue(p(3)).unwrap();
+        assert_eq!((q.waiting(), q.evictions()), (6, 1));
+        assert_eq!(q.claim(a[4]), TicketState::Gone);
+        assert_eq!(q.claim(a[3]), TicketState::Waiting);
+        // Prefix 2 (1 ticket) may still enter; prefix 1 (4) may not grow
+        // a full line past the others.
+        assert!(q.has_room(p(2)));
+        assert!(!q.has_room(p(1)));
+        q.cancel(b);
+        q.cancel(c);
+        assert_eq!(q.waiting(), 4);
+        assert_eq!(q.grant_next(), Some(a[0]));
+        assert_eq!(q.granted(), 1);
+        q.cancel(a[0]);
+        assert_eq!(q.granted(), 0);
+        while q.grant_next().is_some() {}
+        assert_eq!((q.waiting(), q.granted()), (0, 3));
+        assert!(q.queues.is_empty() && q.round.is_empty());
+    }
+}
