@@ -68,7 +68,9 @@ impl Reflector {
             self.stats.password_check_results_unknown += 1;
             return;
         };
-        self.pending_devices.remove(&p.key);
+        if !self.pending_checks.values().any(|q| q.key == p.key) {
+            self.pending_devices.remove(&p.key);
+        }
         self.shared.logins().end_check(&p.credential());
         let Some(user) = self.dir.user(p.key.0).cloned() else {
             self.stats.password_checks_stale += 1;
@@ -104,9 +106,12 @@ impl Reflector {
         self.accept(now, p.src, &p.header, &p.data, &user, p.key, mac);
     }
 
-    /// Whether device `key` already has a check in flight.
-    pub(super) fn check_pending(&self, key: DeviceKey) -> bool {
-        self.pending_devices.contains(&key)
+    /// Whether device `key` already has a check in flight, or a login from
+    /// `src` in line. Logins of one device from different sources wait in
+    /// line separately (each under its prefix's bound), so guesses for a
+    /// device from elsewhere cannot keep its real login out of line.
+    pub(super) fn check_pending(&self, key: DeviceKey, src: SocketAddr) -> bool {
+        self.pending_devices.contains(&key) || self.queued_from.contains(&(key, src))
     }
 
     /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
@@ -174,7 +179,7 @@ impl Reflector {
             BudgetDecision::Queued(ticket) => {
                 drop(logins);
                 self.stats.password_checks_queued += 1;
-                self.pending_devices.insert(login.key);
+                self.queued_from.insert((login.key, login.src));
                 self.queued_logins.insert(ticket, login);
                 self.next_queue_poll = now;
                 return Ok(AuthStep::Pending);
@@ -195,7 +200,9 @@ impl Reflector {
     }
 
     /// Hands `login`'s check to the runtime (its check in flight is
-    /// already recorded in the shared tables).
+    /// already recorded in the shared tables). A device may have several
+    /// checks in flight when logins of it from several sources got their
+    /// turn in line; each completes on its own.
     fn emit_check(&mut self, login: PendingLogin) {
         let id = self.next_check_id;
         self.next_check_id += 1;
@@ -232,6 +239,7 @@ impl Reflector {
             let Some(mut login) = self.queued_logins.remove(&ticket) else {
                 continue;
             };
+            self.queued_from.remove(&(login.key, login.src));
             match state {
                 TicketState::Granted => {
                     logins.begin_check(&login.credential());
@@ -242,12 +250,10 @@ impl Reflector {
                 TicketState::Waiting => {
                     logins.cancel_queued_check(ticket);
                     drop(logins);
-                    self.pending_devices.remove(&login.key);
                     self.stats.password_checks_abandoned += 1;
                 }
                 TicketState::Gone => {
                     drop(logins);
-                    self.pending_devices.remove(&login.key);
                     self.stats.password_check_budget_drops += 1;
                     self.reject(login.src, &login.header, RejectReason::ServerBusy);
                 }
@@ -259,17 +265,18 @@ impl Reflector {
     /// lost a result must not lock a device out for good).
     pub(super) fn expire_password_checks(&mut self, now: Instant) {
         let before = self.pending_checks.len();
-        let devices = &mut self.pending_devices;
         let mut logins = self.shared.logins();
         self.pending_checks.retain(|_, p| {
             let keep = now.saturating_duration_since(p.started) <= PASSWORD_CHECK_TIMEOUT;
             if !keep {
-                devices.remove(&p.key);
                 logins.end_check(&p.credential());
             }
             keep
         });
         drop(logins);
+        let pending = &self.pending_checks;
+        self.pending_devices
+            .retain(|k| pending.values().any(|p| p.key == *k));
         self.stats.password_checks_abandoned += (before - self.pending_checks.len()) as u64;
         let pending = &self.pending_checks;
         self.checks_out.retain(|c| pending.contains_key(&c.id()));

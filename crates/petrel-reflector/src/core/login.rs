@@ -89,7 +89,7 @@ impl Reflector {
             held
         };
         if !same_endpoint {
-            if self.check_pending(key) {
+            if self.check_pending(key, src) {
                 self.stats.password_check_pending_drops += 1;
                 return;
             }

@@ -68,6 +68,8 @@ pub struct Reflector {
     /// Logins waiting in line for the global Argon2 budget, by ticket (at
     /// most `password_check_queue_max` over all shards).
     pub(super) queued_logins: HashMap<u64, PendingLogin>,
+    /// (Device, source) of each login in line.
+    pub(super) queued_from: HashSet<(DeviceKey, SocketAddr)>,
     /// When the queued logins are next polled.
     pub(super) next_queue_poll: Instant,
     /// Checks not yet taken by the runtime (a subset of `pending_checks`).
@@ -112,6 +114,7 @@ impl Reflector {
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
             queued_logins: HashMap::new(),
+            queued_from: HashSet::new(),
             next_queue_poll: now,
             checks_out: VecDeque::new(),
             next_check_id: 0,
