@@ -226,34 +226,36 @@ impl Reflector {
         self.next_queue_poll = now + QUEUE_POLL;
         let mut tickets: Vec<u64> = self.queued_logins.keys().copied().collect();
         tickets.sort_unstable();
-        for ticket in tickets {
+        let mut done = Vec::new();
+        {
             let mut logins = self.shared.logins();
-            let state = logins.poll_queued_check(ticket, now);
-            let expired = self
-                .queued_logins
-                .get(&ticket)
-                .is_some_and(|p| now.saturating_duration_since(p.started) > PASSWORD_CHECK_TIMEOUT);
-            if state == TicketState::Waiting && !expired {
-                continue;
+            for ticket in tickets {
+                let state = logins.poll_queued_check(ticket, now);
+                let Some(login) = self.queued_logins.get(&ticket) else {
+                    continue;
+                };
+                let expired = now.saturating_duration_since(login.started) > PASSWORD_CHECK_TIMEOUT;
+                match state {
+                    TicketState::Waiting if !expired => continue,
+                    TicketState::Waiting => logins.cancel_queued_check(ticket),
+                    TicketState::Granted => logins.begin_check(&login.credential()),
+                    TicketState::Gone => {}
+                }
+                done.push((ticket, state));
             }
+        }
+        for (ticket, state) in done {
             let Some(mut login) = self.queued_logins.remove(&ticket) else {
                 continue;
             };
             self.queued_from.remove(&(login.key, login.src));
             match state {
                 TicketState::Granted => {
-                    logins.begin_check(&login.credential());
-                    drop(logins);
                     login.started = now;
                     self.emit_check(login);
                 }
-                TicketState::Waiting => {
-                    logins.cancel_queued_check(ticket);
-                    drop(logins);
-                    self.stats.password_checks_abandoned += 1;
-                }
+                TicketState::Waiting => self.stats.password_checks_abandoned += 1,
                 TicketState::Gone => {
-                    drop(logins);
                     self.stats.password_check_budget_drops += 1;
                     self.reject(login.src, &login.header, RejectReason::ServerBusy);
                 }

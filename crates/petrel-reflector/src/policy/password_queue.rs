@@ -15,7 +15,7 @@
 //! ticket of the prefix with the longest queue (counted), so a full line
 //! never refuses a prefix that holds less than another.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use super::password_budget::SourcePrefix;
 
@@ -31,6 +31,8 @@ pub enum TicketState {
 }
 
 /// Per-prefix FIFOs of tickets served round-robin; see the module docs.
+/// Looking a ticket up is O(1); evicting from a full line scans the
+/// prefixes in line.
 /// Bounded by `max` tickets in line plus the granted ones not yet claimed
 /// (at most the checks in flight the caller lets [`FairQueue::grant_next`]
 /// hand out).
@@ -41,8 +43,9 @@ pub struct FairQueue {
     queues: HashMap<SourcePrefix, VecDeque<u64>>,
     /// Prefixes with a ticket in line, in serving order.
     round: VecDeque<SourcePrefix>,
-    waiting: usize,
-    granted: Vec<u64>,
+    /// Each ticket in line and its prefix.
+    waiting: HashMap<u64, SourcePrefix>,
+    granted: HashSet<u64>,
     next_ticket: u64,
     evictions: u64,
 }
@@ -56,8 +59,8 @@ impl FairQueue {
             max: max.max(1),
             queues: HashMap::new(),
             round: VecDeque::new(),
-            waiting: 0,
-            granted: Vec::new(),
+            waiting: HashMap::new(),
+            granted: HashSet::new(),
             next_ticket: 0,
             evictions: 0,
         }
@@ -65,7 +68,7 @@ impl FairQueue {
 
     /// Tickets in line.
     pub fn waiting(&self) -> usize {
-        self.waiting
+        self.waiting.len()
     }
 
     /// Tickets granted and not yet claimed.
@@ -83,7 +86,7 @@ impl FairQueue {
     pub fn has_room(&self, prefix: SourcePrefix) -> bool {
         let mine = self.queues.get(&prefix).map_or(0, VecDeque::len);
         mine < self.per_prefix
-            && (self.waiting < self.max || self.queues.values().any(|q| q.len() > mine + 1))
+            && (self.waiting.len() < self.max || self.queues.values().any(|q| q.len() > mine + 1))
     }
 
     /// Puts a ticket for `prefix` in line and returns it, or `None` when
@@ -92,7 +95,7 @@ impl FairQueue {
         if !self.has_room(prefix) {
             return None;
         }
-        if self.waiting >= self.max {
+        if self.waiting.len() >= self.max {
             self.evict_from_longest();
         }
         let ticket = self.next_ticket;
@@ -102,7 +105,7 @@ impl FairQueue {
             self.round.push_back(prefix);
         }
         q.push_back(ticket);
-        self.waiting += 1;
+        self.waiting.insert(ticket, prefix);
         Some(ticket)
     }
 
@@ -111,8 +114,9 @@ impl FairQueue {
             return;
         };
         if let Some(q) = self.queues.get_mut(&prefix) {
-            q.pop_back();
-            self.waiting -= 1;
+            if let Some(t) = q.pop_back() {
+                self.waiting.remove(&t);
+            }
             self.evictions += 1;
             if q.is_empty() {
                 self.queues.remove(&prefix);
@@ -126,23 +130,21 @@ impl FairQueue {
         let prefix = self.round.pop_front()?;
         let q = self.queues.get_mut(&prefix)?;
         let ticket = q.pop_front()?;
-        self.waiting -= 1;
+        self.waiting.remove(&ticket);
         if q.is_empty() {
             self.queues.remove(&prefix);
         } else {
             self.round.push_back(prefix);
         }
-        self.granted.push(ticket);
+        self.granted.insert(ticket);
         Some(ticket)
     }
 
     /// Where `ticket` stands; a granted ticket is handed over once.
     pub fn claim(&mut self, ticket: u64) -> TicketState {
-        if let Some(i) = self.granted.iter().position(|t| *t == ticket) {
-            self.granted.swap_remove(i);
-            return TicketState::Granted;
-        }
-        if self.queues.values().any(|q| q.contains(&ticket)) {
+        if self.granted.remove(&ticket) {
+            TicketState::Granted
+        } else if self.waiting.contains_key(&ticket) {
             TicketState::Waiting
         } else {
             TicketState::Gone
@@ -152,19 +154,15 @@ impl FairQueue {
     /// Takes `ticket` out of line, or out of the granted ones (its login
     /// was abandoned).
     pub fn cancel(&mut self, ticket: u64) {
-        self.granted.retain(|t| *t != ticket);
-        let found = self
-            .queues
-            .iter_mut()
-            .find_map(|(p, q)| q.iter().position(|t| *t == ticket).map(|i| (*p, i)));
-        if let Some((prefix, i)) = found {
-            if let Some(q) = self.queues.get_mut(&prefix) {
-                q.remove(i);
-                self.waiting -= 1;
-                if q.is_empty() {
-                    self.queues.remove(&prefix);
-                    self.round.retain(|p| *p != prefix);
-                }
+        self.granted.remove(&ticket);
+        let Some(prefix) = self.waiting.remove(&ticket) else {
+            return;
+        };
+        if let Some(q) = self.queues.get_mut(&prefix) {
+            q.retain(|t| *t != ticket);
+            if q.is_empty() {
+                self.queues.remove(&prefix);
+                self.round.retain(|p| *p != prefix);
             }
         }
     }
