@@ -106,7 +106,7 @@ pub struct PasswordBudget {
     global: TokenBucket,
     per_prefix: BucketTable<SourcePrefix>,
     per_prefix_user: BucketTable<(SourcePrefix, i64)>,
-    line: FairQueue,
+    line: FairQueue<SourcePrefix>,
 }
 
 impl PasswordBudget {

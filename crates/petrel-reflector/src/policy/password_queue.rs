@@ -6,8 +6,8 @@
 //! A prefix enters the round at its tail when its first ticket arrives and
 //! leaves it when its queue empties, so a first login from a prefix that is
 //! not flooding waits for at most one grant per other waiting prefix: with
-//! `P` prefixes waiting and the global budget at `R` checks/s, at most
-//! about `P / R` seconds (with the defaults, 10 flooding /24s and 10
+//! `n` prefixes waiting and the global budget at `R` checks/s, at most
+//! about `n / R` seconds (with the defaults, 10 flooding /24s and 10
 //! checks/s: about 1 s), however fast the others send. What each prefix
 //! may put in line is bounded by its own per-prefix budget (a ticket takes
 //! its tokens) and by `per_prefix` tickets; the line as a whole holds at
@@ -16,8 +16,7 @@
 //! never refuses a prefix that holds less than another.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-
-use super::password_budget::SourcePrefix;
+use std::hash::Hash;
 
 /// Where a ticket stands ([`FairQueue::claim`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,27 +29,28 @@ pub enum TicketState {
     Gone,
 }
 
-/// Per-prefix FIFOs of tickets served round-robin; see the module docs.
+/// Per-prefix FIFOs of tickets served round-robin, keyed by prefix `P`
+/// (the budget's source prefix); see the module docs.
 /// Looking a ticket up is O(1); evicting from a full line scans the
 /// prefixes in line.
 /// Bounded by `max` tickets in line plus the granted ones not yet claimed
 /// (at most the checks in flight the caller lets [`FairQueue::grant_next`]
 /// hand out).
 #[derive(Debug)]
-pub struct FairQueue {
+pub struct FairQueue<P> {
     per_prefix: usize,
     max: usize,
-    queues: HashMap<SourcePrefix, VecDeque<u64>>,
+    queues: HashMap<P, VecDeque<u64>>,
     /// Prefixes with a ticket in line, in serving order.
-    round: VecDeque<SourcePrefix>,
+    round: VecDeque<P>,
     /// Each ticket in line and its prefix.
-    waiting: HashMap<u64, SourcePrefix>,
+    waiting: HashMap<u64, P>,
     granted: HashSet<u64>,
     next_ticket: u64,
     evictions: u64,
 }
 
-impl FairQueue {
+impl<P: Copy + Eq + Hash> FairQueue<P> {
     /// An empty line of at most `per_prefix` tickets per prefix and `max`
     /// tickets in all (both at least 1).
     pub fn new(per_prefix: usize, max: usize) -> Self {
@@ -83,7 +83,7 @@ impl FairQueue {
 
     /// Whether `prefix` may put one more ticket in line (its queue is not
     /// full, and a full line has a longer queue to evict from).
-    pub fn has_room(&self, prefix: SourcePrefix) -> bool {
+    pub fn has_room(&self, prefix: P) -> bool {
         let mine = self.queues.get(&prefix).map_or(0, VecDeque::len);
         mine < self.per_prefix
             && (self.waiting.len() < self.max || self.queues.values().any(|q| q.len() > mine + 1))
@@ -91,7 +91,7 @@ impl FairQueue {
 
     /// Puts a ticket for `prefix` in line and returns it, or `None` when
     /// [`FairQueue::has_room`] says no.
-    pub fn enqueue(&mut self, prefix: SourcePrefix) -> Option<u64> {
+    pub fn enqueue(&mut self, prefix: P) -> Option<u64> {
         if !self.has_room(prefix) {
             return None;
         }
@@ -170,12 +170,11 @@ impl FairQueue {
 
 #[cfg(test)]
 mod tests {
-    use std::net::IpAddr;
-
     use super::*;
 
-    fn p(i: u8) -> SourcePrefix {
-        SourcePrefix::of(IpAddr::from([10, i, 0, 1]))
+    /// A prefix (the queue only needs it hashable).
+    fn p(i: u8) -> [u8; 3] {
+        [10, i, 0]
     }
 
     /// Ten flooding prefixes keep 4 tickets each in line; a ticket from an
