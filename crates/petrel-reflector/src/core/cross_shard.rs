@@ -83,8 +83,8 @@ pub trait CrossShard: std::fmt::Debug + Send {
 
     /// Admits `key` at endpoint `addr`, heard at `now`, under the caps of
     /// `policy`, or says which cap is full; see [`EndpointCaps::claim`]. A
-    /// device evicted to make room is taken out of the members at once
-    /// (its shard ends its session at its next heartbeat).
+    /// device evicted to make room stops receiving at once (its shard ends
+    /// its session at its next heartbeat or at the liveness timeout).
     fn claim_endpoint(
         &mut self,
         dir: &Directory,
@@ -97,6 +97,9 @@ pub trait CrossShard: std::fmt::Debug + Send {
     /// Records that `key` was heard at `addr` at `now`; false if it holds
     /// no endpoint entry there (it was evicted from a full prefix).
     fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool;
+
+    /// Whether `key` holds an endpoint entry at `addr`.
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool;
 
     /// Drops every cached snapshot (directory reload).
     fn invalidate_all(&mut self) -> u64;
@@ -143,7 +146,8 @@ pub struct Membership {
 impl Membership {
     /// Admits `key` at `addr`, heard at `now`, under the caps of `policy`
     /// ([`EndpointCaps::claim`]). Returns the device evicted to make room,
-    /// taken out of its group, and that group.
+    /// and its group if that changed: the device stops receiving at once
+    /// and stays counted online until its shard ends its session.
     pub fn claim(
         &mut self,
         key: DeviceKey,
@@ -152,7 +156,24 @@ impl Membership {
         now: Instant,
     ) -> Result<Option<(DeviceKey, Option<i64>)>, EndpointLimit> {
         let evicted = self.caps.claim(key, addr, policy, now)?;
-        Ok(evicted.map(|victim| (victim, self.remove(victim))))
+        Ok(evicted.map(|victim| (victim, self.stop_receiving(victim))))
+    }
+
+    /// Leaves `key` out of its group's receivers; returns the group if
+    /// that changed it.
+    fn stop_receiving(&mut self, key: DeviceKey) -> Option<i64> {
+        let group = *self.group_of.get(&key)?;
+        let member = self.members.get_mut(&group)?.get_mut(&key)?;
+        if !member.receives {
+            return None;
+        }
+        member.receives = false;
+        Some(group)
+    }
+
+    /// Whether `key` holds an endpoint entry at `addr` ([`EndpointCaps::holds`]).
+    pub fn holds(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        self.caps.holds(key, addr)
     }
 
     /// Records that `key` was heard at `addr` ([`EndpointCaps::renew`]).
@@ -168,15 +189,9 @@ impl Membership {
     /// Puts `key` in `group_id` at `member`. Returns the groups whose
     /// domains changed: none if nothing did, else the old group (if any)
     /// and the new one. A device that holds no endpoint entry at
-    /// `member.addr` (evicted from a full prefix) is left out.
-    pub fn set(&mut self, key: DeviceKey, group_id: i64, member: Member) -> Vec<i64> {
-        if !self.caps.holds(key, member.addr) {
-            let old = self.group_of.remove(&key);
-            if let Some(old) = old {
-                self.remove_from(old, key);
-            }
-            return old.into_iter().collect();
-        }
+    /// `member.addr` (evicted from a full prefix) does not receive.
+    pub fn set(&mut self, key: DeviceKey, group_id: i64, mut member: Member) -> Vec<i64> {
+        member.receives &= self.caps.holds(key, member.addr);
         let old_group = self.group_of.insert(key, group_id);
         let unchanged = old_group == Some(group_id)
             && self.members.get(&group_id).and_then(|ms| ms.get(&key)) == Some(&member);
@@ -545,6 +560,10 @@ impl CrossShard for LocalTables {
 
     fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
         self.membership.renew(key, addr, now)
+    }
+
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        self.membership.holds(key, addr)
     }
 
     fn invalidate_all(&mut self) -> u64 {

@@ -142,15 +142,24 @@ impl Reflector {
         self.sessions.len()
     }
 
-    /// Whether a device is online, and at which endpoint.
+    /// Whether a device is online, and at which endpoint. A device whose
+    /// endpoint was evicted from a full prefix is not (its session, still
+    /// counted in [`Reflector::online`], ends at its next heartbeat).
     pub fn session_addr(&self, key: DeviceKey) -> Option<SocketAddr> {
-        self.sessions.get(&key).map(|s| s.addr)
+        self.sessions
+            .get(&key)
+            .filter(|s| self.shared.holds_endpoint(key, s.addr))
+            .map(|s| s.addr)
     }
 
     /// Whether an online device receives fan-out (see
-    /// [`EndpointPolicy`](crate::model::EndpointPolicy)); `None` if offline.
+    /// [`EndpointPolicy`](crate::model::EndpointPolicy)); `None` if offline
+    /// or evicted as for [`Reflector::session_addr`].
     pub fn session_receives(&self, key: DeviceKey) -> Option<bool> {
-        self.sessions.get(&key).map(|s| s.receiving)
+        self.sessions
+            .get(&key)
+            .filter(|s| self.shared.holds_endpoint(key, s.addr))
+            .map(|s| s.receiving)
     }
 
     /// Tells the core that `now` is `unix_ms` on the wall clock; needed for

@@ -183,6 +183,9 @@ fn the_network_cap_spans_accounts_and_evicts_from_the_largest_holder() {
     assert_eq!(try_login(&mut s, "192.0.2.200:1000", "erin", 8), None);
     assert_eq!(s.r.stats().prefix_endpoint_evictions, 1);
     assert_eq!(s.r.stats().prefix_endpoint_limit_rejects, 0);
+    // Evicted: offline as far as fan-out goes, counted until its session ends.
+    assert_eq!(s.r.session_addr((1, 1)), None);
+    assert_eq!(s.r.online(), 33);
     s.advance(1_000);
     assert!(!voice_targets(&mut s, "192.0.2.9:1000", "bob", 1).contains(&addr("192.0.2.1:1000")));
     // alice-1's next heartbeat ends its session and logs it in anew: alice
@@ -191,6 +194,8 @@ fn the_network_cap_spans_accounts_and_evicts_from_the_largest_holder() {
     assert_eq!(try_login(&mut s, "192.0.2.1:1000", "alice", 1), None);
     assert_eq!(s.r.stats().evicted_sessions_ended, 1);
     assert_eq!(s.r.stats().prefix_endpoint_evictions, 2);
+    assert_eq!(s.r.session_addr((1, 1)), Some(addr("192.0.2.1:1000")));
+    assert_eq!(s.r.session_addr((2, 1)), None);
     assert_eq!(try_login(&mut s, "192.0.2.200:1000", "erin", 8), None);
     assert_eq!(s.r.stats().evicted_sessions_ended, 1, "erin kept her place");
     // carol holds 8, as many as anyone: her ninth endpoint is refused (by

@@ -133,6 +133,10 @@ impl CrossShard for Arc<SharedTables> {
         lock(&self.membership).renew(key, addr, now)
     }
 
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        lock(&self.membership).holds(key, addr)
+    }
+
     fn invalidate_all(&mut self) -> u64 {
         self.stripes.iter().map(|s| lock(s).invalidate_all()).sum()
     }
