@@ -45,8 +45,9 @@
 //!
 //! - [`codec`]: the DraARLv1 wire formats.
 //! - [`policy`]: token buckets (packet rate limits, the Argon2 budget per
-//!   source prefix, the HTTP endpoint's per-prefix budget), the failed-auth ban
-//!   ladder, half-duplex floors.
+//!   source prefix, the HTTP endpoint's per-prefix budget), the round-robin
+//!   line of first logins waiting for the global Argon2 budget, the
+//!   failed-auth ban ladder, half-duplex floors with a maximum talk time.
 //! - [`model`]: the data types and configuration shared by the layers above.
 //! - [`core`]: the sans-IO session core and the ingress front (rate limits,
 //!   shard choice).

@@ -6,7 +6,9 @@
 //! with [`Reflector::handle_password_check`]. Rate limits, the ban ladder,
 //! the Argon2 budget (per source prefix, per prefix and user, then global;
 //! see [`crate::policy::PasswordBudget`]) and a bound on checks in flight
-//! all apply before a check is emitted, and a device has at most one check in flight (its
+//! all apply before a check is emitted (a check the global budget cannot
+//! take at once waits in a per-prefix line served round-robin, polled by
+//! [`Reflector::handle_timeout`]), and a device has at most one check in flight or in line (its
 //! further heartbeats are dropped and counted meanwhile), so neither the
 //! pool's work nor the parked state can grow without bound.
 
@@ -18,11 +20,16 @@ use super::reflector::{PendingLogin, Reflector};
 use super::replies::RejectReason;
 use crate::codec::{Header, HeartbeatData};
 use crate::model::{is_valid_device_password, DeviceKey, PasswordCheck, UserRecord};
-use crate::policy::{BanCheck, BudgetDecision};
+use crate::policy::{BanCheck, BudgetDecision, TicketState};
 
 /// A check whose result has not come back after this long is abandoned
 /// (its device may log in again).
 pub(super) const PASSWORD_CHECK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often a shard with logins in line for the global Argon2 budget
+/// looks whether their turn came (a tenth of a check at the default
+/// 10 checks/s).
+pub(super) const QUEUE_POLL: Duration = Duration::from_millis(10);
 
 impl PendingLogin {
     fn credential(&self) -> Credential<'_> {
@@ -61,7 +68,9 @@ impl Reflector {
             self.stats.password_check_results_unknown += 1;
             return;
         };
-        self.pending_devices.remove(&p.key);
+        if !self.pending_checks.values().any(|q| q.key == p.key) {
+            self.pending_devices.remove(&p.key);
+        }
         self.shared.logins().end_check(&p.credential());
         let Some(user) = self.dir.user(p.key.0).cloned() else {
             self.stats.password_checks_stale += 1;
@@ -97,9 +106,12 @@ impl Reflector {
         self.accept(now, p.src, &p.header, &p.data, &user, p.key, mac);
     }
 
-    /// Whether device `key` already has a check in flight.
-    pub(super) fn check_pending(&self, key: DeviceKey) -> bool {
-        self.pending_devices.contains(&key)
+    /// Whether device `key` already has a check in flight, or a login from
+    /// `src` in line. Logins of one device from different sources wait in
+    /// line separately (each under its prefix's bound), so guesses for a
+    /// device from elsewhere cannot keep its real login out of line.
+    pub(super) fn check_pending(&self, key: DeviceKey, src: SocketAddr) -> bool {
+        self.pending_devices.contains(&key) || self.queued_from.contains(&(key, src))
     }
 
     /// Full password check (spec §3.1 step 2), with the ban ladder of §3.2.
@@ -154,8 +166,24 @@ impl Reflector {
         }
         let (budget, evicted) = logins.take_password_check(src.ip(), user.id, now);
         self.stats.password_budget_evictions += evicted;
+        let login = PendingLogin {
+            key: (user.id, h.ssid),
+            src,
+            header: h.clone(),
+            data: data.to_vec(),
+            phc: phc.to_owned(),
+            started: now,
+        };
         match budget {
             BudgetDecision::Allow => {}
+            BudgetDecision::Queued(ticket) => {
+                drop(logins);
+                self.stats.password_checks_queued += 1;
+                self.queued_from.insert((login.key, login.src));
+                self.queued_logins.insert(ticket, login);
+                self.next_queue_poll = now;
+                return Ok(AuthStep::Pending);
+            }
             BudgetDecision::GlobalSpent => {
                 self.stats.password_check_budget_drops += 1;
                 return Err(RejectReason::ServerBusy);
@@ -167,44 +195,90 @@ impl Reflector {
         }
         logins.begin_check(&credential);
         drop(logins);
+        self.emit_check(login);
+        Ok(AuthStep::Pending)
+    }
+
+    /// Hands `login`'s check to the runtime (its check in flight is
+    /// already recorded in the shared tables). A device may have several
+    /// checks in flight when logins of it from several sources got their
+    /// turn in line; each completes on its own.
+    fn emit_check(&mut self, login: PendingLogin) {
         let id = self.next_check_id;
         self.next_check_id += 1;
-        let key = (user.id, h.ssid);
         self.checks_out.push_back(PasswordCheck::new(
             id,
-            phc.to_owned(),
-            h.password_bytes().to_vec(),
+            login.phc.clone(),
+            login.header.password_bytes().to_vec(),
         ));
-        self.pending_checks.insert(
-            id,
-            PendingLogin {
-                key,
-                src,
-                header: h.clone(),
-                data: data.to_vec(),
-                phc: phc.to_owned(),
-                started: now,
-            },
-        );
-        self.pending_devices.insert(key);
-        Ok(AuthStep::Pending)
+        self.pending_devices.insert(login.key);
+        self.pending_checks.insert(id, login);
+    }
+
+    /// Starts the checks of queued logins whose turn came (see
+    /// [`crate::policy::FairQueue`]), answers `server_busy` to those
+    /// evicted from a full line, and abandons those that waited longer
+    /// than [`PASSWORD_CHECK_TIMEOUT`].
+    pub(super) fn poll_queued_logins(&mut self, now: Instant) {
+        if self.queued_logins.is_empty() {
+            return;
+        }
+        self.next_queue_poll = now + QUEUE_POLL;
+        let mut tickets: Vec<u64> = self.queued_logins.keys().copied().collect();
+        tickets.sort_unstable();
+        let mut done = Vec::new();
+        {
+            let mut logins = self.shared.logins();
+            for ticket in tickets {
+                let state = logins.poll_queued_check(ticket, now);
+                let Some(login) = self.queued_logins.get(&ticket) else {
+                    continue;
+                };
+                let expired = now.saturating_duration_since(login.started) > PASSWORD_CHECK_TIMEOUT;
+                match state {
+                    TicketState::Waiting if !expired => continue,
+                    TicketState::Waiting => logins.cancel_queued_check(ticket),
+                    TicketState::Granted => logins.begin_check(&login.credential()),
+                    TicketState::Gone => {}
+                }
+                done.push((ticket, state));
+            }
+        }
+        for (ticket, state) in done {
+            let Some(mut login) = self.queued_logins.remove(&ticket) else {
+                continue;
+            };
+            self.queued_from.remove(&(login.key, login.src));
+            match state {
+                TicketState::Granted => {
+                    login.started = now;
+                    self.emit_check(login);
+                }
+                TicketState::Waiting => self.stats.password_checks_abandoned += 1,
+                TicketState::Gone => {
+                    self.stats.password_check_budget_drops += 1;
+                    self.reject(login.src, &login.header, RejectReason::ServerBusy);
+                }
+            }
+        }
     }
 
     /// Abandons checks older than [`PASSWORD_CHECK_TIMEOUT`] (a runtime that
     /// lost a result must not lock a device out for good).
     pub(super) fn expire_password_checks(&mut self, now: Instant) {
         let before = self.pending_checks.len();
-        let devices = &mut self.pending_devices;
         let mut logins = self.shared.logins();
         self.pending_checks.retain(|_, p| {
             let keep = now.saturating_duration_since(p.started) <= PASSWORD_CHECK_TIMEOUT;
             if !keep {
-                devices.remove(&p.key);
                 logins.end_check(&p.credential());
             }
             keep
         });
         drop(logins);
+        let pending = &self.pending_checks;
+        self.pending_devices
+            .retain(|k| pending.values().any(|p| p.key == *k));
         self.stats.password_checks_abandoned += (before - self.pending_checks.len()) as u64;
         let pending = &self.pending_checks;
         self.checks_out.retain(|c| pending.contains_key(&c.id()));

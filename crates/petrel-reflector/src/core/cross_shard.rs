@@ -44,8 +44,8 @@ use super::endpoint_caps::{EndpointCaps, EndpointLimit};
 use crate::codec::PASSWORD_LEN;
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
-    BanCheck, BanLadder, BudgetDecision, FloorDecision, FloorTable, PasswordBudget,
-    PasswordBudgetConfig,
+    BanCheck, BanLadder, BudgetDecision, FloorConfig, FloorDecision, FloorTable, PasswordBudget,
+    PasswordBudgetConfig, TicketState,
 };
 
 /// Where an online device receives, as its shard last published it.
@@ -81,27 +81,39 @@ pub trait CrossShard: std::fmt::Debug + Send {
     /// Publishes that `key` went offline (and frees its endpoint entry).
     fn remove_member(&mut self, dir: &Directory, key: DeviceKey) -> u64;
 
-    /// Admits `key` at endpoint `addr` under the caps of `policy`, or says
-    /// which cap is full; see [`EndpointCaps::claim`].
+    /// Admits `key` at endpoint `addr`, heard at `now`, under the caps of
+    /// `policy`, or says which cap is full; see [`EndpointCaps::claim`]. A
+    /// device evicted to make room stops receiving at once (its shard ends
+    /// its session at its next heartbeat or at the liveness timeout).
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit>;
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit>;
+
+    /// Records that `key` was heard at `addr` at `now`; false if it holds
+    /// no endpoint entry there (it was evicted from a full prefix).
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool;
+
+    /// Whether `key` holds an endpoint entry at `addr`.
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool;
 
     /// Drops every cached snapshot (directory reload).
     fn invalidate_all(&mut self) -> u64;
 
     /// Claims the floor of `domain_id` for a voice frame of `talker` and,
-    /// if granted, returns the domain's receivers.
+    /// if granted, returns the domain's receivers; otherwise why not
+    /// (never [`FloorDecision::Granted`]).
     fn voice_targets(
         &mut self,
         dir: &Directory,
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)>;
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision>;
 
     /// The receivers of `domain_id` (text bypasses the floor).
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource);
@@ -111,6 +123,15 @@ pub trait CrossShard: std::fmt::Debug + Send {
 
     /// Forgets expired bans and idle floors.
     fn sweep(&mut self, now: Instant);
+}
+
+/// What [`CrossShard::claim_endpoint`] did besides admitting the device.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EndpointClaim {
+    /// The device evicted from a full prefix to make room, if any.
+    pub evicted: Option<DeviceKey>,
+    /// Snapshot invalidations the eviction made.
+    pub invalidations: u64,
 }
 
 /// Online devices per group, the group of each online device, and the
@@ -123,14 +144,41 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Admits `key` at `addr` under the caps of `policy` ([`EndpointCaps::claim`]).
+    /// Admits `key` at `addr`, heard at `now`, under the caps of `policy`
+    /// ([`EndpointCaps::claim`]). Returns the device evicted to make room,
+    /// and its group if that changed: the device stops receiving at once
+    /// and stays counted online until its shard ends its session.
     pub fn claim(
         &mut self,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        self.caps.claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<Option<(DeviceKey, Option<i64>)>, EndpointLimit> {
+        let evicted = self.caps.claim(key, addr, policy, now)?;
+        Ok(evicted.map(|victim| (victim, self.stop_receiving(victim))))
+    }
+
+    /// Leaves `key` out of its group's receivers; returns the group if
+    /// that changed it.
+    fn stop_receiving(&mut self, key: DeviceKey) -> Option<i64> {
+        let group = *self.group_of.get(&key)?;
+        let member = self.members.get_mut(&group)?.get_mut(&key)?;
+        if !member.receives {
+            return None;
+        }
+        member.receives = false;
+        Some(group)
+    }
+
+    /// Whether `key` holds an endpoint entry at `addr` ([`EndpointCaps::holds`]).
+    pub fn holds(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        self.caps.holds(key, addr)
+    }
+
+    /// Records that `key` was heard at `addr` ([`EndpointCaps::renew`]).
+    pub fn renew(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        self.caps.renew(key, addr, now)
     }
 
     /// Online devices.
@@ -140,8 +188,10 @@ impl Membership {
 
     /// Puts `key` in `group_id` at `member`. Returns the groups whose
     /// domains changed: none if nothing did, else the old group (if any)
-    /// and the new one.
-    pub fn set(&mut self, key: DeviceKey, group_id: i64, member: Member) -> Vec<i64> {
+    /// and the new one. A device that holds no endpoint entry at
+    /// `member.addr` (evicted from a full prefix) does not receive.
+    pub fn set(&mut self, key: DeviceKey, group_id: i64, mut member: Member) -> Vec<i64> {
+        member.receives &= self.caps.holds(key, member.addr);
         let old_group = self.group_of.insert(key, group_id);
         let unchanged = old_group == Some(group_id)
             && self.members.get(&group_id).and_then(|ms| ms.get(&key)) == Some(&member);
@@ -207,13 +257,22 @@ impl DomainCache {
     pub fn new(cfg: &SessionConfig) -> Self {
         Self {
             snapshots: HashMap::new(),
-            floors: FloorTable::new(Duration::from_millis(cfg.floor_hold_ms)),
+            floors: FloorTable::new(FloorConfig {
+                hold: Duration::from_millis(cfg.floor_hold_ms),
+                max_talk: Duration::from_secs(cfg.floor_max_talk_s),
+                holdoff: Duration::from_millis(cfg.floor_holdoff_ms),
+            }),
         }
     }
 
-    /// Claims or renews the floor of `domain_id` for `talker`.
-    pub fn claim_floor(&mut self, domain_id: i64, talker: DeviceKey, now: Instant) -> bool {
-        self.floors.claim(domain_id, talker, now) == FloorDecision::Granted
+    /// Claims or renews the floor of `domain_id` for `talker` ([`FloorTable::claim`]).
+    pub fn claim_floor(
+        &mut self,
+        domain_id: i64,
+        talker: DeviceKey,
+        now: Instant,
+    ) -> FloorDecision {
+        self.floors.claim(domain_id, talker, now)
     }
 
     /// The cached snapshot of `domain_id`, or one built by `build` and cached.
@@ -285,6 +344,8 @@ pub struct LoginGuard {
     /// Checks in flight on any shard: (user id, PHC, padded password). At
     /// most `password_checks_in_flight` (checked before each is added).
     checking: Vec<(i64, String, [u8; PASSWORD_LEN])>,
+    /// `password_checks_in_flight`.
+    max_in_flight: usize,
 }
 
 impl std::fmt::Debug for LoginGuard {
@@ -310,11 +371,14 @@ impl LoginGuard {
                     prefix_user_per_min: cfg.prefix_user_password_checks_per_min,
                     prefix_user_burst: cfg.prefix_user_password_checks_burst,
                     table_max: cfg.password_budget_table_max,
+                    queue_per_prefix: cfg.password_check_queue_per_prefix,
+                    queue_max: cfg.password_check_queue_max,
                 },
                 now,
             ),
             verified: HashMap::new(),
             checking: Vec::new(),
+            max_in_flight: cfg.password_checks_in_flight,
         }
     }
 
@@ -336,17 +400,34 @@ impl LoginGuard {
 
     /// Takes one Argon2 verification of user `user_id`'s password from
     /// source `ip` out of the per-prefix, per-prefix-and-user and global
-    /// budgets (all or none), and returns how many per-prefix entries were
-    /// evicted to track it.
+    /// budgets (all or none), or puts it in line for the global budget
+    /// ([`PasswordBudget::take`]), and returns how many per-prefix entries
+    /// and tickets in line were evicted to track it.
     pub fn take_password_check(
         &mut self,
         ip: IpAddr,
         user_id: i64,
         now: Instant,
     ) -> (BudgetDecision, u64) {
-        let before = self.budget.evictions();
-        let decision = self.budget.take(ip, user_id, now);
-        (decision, self.budget.evictions() - before)
+        let before = self.budget.evictions() + self.budget.line_evictions();
+        let free = self.max_in_flight.saturating_sub(self.checking.len());
+        let decision = self.budget.take(ip, user_id, now, free);
+        let after = self.budget.evictions() + self.budget.line_evictions();
+        (decision, after - before)
+    }
+
+    /// Where the queued check `ticket` stands at `now`, after granting
+    /// tickets in line as far as the global budget and the free slots for
+    /// checks in flight allow.
+    pub fn poll_queued_check(&mut self, ticket: u64, now: Instant) -> TicketState {
+        let free = self.max_in_flight.saturating_sub(self.checking.len());
+        self.budget.schedule(now, free);
+        self.budget.claim(ticket)
+    }
+
+    /// Gives up the queued check `ticket`.
+    pub fn cancel_queued_check(&mut self, ticket: u64) {
+        self.budget.cancel(ticket);
     }
 
     /// Whether `c` was verified before (against the same PHC string).
@@ -462,11 +543,27 @@ impl CrossShard for LocalTables {
 
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        self.membership.claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit> {
+        let Some((victim, group)) = self.membership.claim(key, addr, policy, now)? else {
+            return Ok(EndpointClaim::default());
+        };
+        Ok(EndpointClaim {
+            evicted: Some(victim),
+            invalidations: self.invalidate_groups(dir, &Vec::from_iter(group)),
+        })
+    }
+
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        self.membership.renew(key, addr, now)
+    }
+
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        self.membership.holds(key, addr)
     }
 
     fn invalidate_all(&mut self) -> u64 {
@@ -479,11 +576,11 @@ impl CrossShard for LocalTables {
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
-        if !self.domains.claim_floor(domain_id, talker, now) {
-            return None;
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision> {
+        match self.domains.claim_floor(domain_id, talker, now) {
+            FloorDecision::Granted => Ok(self.targets(dir, domain_id)),
+            refused => Err(refused),
         }
-        Some(self.targets(dir, domain_id))
     }
 
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {

@@ -12,6 +12,7 @@ use super::cross_shard::SnapshotSource;
 use super::reflector::Reflector;
 use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, PacketType};
 use crate::model::{DeviceKey, Frame, FrameKind, StoreEvent, Transmit};
+use crate::policy::FloorDecision;
 
 impl Reflector {
     pub(super) fn unix_ms(&self, now: Instant) -> Option<i64> {
@@ -130,11 +131,20 @@ impl Reflector {
         let targets = if voice {
             self.shared.voice_targets(&self.dir, domain_id, key, now)
         } else {
-            Some(self.shared.targets(&self.dir, domain_id))
+            Ok(self.shared.targets(&self.dir, domain_id))
         };
-        let Some((snapshot, source)) = targets else {
-            self.stats.floor_busy_drops += 1;
-            return;
+        let (snapshot, source) = match targets {
+            Ok(t) => t,
+            Err(refused) => {
+                match refused {
+                    FloorDecision::TalkLimit => self.stats.floor_talk_limit_cuts += 1,
+                    FloorDecision::HeldOff => self.stats.floor_holdoff_drops += 1,
+                    FloorDecision::Busy | FloorDecision::Granted => {
+                        self.stats.floor_busy_drops += 1
+                    }
+                }
+                return;
+            }
         };
         match source {
             SnapshotSource::Cached => self.stats.snapshot_hits += 1,

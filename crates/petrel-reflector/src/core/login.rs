@@ -77,8 +77,19 @@ impl Reflector {
             && self.sessions.get(&key).is_some_and(|s| {
                 s.addr == src && now.saturating_duration_since(s.last_seen) <= timeout
             });
+        // A device evicted from a full prefix (see `endpoint_caps.rs`) by a
+        // login on any shard: its session ends here, and this heartbeat logs
+        // it in anew under the caps.
+        let same_endpoint = same_endpoint && {
+            let held = self.shared.renew_endpoint(key, src, now);
+            if !held {
+                self.stats.evicted_sessions_ended += 1;
+                self.drop_session(key);
+            }
+            held
+        };
         if !same_endpoint {
-            if self.check_pending(key) {
+            if self.check_pending(key, src) {
                 self.stats.password_check_pending_drops += 1;
                 return;
             }
@@ -120,8 +131,14 @@ impl Reflector {
         } else if self.shared.online() >= self.cfg.max_sessions {
             return Err(RejectReason::ServerFull);
         }
-        match self.shared.claim_endpoint(key, src, &self.cfg.endpoints) {
-            Ok(()) => {}
+        match self
+            .shared
+            .claim_endpoint(&self.dir, key, src, &self.cfg.endpoints, now)
+        {
+            Ok(claim) => {
+                self.stats.snapshot_invalidations += claim.invalidations;
+                self.stats.prefix_endpoint_evictions += u64::from(claim.evicted.is_some());
+            }
             Err(EndpointLimit::Account) => {
                 self.stats.account_endpoint_limit_rejects += 1;
                 return Err(RejectReason::AccountEndpointLimit);

@@ -52,8 +52,8 @@ mod stats;
 pub(crate) mod tests;
 
 pub use cross_shard::{
-    Credential, CrossShard, DomainCache, LocalTables, LoginGuard, Member, Membership,
-    SnapshotSource,
+    Credential, CrossShard, DomainCache, EndpointClaim, LocalTables, LoginGuard, Member,
+    Membership, SnapshotSource,
 };
 pub use endpoint_caps::{EndpointCaps, EndpointLimit};
 pub use ingress::{shard_of, Ingress, IngressStats};

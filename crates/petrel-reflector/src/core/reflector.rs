@@ -75,6 +75,13 @@ pub struct Reflector {
     pub(super) pending_checks: HashMap<u64, PendingLogin>,
     /// Devices with a check in flight.
     pub(super) pending_devices: HashSet<DeviceKey>,
+    /// Logins waiting in line for the global Argon2 budget, by ticket (at
+    /// most `password_check_queue_max` over all shards).
+    pub(super) queued_logins: HashMap<u64, PendingLogin>,
+    /// (Device, source) of each login in line.
+    pub(super) queued_from: HashSet<(DeviceKey, SocketAddr)>,
+    /// When the queued logins are next polled.
+    pub(super) next_queue_poll: Instant,
     /// Checks not yet taken by the runtime (a subset of `pending_checks`).
     pub(super) checks_out: VecDeque<PasswordCheck>,
     pub(super) next_check_id: u64,
@@ -118,6 +125,9 @@ impl Reflector {
             shared,
             pending_checks: HashMap::new(),
             pending_devices: HashSet::new(),
+            queued_logins: HashMap::new(),
+            queued_from: HashSet::new(),
+            next_queue_poll: now,
             checks_out: VecDeque::new(),
             next_check_id: 0,
             transmits: VecDeque::new(),
@@ -145,15 +155,24 @@ impl Reflector {
         self.sessions.len()
     }
 
-    /// Whether a device is online, and at which endpoint.
+    /// Whether a device is online, and at which endpoint. A device whose
+    /// endpoint was evicted from a full prefix is not (its session, still
+    /// counted in [`Reflector::online`], ends at its next heartbeat).
     pub fn session_addr(&self, key: DeviceKey) -> Option<SocketAddr> {
-        self.sessions.get(&key).map(|s| s.addr)
+        self.sessions
+            .get(&key)
+            .filter(|s| self.shared.holds_endpoint(key, s.addr))
+            .map(|s| s.addr)
     }
 
     /// Whether an online device receives fan-out (see
-    /// [`EndpointPolicy`](crate::model::EndpointPolicy)); `None` if offline.
+    /// [`EndpointPolicy`](crate::model::EndpointPolicy)); `None` if offline
+    /// or evicted as for [`Reflector::session_addr`].
     pub fn session_receives(&self, key: DeviceKey) -> Option<bool> {
-        self.sessions.get(&key).map(|s| s.receiving)
+        self.sessions
+            .get(&key)
+            .filter(|s| self.shared.holds_endpoint(key, s.addr))
+            .map(|s| s.receiving)
     }
 
     /// Tells the core that `now` is `unix_ms` on the wall clock; needed for
@@ -180,7 +199,11 @@ impl Reflector {
     /// When [`Reflector::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Instant {
         let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
-        rec.map_or(self.next_sweep, |r| r.min(self.next_sweep))
+        let queue = (!self.queued_logins.is_empty()).then_some(self.next_queue_poll);
+        [rec, queue]
+            .into_iter()
+            .flatten()
+            .fold(self.next_sweep, Instant::min)
     }
 
     /// Records voice with `recorder` (spec §5.3).
@@ -199,11 +222,13 @@ impl Reflector {
         self.recorder.as_ref().map(Recorder::stats)
     }
 
-    /// Ends idle recordings, and runs the liveness sweep and table clean-ups if due.
+    /// Ends idle recordings, starts the checks of queued logins whose turn
+    /// came, and runs the liveness sweep and table clean-ups if due.
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(r) = self.recorder.as_mut() {
             r.tick(now);
         }
+        self.poll_queued_logins(now);
         if now < self.next_sweep {
             return;
         }

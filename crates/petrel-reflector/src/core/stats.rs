@@ -21,7 +21,9 @@ pub struct SessionStats {
     pub rejects_reserved_ssid: u64,
     /// Reject code 3 (auth failed, banned, server full).
     pub rejects_auth: u64,
-    /// Logins refused with `server_busy` because the Argon2 budget was spent.
+    /// Logins refused with `server_busy` because the global Argon2 budget was
+    /// spent and their prefix had no room in line (or their place in a full
+    /// line was evicted).
     pub password_check_budget_drops: u64,
     /// Logins refused with `server_busy` because their source prefix (or that
     /// prefix for that user) had spent its Argon2 budget.
@@ -36,6 +38,8 @@ pub struct SessionStats {
     /// Logins refused with `server_busy` because `password_checks_in_flight`
     /// checks were already running.
     pub password_checks_in_flight_drops: u64,
+    /// First logins that waited in line for the global Argon2 budget (see `policy/password_queue.rs`).
+    pub password_checks_queued: u64,
     /// Heartbeats dropped because their device already had a check in flight.
     pub password_check_pending_drops: u64,
     /// Logins refused with `server_busy` because another device of the same
@@ -60,6 +64,10 @@ pub struct SessionStats {
     pub send_ban_drops: u64,
     /// Voice frames that lost half-duplex arbitration.
     pub floor_busy_drops: u64,
+    /// Overs ended at `floor_max_talk_s` (the talker lost the floor; see `policy/floor.rs`).
+    pub floor_talk_limit_cuts: u64,
+    /// Voice frames of a talker held off after its over was cut at `floor_max_talk_s`.
+    pub floor_holdoff_drops: u64,
     /// Type 3 packets accepted from the bound endpoint.
     pub config_packets: u64,
     /// Type 3 packets whose DATA did not parse.
@@ -87,6 +95,10 @@ pub struct SessionStats {
     pub account_endpoint_limit_rejects: u64,
     /// Logins refused because the source's /24 or /64 had `max_per_prefix` endpoints online.
     pub prefix_endpoint_limit_rejects: u64,
+    /// Endpoints evicted from a full source prefix to admit a newcomer (see `endpoint_caps.rs`).
+    pub prefix_endpoint_evictions: u64,
+    /// Sessions ended at their next heartbeat because their endpoint was evicted from a full prefix.
+    pub evicted_sessions_ended: u64,
     /// New endpoints that started receiving fan-out after being heard again `receive_after_ms` after their login.
     pub endpoints_heard_twice: u64,
     /// Sessions ended because their endpoint was reported unreachable (ICMP).
@@ -117,6 +129,7 @@ impl SessionStats {
             ban_table_evictions,
             auth_refusals_uncounted,
             password_checks_in_flight_drops,
+            password_checks_queued,
             password_check_pending_drops,
             password_checks_coalesced,
             password_checks_abandoned,
@@ -128,6 +141,8 @@ impl SessionStats {
             non_forwarding_drops,
             send_ban_drops,
             floor_busy_drops,
+            floor_talk_limit_cuts,
+            floor_holdoff_drops,
             config_packets,
             config_errors,
             config_sent,
@@ -141,6 +156,8 @@ impl SessionStats {
             text_rate_drops,
             account_endpoint_limit_rejects,
             prefix_endpoint_limit_rejects,
+            prefix_endpoint_evictions,
+            evicted_sessions_ended,
             endpoints_heard_twice,
             unreachable_sessions_ended,
             unreachable_contradicted,
@@ -160,6 +177,7 @@ impl SessionStats {
         self.ban_table_evictions += ban_table_evictions;
         self.auth_refusals_uncounted += auth_refusals_uncounted;
         self.password_checks_in_flight_drops += password_checks_in_flight_drops;
+        self.password_checks_queued += password_checks_queued;
         self.password_check_pending_drops += password_check_pending_drops;
         self.password_checks_coalesced += password_checks_coalesced;
         self.password_checks_abandoned += password_checks_abandoned;
@@ -171,6 +189,8 @@ impl SessionStats {
         self.non_forwarding_drops += non_forwarding_drops;
         self.send_ban_drops += send_ban_drops;
         self.floor_busy_drops += floor_busy_drops;
+        self.floor_talk_limit_cuts += floor_talk_limit_cuts;
+        self.floor_holdoff_drops += floor_holdoff_drops;
         self.config_packets += config_packets;
         self.config_errors += config_errors;
         self.config_sent += config_sent;
@@ -184,6 +204,8 @@ impl SessionStats {
         self.text_rate_drops += text_rate_drops;
         self.account_endpoint_limit_rejects += account_endpoint_limit_rejects;
         self.prefix_endpoint_limit_rejects += prefix_endpoint_limit_rejects;
+        self.prefix_endpoint_evictions += prefix_endpoint_evictions;
+        self.evicted_sessions_ended += evicted_sessions_ended;
         self.endpoints_heard_twice += endpoints_heard_twice;
         self.unreachable_sessions_ended += unreachable_sessions_ended;
         self.unreachable_contradicted += unreachable_contradicted;
@@ -216,6 +238,7 @@ impl SessionStats {
                 "password_checks_in_flight_drops",
                 self.password_checks_in_flight_drops,
             ),
+            ("password_checks_queued", self.password_checks_queued),
             (
                 "password_check_pending_drops",
                 self.password_check_pending_drops,
@@ -233,6 +256,8 @@ impl SessionStats {
             ("non_forwarding_drops", self.non_forwarding_drops),
             ("send_ban_drops", self.send_ban_drops),
             ("floor_busy_drops", self.floor_busy_drops),
+            ("floor_talk_limit_cuts", self.floor_talk_limit_cuts),
+            ("floor_holdoff_drops", self.floor_holdoff_drops),
             ("config_packets", self.config_packets),
             ("config_errors", self.config_errors),
             ("config_sent", self.config_sent),
@@ -252,6 +277,8 @@ impl SessionStats {
                 "prefix_endpoint_limit_rejects",
                 self.prefix_endpoint_limit_rejects,
             ),
+            ("prefix_endpoint_evictions", self.prefix_endpoint_evictions),
+            ("evicted_sessions_ended", self.evicted_sessions_ended),
             ("endpoints_heard_twice", self.endpoints_heard_twice),
             (
                 "unreachable_sessions_ended",

@@ -11,9 +11,15 @@
 //!
 //! - **Caps.** At most `max_per_account` endpoints of one account and
 //!   `max_per_prefix` endpoints of one /24 (IPv4) or /64 (IPv6), over all
-//!   accounts, are online at once. A login beyond either is refused with
-//!   the usual heartbeat reject (code 3); nothing online is evicted, so a
-//!   forged login can never push a live device off. A device logging in
+//!   accounts, are online at once. A login beyond the account cap is
+//!   refused with the usual heartbeat reject (code 3). A full prefix evicts
+//!   rather than refuse a newcomer: the login takes the place of the least
+//!   recently heard endpoint of the account holding the most endpoints in
+//!   that prefix (ties: the least recently heard among them), unless its
+//!   own account already holds that many, which is refused (code 3); so
+//!   accounts filling a network with forged endpoints cannot keep its real
+//!   users out, and an account within its fair share is never evicted by
+//!   one that holds more (see `core/endpoint_caps.rs`). A device logging in
 //!   again from a new port keeps its key (user, SSID), replaces its own
 //!   entry and is never counted twice; a device that left frees its entry
 //!   at the liveness timeout.
@@ -52,7 +58,8 @@ pub struct EndpointPolicy {
     /// Endpoints of one source /24 (IPv4) or /64 (IPv6) online at once,
     /// over all accounts, 1–1 000 000. Default 32: room for a club's boxes
     /// or a carrier NAT pool, while any number of accounts together can
-    /// direct at most 32 copies of a stream at one network.
+    /// direct at most 32 copies of a stream at one network. When full, a
+    /// newcomer evicts from the largest holder (see the module docs).
     pub max_per_prefix: usize,
     /// A new endpoint receives fan-out once heard again at least this long
     /// after it was first heard, ms, 0–15 000 (0: at once). Default 2 000:

@@ -17,6 +17,14 @@ pub struct SessionConfig {
     pub sweep_interval_ms: u64,
     /// Silence after which a domain's floor frees, ms (reference: 900).
     pub floor_hold_ms: u64,
+    /// Longest over, s, 10–600: a talker that has held a domain's floor this
+    /// long loses it (the spec has no limit). Default 120, the Android app's
+    /// default push-to-talk transmit timeout (its range is 10–600 s).
+    pub floor_max_talk_s: u64,
+    /// How long a talker cut at `floor_max_talk_s` may not take that
+    /// domain's floor again, counted from the cut, ms, 0–60 000. Default
+    /// 5 000. See `policy/floor.rs` for why from the cut.
+    pub floor_holdoff_ms: u64,
     /// Sustained packets/s per source IP (reference: 600).
     pub per_ip_pps: u32,
     /// Sustained packets/s per source IP:port (reference: 150).
@@ -34,7 +42,8 @@ pub struct SessionConfig {
     /// it logins get reject code 3 `server_busy` (Argon2 is deliberately slow,
     /// so unbounded verification would let a flood of wrong passwords stall
     /// ingress). Already-verified passwords do not count. The per-prefix
-    /// budgets below are taken first.
+    /// budgets below are taken first; a first login the global budget
+    /// cannot take at once waits in a per-prefix line served round-robin.
     pub password_checks_per_s: u32,
     /// Argon2 verifications per minute from one source prefix (/24 for IPv4,
     /// /64 for IPv6), 1–600 000; beyond it that prefix's first logins get
@@ -54,6 +63,16 @@ pub struct SessionConfig {
     /// Entries in each per-prefix budget table (prefixes; prefix-user pairs),
     /// 16–10 000 000; a new key in a full table evicts the least recent.
     pub password_budget_table_max: usize,
+    /// First logins one source prefix may have waiting for the global
+    /// Argon2 budget, 1–1 000; beyond it that prefix's first logins get
+    /// `server_busy`. The line is served round-robin over prefixes, so a
+    /// prefix that is not flooding waits about one round (see
+    /// `policy/password_queue.rs`). Default 8.
+    pub password_check_queue_per_prefix: usize,
+    /// First logins waiting for the global Argon2 budget over all prefixes,
+    /// 1–1 000 000; a new one in a full line evicts the newest of the
+    /// longest queue. Default 4 096.
+    pub password_check_queue_max: usize,
     /// Argon2 verifications running at once (1–256); a login needing one
     /// beyond it gets reject code 3 `server_busy`. One pool of this many
     /// threads serves every ingress shard; checks never run on ingress
@@ -81,6 +100,8 @@ impl Default for SessionConfig {
             offline_timeout_ms: 20_000,
             sweep_interval_ms: 5_000,
             floor_hold_ms: 900,
+            floor_max_talk_s: 120,
+            floor_holdoff_ms: 5_000,
             per_ip_pps: 600,
             per_endpoint_pps: 150,
             rate_table_max: 65_536,
@@ -92,6 +113,8 @@ impl Default for SessionConfig {
             prefix_user_password_checks_per_min: 6,
             prefix_user_password_checks_burst: 5,
             password_budget_table_max: 65_536,
+            password_check_queue_per_prefix: 8,
+            password_check_queue_max: 4_096,
             password_checks_in_flight: 4,
             text_per_minute: 30,
             text_burst: 5,
@@ -111,6 +134,8 @@ impl SessionConfig {
         )?;
         check_range("sweep_interval_ms", self.sweep_interval_ms, &(100..=60_000))?;
         check_range("floor_hold_ms", self.floor_hold_ms, &(100..=10_000))?;
+        check_range("floor_max_talk_s", self.floor_max_talk_s, &(10..=600))?;
+        check_range("floor_holdoff_ms", self.floor_holdoff_ms, &(0..=60_000))?;
         check_range("per_ip_pps", self.per_ip_pps, &(1..=1_000_000))?;
         check_range("per_endpoint_pps", self.per_endpoint_pps, &(1..=1_000_000))?;
         check_range("rate_table_max", self.rate_table_max, &(16..=10_000_000))?;
@@ -145,6 +170,16 @@ impl SessionConfig {
             "password_budget_table_max",
             self.password_budget_table_max,
             &(16..=10_000_000),
+        )?;
+        check_range(
+            "password_check_queue_per_prefix",
+            self.password_check_queue_per_prefix,
+            &(1..=1_000),
+        )?;
+        check_range(
+            "password_check_queue_max",
+            self.password_check_queue_max,
+            &(1..=1_000_000),
         )?;
         check_range(
             "password_checks_in_flight",

@@ -10,13 +10,15 @@ mod bucket_table;
 mod floor;
 mod ip_rate_table;
 mod password_budget;
+mod password_queue;
 mod rate_limit;
 mod unreachable_memory;
 
 pub use ban::{BanCheck, BanLadder};
 pub use bucket_table::TokenBucket;
-pub use floor::{FloorDecision, FloorTable};
+pub use floor::{FloorConfig, FloorDecision, FloorTable};
 pub use ip_rate_table::{source_key, IpRateTable};
 pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
+pub use password_queue::{FairQueue, TicketState};
 pub use rate_limit::{RateDecision, RateLimiter};
 pub use unreachable_memory::UnreachableMemory;

@@ -24,16 +24,22 @@
 //! evicted network comes back with a full bucket, which gives back at most
 //! one burst.
 //!
-//! What remains: prefixes together can still spend the global budget (with
-//! the defaults, five /24s guessing at their full rate use all 10 checks/s),
-//! which delays first logins everywhere with `server_busy` until the
-//! guessers' own budgets and the ban ladder slow them; users with a
-//! verified password, and the ladder itself, are unaffected.
+//! Prefixes together can still ask for more than the global budget (with
+//! the defaults, five /24s guessing at their full rate ask for all 10
+//! checks/s). A check the global budget (or the checks in flight) cannot
+//! take at once therefore waits in a line with one queue per prefix served
+//! round-robin ([`FairQueue`]), instead of going to whoever sends fastest:
+//! a first login from a prefix that is not flooding waits about one round
+//! of the prefixes in line (`P / password_checks_per_s` seconds for `P`
+//! waiting prefixes), and is refused (`server_busy`) only when its own
+//! prefix's queue is full. Users with a verified password, and the ladder
+//! itself, are unaffected.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::time::Instant;
 
 use super::bucket_table::{BucketTable, TokenBucket};
+use super::password_queue::{FairQueue, TicketState};
 
 /// A source network: the /24 of an IPv4 address, the /64 of an IPv6 one
 /// (an IPv4-mapped IPv6 address counts as IPv4).
@@ -72,6 +78,10 @@ pub struct PasswordBudgetConfig {
     pub prefix_user_burst: u32,
     /// Entries in each of the two per-prefix tables.
     pub table_max: usize,
+    /// Checks one prefix may have waiting for the global budget.
+    pub queue_per_prefix: usize,
+    /// Checks waiting for the global budget over all prefixes.
+    pub queue_max: usize,
 }
 
 /// Outcome of [`PasswordBudget::take`].
@@ -79,11 +89,14 @@ pub struct PasswordBudgetConfig {
 pub enum BudgetDecision {
     /// A token was taken at every level: run the check.
     Allow,
+    /// The prefix budgets were taken and the check waits in line for the
+    /// global budget under this ticket ([`PasswordBudget::claim`]).
+    Queued(u64),
     /// The source prefix spent its budget for this user.
     PrefixUserSpent,
     /// The source prefix spent its budget.
     PrefixSpent,
-    /// The global budget is spent.
+    /// The global budget is spent and the prefix has no room in line.
     GlobalSpent,
 }
 
@@ -93,6 +106,7 @@ pub struct PasswordBudget {
     global: TokenBucket,
     per_prefix: BucketTable<SourcePrefix>,
     per_prefix_user: BucketTable<(SourcePrefix, i64)>,
+    line: FairQueue<SourcePrefix>,
 }
 
 impl PasswordBudget {
@@ -106,13 +120,24 @@ impl PasswordBudget {
                 cfg.prefix_user_burst,
                 cfg.table_max,
             ),
+            line: FairQueue::new(cfg.queue_per_prefix, cfg.queue_max),
         }
     }
 
-    /// Takes one verification for user `user_id` from source `ip` at `now`
-    /// if every level has a token; otherwise takes nothing and says which
-    /// level refused (the narrowest first).
-    pub fn take(&mut self, ip: IpAddr, user_id: i64, now: Instant) -> BudgetDecision {
+    /// Takes one verification for user `user_id` from source `ip` at `now`,
+    /// with `free_slots` more checks allowed to run: at once if both
+    /// per-prefix levels and the global budget have a token, nobody is in
+    /// line and a slot is free; else in line if both per-prefix levels have
+    /// a token and the prefix has room. Otherwise takes nothing and says
+    /// which level refused (the narrowest first).
+    pub fn take(
+        &mut self,
+        ip: IpAddr,
+        user_id: i64,
+        now: Instant,
+        free_slots: usize,
+    ) -> BudgetDecision {
+        self.schedule(now, free_slots);
         let prefix = SourcePrefix::of(ip);
         if !self.per_prefix_user.has_token(&(prefix, user_id), now) {
             return BudgetDecision::PrefixUserSpent;
@@ -120,12 +145,50 @@ impl PasswordBudget {
         if !self.per_prefix.has_token(&prefix, now) {
             return BudgetDecision::PrefixSpent;
         }
-        if !self.global.take(now) {
-            return BudgetDecision::GlobalSpent;
-        }
+        let free = free_slots.saturating_sub(self.line.granted());
+        let decision = if self.line.waiting() == 0 && free > 0 && self.global.take(now) {
+            BudgetDecision::Allow
+        } else {
+            match self.line.enqueue(prefix) {
+                Some(ticket) => BudgetDecision::Queued(ticket),
+                None => return BudgetDecision::GlobalSpent,
+            }
+        };
         self.per_prefix.take(prefix, now);
         self.per_prefix_user.take((prefix, user_id), now);
-        BudgetDecision::Allow
+        decision
+    }
+
+    /// Grants tickets in line, round-robin over prefixes, while the global
+    /// budget has a token at `now` and fewer than `free_slots` granted
+    /// tickets are unclaimed.
+    pub fn schedule(&mut self, now: Instant, free_slots: usize) {
+        let mut free = free_slots.saturating_sub(self.line.granted());
+        while free > 0 && self.line.waiting() > 0 && self.global.take(now) {
+            self.line.grant_next();
+            free -= 1;
+        }
+    }
+
+    /// Where `ticket` stands; a granted ticket is handed over once
+    /// ([`FairQueue::claim`]).
+    pub fn claim(&mut self, ticket: u64) -> TicketState {
+        self.line.claim(ticket)
+    }
+
+    /// Gives up `ticket` (its login was abandoned).
+    pub fn cancel(&mut self, ticket: u64) {
+        self.line.cancel(ticket);
+    }
+
+    /// Checks in line for the global budget.
+    pub fn waiting(&self) -> usize {
+        self.line.waiting()
+    }
+
+    /// Tickets evicted from a full line so far.
+    pub fn line_evictions(&self) -> u64 {
+        self.line.evictions()
     }
 
     /// Forgets per-prefix buckets idle long enough to be full again.
@@ -158,7 +221,11 @@ mod tests {
         prefix_user_per_min: 6,
         prefix_user_burst: 5,
         table_max: 65_536,
+        queue_per_prefix: 8,
+        queue_max: 4096,
     };
+
+    const FREE: usize = usize::MAX;
 
     fn ip(s: &str) -> IpAddr {
         s.parse().unwrap()
@@ -196,19 +263,28 @@ mod tests {
             let now = t0 + Duration::from_millis(ms);
             let k = ms % 100;
             let src = IpAddr::from([198, 51, 100, k as u8 + 1]);
-            allowed += usize::from(b.take(src, (k % 4) as i64, now) == BudgetDecision::Allow);
+            allowed += usize::from(b.take(src, (k % 4) as i64, now, FREE) == BudgetDecision::Allow);
         }
         // 4 users × (5 banked + 1 per 10 s over 5 s, at most).
         assert!(allowed <= 4 * 6, "{allowed}");
         let now = t0 + Duration::from_secs(5);
-        assert_eq!(b.take(ip("198.51.100.200"), 9, now), BudgetDecision::Allow);
-        assert_eq!(b.take(ip("203.0.113.5"), 9, now), BudgetDecision::Allow);
+        assert_eq!(
+            b.take(ip("198.51.100.200"), 9, now, FREE),
+            BudgetDecision::Allow
+        );
+        assert_eq!(
+            b.take(ip("203.0.113.5"), 9, now, FREE),
+            BudgetDecision::Allow
+        );
         // The guessed user from that prefix waits; from elsewhere it does not.
         assert_eq!(
-            b.take(ip("198.51.100.201"), 0, now),
+            b.take(ip("198.51.100.201"), 0, now, FREE),
             BudgetDecision::PrefixUserSpent
         );
-        assert_eq!(b.take(ip("203.0.113.5"), 0, now), BudgetDecision::Allow);
+        assert_eq!(
+            b.take(ip("203.0.113.5"), 0, now, FREE),
+            BudgetDecision::Allow
+        );
     }
 
     #[test]
@@ -218,7 +294,7 @@ mod tests {
         let decisions: Vec<_> = (0..40)
             .map(|u| {
                 let now = t0 + Duration::from_millis(u as u64 * 100);
-                b.take(ip("198.51.100.1"), u, now)
+                b.take(ip("198.51.100.1"), u, now, FREE)
             })
             .collect();
         // 20 banked, plus 2/s refill over 4 s.
@@ -231,7 +307,10 @@ mod tests {
         // Other prefixes are not affected, and the global bucket only
         // lost what was allowed.
         let now = t0 + Duration::from_secs(4);
-        assert_eq!(b.take(ip("203.0.113.5"), 1, now), BudgetDecision::Allow);
+        assert_eq!(
+            b.take(ip("203.0.113.5"), 1, now, FREE),
+            BudgetDecision::Allow
+        );
     }
 
     #[test]
@@ -239,10 +318,61 @@ mod tests {
         let t0 = Instant::now();
         let mut b = PasswordBudget::new(&CFG, t0);
         let allowed = (0..50u8)
-            .filter(|i| b.take(IpAddr::from([10, *i, 0, 1]), 1, t0) == BudgetDecision::Allow)
+            .filter(|i| b.take(IpAddr::from([10, *i, 0, 1]), 1, t0, FREE) == BudgetDecision::Allow)
             .count();
         assert_eq!(allowed, 10);
-        assert_eq!(b.take(ip("10.200.0.1"), 1, t0), BudgetDecision::GlobalSpent);
+        assert_eq!(b.waiting(), 40);
+        assert_eq!(
+            b.take(ip("10.200.0.1"), 1, t0, FREE),
+            BudgetDecision::Queued(40)
+        );
+        // A second later the line gets the next 10 checks, one per prefix
+        // in the order they came.
+        b.schedule(t0 + Duration::from_secs(1), FREE);
+        assert_eq!(b.waiting(), 31);
+        assert_eq!(
+            (b.claim(0), b.claim(9), b.claim(10)),
+            (
+                TicketState::Granted,
+                TicketState::Granted,
+                TicketState::Waiting
+            )
+        );
+    }
+
+    /// The attack of issue 14 at 450 wrong passwords/s: ten /24s each keep
+    /// their queue full; a first login from an eleventh /24 every 3 s is
+    /// granted within about one round (ten grants at 10/s).
+    #[test]
+    fn a_first_login_from_a_quiet_prefix_waits_one_round_of_the_flooders() {
+        let t0 = Instant::now();
+        let mut b = PasswordBudget::new(&CFG, t0);
+        let mut waits = Vec::new();
+        let mut honest: Option<(u64, u64)> = None;
+        for ms in 0..45_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            for p in 0..10u8 {
+                let src = IpAddr::from([10, p, 0, (ms % 60) as u8 + 1]);
+                b.take(src, (ms % 20) as i64, now, FREE);
+            }
+            if ms % 3_000 == 0 && honest.is_none() {
+                let src = IpAddr::from([192, 0, 2, 1]);
+                match b.take(src, 100 + (ms / 3_000) as i64, now, FREE) {
+                    BudgetDecision::Allow => waits.push(0),
+                    BudgetDecision::Queued(t) => honest = Some((t, ms)),
+                    other => panic!("{other:?}"),
+                }
+            }
+            b.schedule(now, FREE);
+            if let Some((t, since)) = honest {
+                if b.claim(t) == TicketState::Granted {
+                    waits.push(ms - since);
+                    honest = None;
+                }
+            }
+        }
+        assert_eq!(waits.len(), 15, "{waits:?}");
+        assert!(waits.iter().all(|w| *w <= 1_100), "{waits:?}");
     }
 
     /// 100,000 requests from rotating ports of 5 addresses (one /24) for one
@@ -255,13 +385,13 @@ mod tests {
             .filter(|i| {
                 let at = t0 + Duration::from_micros(u64::from(*i) * 10);
                 let src = IpAddr::from([10, 0, 0, (i % 5) as u8 + 1]);
-                b.take(src, 1, at) == BudgetDecision::Allow
+                b.take(src, 1, at, FREE) == BudgetDecision::Allow
             })
             .count();
         assert_eq!(allowed, 5);
         assert_eq!(b.tracked(), (1, 1));
         let now = t0 + Duration::from_secs(1);
-        assert_eq!(b.take(ip("192.0.2.7"), 1, now), BudgetDecision::Allow);
+        assert_eq!(b.take(ip("192.0.2.7"), 1, now, FREE), BudgetDecision::Allow);
     }
 
     /// 65,536 prefixes fill each table; a fresh one is admitted by evicting
@@ -278,10 +408,10 @@ mod tests {
         for i in 0..65_536u32 {
             now = t0 + Duration::from_micros(u64::from(i) * 100);
             let src = IpAddr::from((0x0a00_0000 | (i << 8)).to_be_bytes());
-            assert_eq!(b.take(src, 1, now), BudgetDecision::Allow, "{i}");
+            assert_eq!(b.take(src, 1, now, FREE), BudgetDecision::Allow, "{i}");
         }
         assert_eq!((b.tracked(), b.evictions()), ((65_536, 65_536), 0));
-        assert_eq!(b.take(ip("192.0.2.7"), 1, now), BudgetDecision::Allow);
+        assert_eq!(b.take(ip("192.0.2.7"), 1, now, FREE), BudgetDecision::Allow);
         assert_eq!((b.tracked(), b.evictions()), ((65_536, 65_536), 2));
     }
 }

@@ -150,26 +150,64 @@ fn an_honest_device_relogging_from_a_new_port_is_not_locked_out() {
     assert_eq!(try_login(&mut s, "203.0.113.9:1000", "alice", 9), None);
 }
 
+/// Four accounts fill a /24 (8 endpoints each, kept alive); a newcomer of
+/// a fifth account from that /24 is admitted by evicting the least recently
+/// heard endpoint of the largest holders, which stops receiving at once
+/// and, when it comes back, displaces another of the largest holders, not
+/// the newcomer. An account at the largest share asking for more is
+/// refused.
 #[test]
-fn the_network_cap_spans_accounts() {
+fn the_network_cap_spans_accounts_and_evicts_from_the_largest_holder() {
     let mut s = Sim::new();
     let mut n = 0;
-    'fill: for name in ["alice", "bob", "carol", "dave", "erin"] {
+    for name in ["alice", "bob", "carol", "dave"] {
         for ssid in 1..=8 {
-            if n == 32 {
-                break 'fill;
-            }
             n += 1;
             s.login(&format!("192.0.2.{n}:1000"), name, ssid);
         }
     }
+    s.advance(2_500);
+    // Every endpoint heard again (and so receiving), alice-1 first.
+    let mut n = 0;
+    for name in ["alice", "bob", "carol", "dave"] {
+        for ssid in 1..=8 {
+            n += 1;
+            assert_eq!(
+                try_login(&mut s, &format!("192.0.2.{n}:1000"), name, ssid),
+                None
+            );
+        }
+        s.advance(10);
+    }
+    assert!(voice_targets(&mut s, "192.0.2.9:1000", "bob", 1).contains(&addr("192.0.2.1:1000")));
+    assert_eq!(try_login(&mut s, "192.0.2.200:1000", "erin", 8), None);
+    assert_eq!(s.r.stats().prefix_endpoint_evictions, 1);
+    assert_eq!(s.r.stats().prefix_endpoint_limit_rejects, 0);
+    // Evicted: offline as far as fan-out goes, counted until its session ends.
+    assert_eq!(s.r.session_addr((1, 1)), None);
+    assert_eq!(s.r.online(), 33);
+    s.advance(1_000);
+    assert!(!voice_targets(&mut s, "192.0.2.9:1000", "bob", 1).contains(&addr("192.0.2.1:1000")));
+    // alice-1's next heartbeat ends its session and logs it in anew: alice
+    // holds 7 < 8, so it displaces bob-1 (the least recently heard of
+    // bob, carol and dave), never erin.
+    assert_eq!(try_login(&mut s, "192.0.2.1:1000", "alice", 1), None);
+    assert_eq!(s.r.stats().evicted_sessions_ended, 1);
+    assert_eq!(s.r.stats().prefix_endpoint_evictions, 2);
+    assert_eq!(s.r.session_addr((1, 1)), Some(addr("192.0.2.1:1000")));
+    assert_eq!(s.r.session_addr((2, 1)), None);
+    assert_eq!(try_login(&mut s, "192.0.2.200:1000", "erin", 8), None);
+    assert_eq!(s.r.stats().evicted_sessions_ended, 1, "erin kept her place");
+    // carol holds 8, as many as anyone: her ninth endpoint is refused (by
+    // the account cap first, as before; the prefix rule is in
+    // `endpoint_caps.rs`).
     assert_eq!(
-        try_login(&mut s, "192.0.2.200:1000", "erin", 8),
-        Some((3, "too_many_devices_from_network".into()))
+        try_login(&mut s, "192.0.2.201:1000", "carol", 9),
+        Some((3, "too_many_devices".into()))
     );
-    assert_eq!(s.r.stats().prefix_endpoint_limit_rejects, 1);
     // Another /24 is not affected.
-    assert_eq!(try_login(&mut s, "192.0.3.1:1000", "erin", 8), None);
+    assert_eq!(try_login(&mut s, "192.0.3.1:1000", "erin", 7), None);
+    assert_eq!(s.r.stats().prefix_endpoint_evictions, 2);
 }
 
 #[test]

@@ -53,14 +53,23 @@ fn a_wrong_password_flood_from_one_prefix_leaves_other_first_logins_alone() {
     s.login("127.0.0.1:1", "erin", 1);
     let mut replies = HashMap::<String, usize>::new();
     for ms in 0..5_000u64 {
-        s.now = crate::test_clock::origin() + Duration::from_millis(ms);
+        s.advance(1);
         let k = ms % 100;
         let src = format!("127.0.6.{}:{}", k + 1, 1000 + ms);
         let name = ["alice", "bob", "carol", "erin"][(k % 4) as usize];
         let guess = format!("Guess{:03}", ms % 1000);
-        *replies
-            .entry(s.reject(&src, name, &guess, 7).1)
-            .or_default() += 1;
+        // Checks that wait in line for the global budget are answered
+        // when their turn comes, to their own source.
+        s.r.handle_datagram(s.now, addr(&src), &hb(name, &guess, 7, None));
+        run_password_checks(&mut s.r, s.now);
+        while let Some(t) = s.r.poll_transmit() {
+            *replies.entry(reject_of(&t.payload).1).or_default() += 1;
+        }
+    }
+    s.advance(1_000);
+    run_password_checks(&mut s.r, s.now);
+    while let Some(t) = s.r.poll_transmit() {
+        *replies.entry(reject_of(&t.payload).1).or_default() += 1;
     }
     // Four users × (5 banked + one per 10 s): at most 24 Argon2 checks.
     assert!(replies["invalid_password"] <= 24, "{replies:?}");
@@ -75,4 +84,57 @@ fn a_wrong_password_flood_from_one_prefix_leaves_other_first_logins_alone() {
     s.login("192.0.2.1:1", "gina", 1);
     s.login("127.0.6.201:1", "erin", 2);
     assert_eq!(s.r.stats().password_check_prefix_drops, prefix_drops);
+}
+
+/// The distributed flood of issue 14 (`d_argon2_drain.py`): ten /24s send
+/// wrong passwords for every user's device 1, together twice what the
+/// global budget takes (each /24 at its own 2 checks/s), one datagram per
+/// /24 every 2 ms. First logins of three of those devices from an eleventh
+/// /24, retried every second like the app, each succeed within about one
+/// round of the flooders (≈ 1 s), none is refused.
+#[test]
+fn a_distributed_flood_leaves_first_logins_elsewhere_one_round_away() {
+    let mut s = Sim::new();
+    let t0 = s.now;
+    let honest = [("erin", 3_000u64), ("frank", 5_000), ("gina", 7_000)];
+    let mut waited = Vec::new();
+    let mut busy = 0;
+    for ms in 1..=10_000u64 {
+        s.advance(1);
+        if ms % 2 == 0 {
+            for p in 0..10u64 {
+                let src = format!("127.0.{}.{}:{}", 100 + p, 1 + ms % 60, 1000 + ms % 5000);
+                let name = ["alice", "bob", "carol", "dave", "erin", "frank", "gina"]
+                    [(ms / 2 % 7) as usize];
+                let guess = format!("Guess{:03}", ms % 1000);
+                s.r.handle_datagram(s.now, addr(&src), &hb(name, &guess, 1, None));
+            }
+        }
+        for (k, (name, start)) in honest.iter().enumerate() {
+            if ms >= *start && waited.len() == k && (ms - start) % 1_000 == 0 {
+                let src = format!("127.0.200.{}:1", k + 1);
+                s.r.handle_datagram(s.now, addr(&src), &hb(name, "Secret12", 1, None));
+            }
+        }
+        run_password_checks(&mut s.r, s.now);
+        while let Some(t) = s.r.poll_transmit() {
+            let Some(k) = (1..=3).find(|k| t.dst == addr(&format!("127.0.200.{k}:1"))) else {
+                continue;
+            };
+            let p = decode(&t.payload).unwrap();
+            if p.header.packet_type != PacketType::Heartbeat {
+                continue;
+            }
+            if p.header.callsign_str().is_some_and(|c| !c.is_empty()) {
+                let since = t0 + Duration::from_millis(honest[k - 1].1);
+                waited.push(s.now.duration_since(since).as_millis());
+            } else {
+                busy += 1;
+            }
+        }
+    }
+    assert_eq!(busy, 0);
+    assert_eq!(waited.len(), 3, "{waited:?}");
+    assert!(waited.iter().all(|w| *w <= 1_200), "{waited:?}");
+    assert!(s.r.stats().password_checks_queued > 0);
 }

@@ -13,6 +13,7 @@ use crate::model::{
 
 mod auth;
 mod endpoints;
+mod floor;
 mod lockout;
 mod text_rate;
 

@@ -23,9 +23,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::core::{
-    CrossShard, DomainCache, EndpointLimit, LoginGuard, Member, Membership, SnapshotSource,
+    CrossShard, DomainCache, EndpointClaim, EndpointLimit, LoginGuard, Member, Membership,
+    SnapshotSource,
 };
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
+use crate::policy::FloorDecision;
 
 /// Domain stripes. Enough that distinct busy domains rarely share one;
 /// each is a few words when empty.
@@ -111,11 +113,28 @@ impl CrossShard for Arc<SharedTables> {
 
     fn claim_endpoint(
         &mut self,
+        dir: &Directory,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
-    ) -> Result<(), EndpointLimit> {
-        lock(&self.membership).claim(key, addr, policy)
+        now: Instant,
+    ) -> Result<EndpointClaim, EndpointLimit> {
+        let claimed = lock(&self.membership).claim(key, addr, policy, now)?;
+        let Some((victim, group)) = claimed else {
+            return Ok(EndpointClaim::default());
+        };
+        Ok(EndpointClaim {
+            evicted: Some(victim),
+            invalidations: self.invalidate_groups(dir, &Vec::from_iter(group)),
+        })
+    }
+
+    fn renew_endpoint(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
+        lock(&self.membership).renew(key, addr, now)
+    }
+
+    fn holds_endpoint(&self, key: DeviceKey, addr: SocketAddr) -> bool {
+        lock(&self.membership).holds(key, addr)
     }
 
     fn invalidate_all(&mut self) -> u64 {
@@ -128,12 +147,12 @@ impl CrossShard for Arc<SharedTables> {
         domain_id: i64,
         talker: DeviceKey,
         now: Instant,
-    ) -> Option<(Arc<Snapshot>, SnapshotSource)> {
+    ) -> Result<(Arc<Snapshot>, SnapshotSource), FloorDecision> {
         let mut stripe = self.stripe(domain_id);
-        if !stripe.claim_floor(domain_id, talker, now) {
-            return None;
+        match stripe.claim_floor(domain_id, talker, now) {
+            FloorDecision::Granted => Ok(self.snapshot(&mut stripe, dir, domain_id)),
+            refused => Err(refused),
         }
-        Some(self.snapshot(&mut stripe, dir, domain_id))
     }
 
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {
