@@ -87,3 +87,42 @@ fn group_table_is_bounded() {
     assert_eq!((s.groups_evicted, s.groups_expired), (76, 0));
     assert_eq!(s.data_shards_received, groups as u64);
 }
+
+/// A native shard header: data `kind | index | seq u32 LE`, parity adds
+/// `data_count | parity_count`; then a 2-byte size prefix and the payload.
+fn native_shard(parity: Option<(u8, u8)>, index: u8, seq: u32, payload: &[u8]) -> Vec<u8> {
+    let mut d = vec![if parity.is_some() { 0x11 } else { 0x10 }, index];
+    d.extend_from_slice(&seq.to_le_bytes());
+    if let Some((data, parity)) = parity {
+        d.extend_from_slice(&[data, parity]);
+    }
+    d.extend_from_slice(&(payload.len() as u16 + 2).to_le_bytes());
+    d.extend_from_slice(payload);
+    d
+}
+
+/// Native mode announces the FEC shape in its handshake (spec `kcp.md` §4):
+/// shards of a larger shape than the negotiated 4+2 are refused and counted
+/// before they reach a group; shards of the negotiated shape are accepted.
+#[test]
+fn shapes_beyond_the_negotiated_scheme_are_refused() {
+    let mut dec = FecDecoder::new(&fixed(4, 2), Framing::Native).unwrap();
+    let t0 = Instant::now();
+    let refused = [
+        native_shard(Some((8, 4)), 9, 9, b"parity"), // more data shards
+        native_shard(Some((4, 3)), 6, 6, b"parity"), // more parity shards
+        native_shard(None, 5, 5, b"data"),           // a data index beyond 4
+    ];
+    for d in &refused {
+        let e = dec.input(t0, d).unwrap_err();
+        assert!(e.to_string().contains("was not negotiated"), "{e}");
+    }
+    assert_eq!(dec.stats().shapes_refused, 3);
+    // The negotiated shape still goes through: a 4+2 group's data shard and
+    // its parity are accepted, nothing more is refused.
+    dec.input(t0, &native_shard(None, 0, 100, b"data")).unwrap();
+    dec.input(t0, &native_shard(Some((4, 2)), 4, 104, b"parity"))
+        .unwrap();
+    let s = dec.stats();
+    assert_eq!((s.shapes_refused, s.malformed), (3, 3));
+}
