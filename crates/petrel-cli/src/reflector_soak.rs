@@ -134,9 +134,9 @@ fn soak_line(r: &SoakResult) -> String {
     let l = &r.loss;
     let c = &r.churn;
     format!(
-        "SOAK frames_sent={} expected={} received={} missing={} loss_pct={:.4} frames_expired={} frames_dropped={} ban_send={} ban_recv={} offline={} not_yet_receiving={} churn_window={} reflector_send_errors={} receive_buffer_drops={} unattributed={} received_in_churn={} misdelivered={} duplicates={} late={} logouts={} logins={} login_failures={} group_switches={} recv_bans={} send_bans={} unbans={} reconnects={} admin_errors={} reloads_skipped={} rss_start_mb={:.1} rss_end_mb={:.1} rss_growth_pct={:.2} fds_start={} fds_end={} latency_p99_ms={:.3} ok={}",
+        "SOAK frames_sent={} expected={} received={} missing={} loss_pct={:.4} frames_expired={} frames_dropped={} floor_talk_limit={} ban_send={} ban_recv={} offline={} not_yet_receiving={} churn_window={} reflector_send_errors={} receive_buffer_drops={} unattributed={} received_in_churn={} misdelivered={} duplicates={} late={} logouts={} logins={} login_failures={} group_switches={} recv_bans={} send_bans={} unbans={} reconnects={} admin_errors={} reloads_skipped={} rss_start_mb={:.1} rss_end_mb={:.1} rss_growth_pct={:.2} fds_start={} fds_end={} latency_p99_ms={:.3} ok={}",
         r.frames_sent, r.expected, r.received, r.missing, r.loss_pct,
-        l.frames_expired, l.frames_dropped, l.ban_send, l.ban_recv, l.offline, l.not_yet_receiving,
+        l.frames_expired, l.frames_dropped, l.floor_talk_limit, l.ban_send, l.ban_recv, l.offline, l.not_yet_receiving,
         l.churn_window, l.reflector_send_errors, l.receive_buffer_drops, l.unattributed,
         r.received_in_churn, r.misdelivered, r.duplicates, r.late,
         c.logouts, c.logins, c.login_failures, c.group_switches, c.recv_bans, c.send_bans, c.unbans,

@@ -46,6 +46,12 @@ pub struct SoakLoss {
     pub frames_expired: u64,
     /// Likewise for the reflector's `frames_dropped` (evicted from a full queue).
     pub frames_dropped: u64,
+    /// Likewise for the speaker's frames the reflector refused at the
+    /// maximum talk time (`floor_talk_limit_cuts`) and during the hold-off
+    /// after it (`floor_holdoff_drops`): a speaker that talks longer than
+    /// `floor_max_talk_s` loses the floor for `floor_holdoff_ms`.
+    #[serde(default)]
+    pub floor_talk_limit: u64,
     /// The speaker was send-banned (admin comm-control) when it talked.
     pub ban_send: u64,
     /// The receiver was receive-banned (admin comm-control).
@@ -73,6 +79,7 @@ impl SoakLoss {
     pub fn total(&self) -> u64 {
         self.frames_expired
             + self.frames_dropped
+            + self.floor_talk_limit
             + self.ban_send
             + self.ban_recv
             + self.offline

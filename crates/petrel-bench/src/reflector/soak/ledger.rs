@@ -143,6 +143,8 @@ impl Ledger {
 pub(super) struct DropCounters {
     pub frames_expired: u64,
     pub frames_dropped: u64,
+    /// Voice frames refused at the maximum talk time or in its hold-off.
+    pub floor_limit_drops: u64,
     pub write_errors: u64,
     pub rcvbuf_errors: u64,
 }
@@ -231,17 +233,23 @@ impl Tally {
 
     /// Every missing datagram by cause: the planned ones, then frames lost
     /// whole matched one for one with the reflector's expired, then dropped
-    /// frames, then with the host's receive-buffer drops; single missing
+    /// frames, then its talk-limit refusals, then with the host's
+    /// receive-buffer drops; single missing
     /// datagrams with the reflector's failed sends, then with what is left of
     /// the receive-buffer drops. What no counter covers is `unattributed`.
     pub(super) fn settle(&self, c: DropCounters) -> SoakLoss {
         let mut loss = self.planned;
-        let (mut expired, mut dropped, mut rcvbuf) =
-            (c.frames_expired, c.frames_dropped, c.rcvbuf_errors);
+        let (mut expired, mut dropped, mut floor, mut rcvbuf) = (
+            c.frames_expired,
+            c.frames_dropped,
+            c.floor_limit_drops,
+            c.rcvbuf_errors,
+        );
         for &n in &self.whole_lost {
             let slot = [
                 (&mut expired, &mut loss.frames_expired),
                 (&mut dropped, &mut loss.frames_dropped),
+                (&mut floor, &mut loss.floor_talk_limit),
                 (&mut rcvbuf, &mut loss.receive_buffer_drops),
             ]
             .into_iter()
@@ -396,6 +404,7 @@ mod tests {
         let c = DropCounters {
             frames_expired: 1,
             frames_dropped: 0,
+            floor_limit_drops: 0,
             write_errors: 1,
             rcvbuf_errors: 2,
         };
@@ -410,6 +419,17 @@ mod tests {
         let (short, worst) = t.receivers();
         assert_eq!(short, 9);
         assert!((worst - 25.0).abs() < 1e-9, "{worst}");
+        // A speaker cut at the maximum talk time: its refused frames are
+        // matched with the reflector's talk-limit refusals.
+        let cut = t.settle(DropCounters {
+            floor_limit_drops: 2,
+            write_errors: 1,
+            rcvbuf_errors: 1,
+            ..DropCounters::default()
+        });
+        assert_eq!(cut.floor_talk_limit, 18);
+        assert_eq!(cut.unattributed, 0);
+        assert_eq!(cut.total(), 20);
     }
 
     #[test]

@@ -40,6 +40,7 @@ const HEARTBEAT_PERIOD: Duration = Duration::from_secs(2);
 struct Counters {
     frames_expired: u64,
     frames_dropped: u64,
+    floor_limit_drops: u64,
     write_errors: u64,
     send_ban_drops: u64,
     reloads_skipped: u64,
@@ -53,6 +54,8 @@ impl Counters {
         Ok(Self {
             frames_expired: n("fanout", "frames_expired"),
             frames_dropped: n("fanout", "frames_dropped"),
+            floor_limit_drops: n("session", "floor_talk_limit_cuts")
+                + n("session", "floor_holdoff_drops"),
             write_errors: n("fanout", "write_errors"),
             send_ban_drops: n("session", "send_ban_drops"),
             reloads_skipped: v["reloads_skipped"].as_u64().unwrap_or(0),
@@ -64,6 +67,9 @@ impl Counters {
         Self {
             frames_expired: self.frames_expired.saturating_sub(start.frames_expired),
             frames_dropped: self.frames_dropped.saturating_sub(start.frames_dropped),
+            floor_limit_drops: self
+                .floor_limit_drops
+                .saturating_sub(start.floor_limit_drops),
             write_errors: self.write_errors.saturating_sub(start.write_errors),
             send_ban_drops: self.send_ban_drops.saturating_sub(start.send_ban_drops),
             reloads_skipped: self.reloads_skipped.saturating_sub(start.reloads_skipped),
@@ -380,6 +386,7 @@ fn result(
     let loss = tally.settle(DropCounters {
         frames_expired: delta.frames_expired,
         frames_dropped: delta.frames_dropped,
+        floor_limit_drops: delta.floor_limit_drops,
         write_errors: delta.write_errors,
         rcvbuf_errors: delta.rcvbuf_errors,
     });
