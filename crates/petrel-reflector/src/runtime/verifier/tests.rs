@@ -285,12 +285,12 @@ fn same_hash(good: &str, mutated: &str) -> bool {
     let (Ok(a), Ok(b)) = (PasswordHash::new(good), PasswordHash::new(mutated)) else {
         return false;
     };
-    let params = |h: &PasswordHash| {
+    let params = |h: &PasswordHash<'_>| {
         argon2::Params::try_from(h)
             .ok()
             .map(|p| (p.m_cost(), p.t_cost(), p.p_cost(), p.output_len()))
     };
-    let salt = |h: &PasswordHash| {
+    let salt = |h: &PasswordHash<'_>| {
         let mut buf = [0u8; 64];
         h.salt
             .and_then(|s| s.decode_b64(&mut buf).ok().map(<[u8]>::to_vec))
