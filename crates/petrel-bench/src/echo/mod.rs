@@ -30,6 +30,7 @@ mod run;
 pub mod tcp;
 pub mod udp;
 pub mod websocket;
+pub mod work;
 
 use std::future::Future;
 use std::io;
@@ -107,6 +108,9 @@ pub struct ServerStats {
     /// Receive or send failures, and malformed frames (each ends nothing but
     /// that message, except a TCP framing error, which closes the connection).
     pub errors: AtomicU64,
+    /// Work rounds per echo ([`work`]), set by the harness before the clients
+    /// start; every server applies it to a message before echoing it.
+    pub work: work::ServerWork,
 }
 
 impl ServerStats {
