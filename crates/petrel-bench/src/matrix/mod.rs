@@ -56,6 +56,7 @@ use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
 use crate::echo::{EchoConfig, DRAIN_LIMIT};
+use crate::record::rudp::IoModel;
 use crate::reflector::LoadConfig;
 pub use merge::merge_rounds;
 pub use options::{CaseKind, OptionSpec, OptionValue, ValueKind, ECHO_PROTOCOLS};
@@ -152,17 +153,23 @@ impl MatrixCase {
     }
 
     /// The name of an `echo` case as `bench echo` records it, e.g.
-    /// `quic-1024B-4x16` (see [`echo_case_name`]); for the other kinds the
+    /// `quic-1024B-4x16` (see [`crate::echo::case_name`]); for the other kinds the
     /// kind and the options as `key=value`, e.g.
     /// `rudp profile=random fec=fixed …` (the subcommand names its record).
     pub fn name(&self) -> String {
         match (&self.echo, self.kind) {
-            (Some(e), CaseKind::Echo) => echo_case_name(
+            (Some(e), CaseKind::Echo) => crate::echo::case_name(
                 self.text("protocol").unwrap_or_default(),
                 e,
-                self.text("io_model").unwrap_or("shared"),
-                self.whole("io_threads").unwrap_or(1),
-                self.whole("work").unwrap_or(0),
+                if self.text("io_model") == Some("sharded") {
+                    IoModel::Sharded
+                } else {
+                    IoModel::Shared
+                },
+                self.whole("io_threads")
+                    .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),
+                self.whole("work")
+                    .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
             ),
             _ => {
                 let mut name = self.kind.name().to_owned();
@@ -258,28 +265,6 @@ impl MatrixCase {
     fn reflector_stage_s(&self) -> f64 {
         self.real("duration_s").unwrap_or(5.0)
     }
-}
-
-/// The case name `bench echo` records: `<protocol>-<payload>B-<clients>x<window>`,
-/// then `-shared<N>` for a shared runtime of N > 1 workers, `-sharded<N>` for
-/// N single-thread runtimes, and `-work<N>` for N work rounds per echo, e.g.
-/// `udp-65507B-4x16-sharded2-work100`.
-pub fn echo_case_name(
-    protocol: &str,
-    e: &EchoConfig,
-    io_model: &str,
-    io_threads: i64,
-    work: i64,
-) -> String {
-    let mut name = format!("{protocol}-{}B-{}x{}", e.payload, e.clients, e.window);
-    match (io_model, io_threads) {
-        ("shared", 1) => {}
-        (model, n) => name.push_str(&format!("-{model}{n}")),
-    }
-    if work > 0 {
-        name.push_str(&format!("-work{work}"));
-    }
-    name
 }
 
 /// A validated matrix.
