@@ -6,12 +6,13 @@
 //! the merged record of each case to `<dir>/<case>.json`, and the report to
 //! `<dir>/report.html`.
 //!
-//! A round that writes no result: exit 0 means the subcommand skipped the case
-//! (an external peer that is not installed; its message is shown and the case
-//! is left out); exit 2 means the matrix gave it options it refuses (the run
-//! stops, quoting its error); anything else fails the case, and the run goes on
-//! with the next case and exits 1 at the end. A round running longer than its
-//! budget plus [`ROUND_SLACK`] is killed and fails its case the same way.
+//! A round that exits 0 with no result (or a result without rounds) is a case
+//! the subcommand skipped (an external peer that is not installed): its
+//! message is shown and the case is left out. A round that exits 2 with no
+//! result was given options it refuses: the run stops, quoting its error. Any
+//! other round without a result fails its case; the run goes on with the next
+//! case and exits 1 at the end. A round running longer than its budget plus
+//! [`ROUND_SLACK`] is killed and fails its case the same way.
 //!
 //! Progress on stderr counts rounds ([`crate::progress`]); the estimated wall
 //! time is printed before the first round.
@@ -77,7 +78,11 @@ pub fn dry_run(matrix: &Matrix) -> String {
     out.push('\n');
     for (i, case) in matrix.cases.iter().enumerate() {
         for seed in &case.seeds {
-            let _ = writeln!(out, "case[{i}] seed {seed}: petrel {} --json F", case.args(*seed).join(" "));
+            let _ = writeln!(
+                out,
+                "case[{i}] seed {seed}: petrel {} --json F",
+                case.args(*seed).join(" ")
+            );
         }
     }
     out
@@ -126,12 +131,7 @@ enum RoundFailure {
     Failed(anyhow::Error),
 }
 
-fn run_round(
-    exe: &Path,
-    case: &MatrixCase,
-    seed: u64,
-    json: &Path,
-) -> Result<Round, RoundFailure> {
+fn run_round(exe: &Path, case: &MatrixCase, seed: u64, json: &Path) -> Result<Round, RoundFailure> {
     let stderr_path = json.with_extension("stderr");
     let stderr = std::fs::File::create(&stderr_path)
         .with_context(|| format!("cannot create {}", stderr_path.display()))
@@ -149,11 +149,15 @@ fn run_round(
     let code = wait_bounded(&mut child, limit).map_err(RoundFailure::Failed)?;
     let tail = stderr_tail(&stderr_path);
     // Exit 1 with a result file is a run that was not ok: still a result.
+    // Exit 0 with a result of no rounds is a case the subcommand skipped.
     match std::fs::read_to_string(json) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Round::Result)
-            .with_context(|| format!("cannot parse {}", json.display()))
-            .map_err(RoundFailure::Failed),
+        Ok(text) => match serde_json::from_str::<ResultRecord>(&text) {
+            Ok(r) if r.rounds.is_empty() && code == Some(0) => Ok(Round::Skipped(tail)),
+            Ok(r) => Ok(Round::Result(r)),
+            Err(e) => Err(RoundFailure::Failed(
+                anyhow::Error::new(e).context(format!("cannot parse {}", json.display())),
+            )),
+        },
         Err(_) => match code {
             Some(0) => Ok(Round::Skipped(tail)),
             Some(EXIT_USAGE) => Err(RoundFailure::Usage(format!(

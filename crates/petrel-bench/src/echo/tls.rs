@@ -24,9 +24,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 
 use super::tcp::{encode_frame, read_frame};
-use super::{
-    peers, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers, TlsSession,
-};
+use super::{peers, EchoClient, EchoServer, EchoTransport, ServerStats, SocketBuffers, TlsSession};
 use crate::echo::config::MAX_PAYLOAD;
 
 /// The server name in the certificate and the one clients ask for.
@@ -113,7 +111,10 @@ pub(super) fn session_of(conn: &CommonState) -> TlsSession {
     let debug = |v: Option<String>| v.unwrap_or_else(|| "none".to_owned());
     TlsSession {
         version: debug(conn.protocol_version().map(|v| format!("{v:?}"))),
-        cipher_suite: debug(conn.negotiated_cipher_suite().map(|s| format!("{:?}", s.suite()))),
+        cipher_suite: debug(
+            conn.negotiated_cipher_suite()
+                .map(|s| format!("{:?}", s.suite())),
+        ),
         library: peers::RUSTLS.to_owned(),
         certificate: format!("self-signed for {SERVER_NAME} (rcgen, generated in-process)"),
     }
@@ -134,7 +135,10 @@ impl FirstSession {
 
     /// The kept session.
     pub(super) fn get(&self) -> Option<TlsSession> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 }
 

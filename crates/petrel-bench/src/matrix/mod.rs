@@ -472,11 +472,9 @@ fn resolve_echo(i: usize, case: &mut MatrixCase, d: &Defaults) -> Result<(), Mat
         case.whole(name)
             .map_or(default, |v| usize::try_from(v).unwrap_or(usize::MAX))
     };
-    let time = |name: &str, top: Option<Duration>, default: Duration| {
-        match case.real(name) {
-            Some(v) => seconds(at(name), v),
-            None => Ok(top.unwrap_or(default)),
-        }
+    let time = |name: &str, top: Option<Duration>, default: Duration| match case.real(name) {
+        Some(v) => seconds(at(name), v),
+        None => Ok(top.unwrap_or(default)),
     };
     let echo = EchoConfig {
         payload: size("payload", base.payload),
@@ -551,10 +549,7 @@ mod tests {
         assert_eq!(e.measured, Duration::from_secs(2));
         assert_eq!(e.warmup, Duration::from_millis(500));
         assert_eq!((e.rounds, c.whole("io_threads")), (1, Some(1)));
-        assert_eq!(
-            m.cases[1].echo().unwrap().measured,
-            Duration::from_secs(1)
-        );
+        assert_eq!(m.cases[1].echo().unwrap().measured, Duration::from_secs(1));
         assert_eq!(m.cases[1].name(), "udp-1024B-1x1");
         assert_eq!(m.cases[1].seeds, [42, 43, 44]);
     }
@@ -623,10 +618,7 @@ mod tests {
                 "[[case]]\nkind = \"rudp\"\nwindow = 5000\n",
                 "case[0].window",
             ),
-            (
-                "[[case]]\nkind = \"goodput\"\nloss = 101\n",
-                "case[0].loss",
-            ),
+            ("[[case]]\nkind = \"goodput\"\nloss = 101\n", "case[0].loss"),
             (
                 "[[case]]\nkind = \"reflector\"\nlevels = 1\n",
                 "case[0].levels",
@@ -679,7 +671,10 @@ mod tests {
         assert!(msg.contains("fec_shape"), "{msg}");
         // An option of another kind is unknown too.
         let msg = syntax("[[case]]\nkind = \"goodput\"\nwindow = 4\n");
-        assert!(msg.contains("`window`") && msg.contains("kind goodput"), "{msg}");
+        assert!(
+            msg.contains("`window`") && msg.contains("kind goodput"),
+            "{msg}"
+        );
         let msg = syntax("[[case]]\nkind = \"reflector\"\nlevel = 100\n");
         assert!(msg.contains("`level`"), "{msg}");
         // Flags the runner sets per round.
@@ -744,19 +739,60 @@ mod tests {
         assert_eq!(
             echo.args(43),
             [
-                "bench", "echo", "--protocol", "tls", "--payload", "1024", "--clients", "16",
-                "--window", "1", "--seconds", "3", "--warmup", "0.5", "--io-model", "sharded",
-                "--io-threads", "2", "--work", "100", "--rounds", "1"
+                "bench",
+                "echo",
+                "--protocol",
+                "tls",
+                "--payload",
+                "1024",
+                "--clients",
+                "16",
+                "--window",
+                "1",
+                "--seconds",
+                "3",
+                "--warmup",
+                "0.5",
+                "--io-model",
+                "sharded",
+                "--io-threads",
+                "2",
+                "--work",
+                "100",
+                "--rounds",
+                "1"
             ]
         );
         assert_eq!(rudp.seeds, [7]);
         assert_eq!(
             rudp.args(7),
             [
-                "bench", "rudp", "--peer", "kcptun", "--profile", "random", "--fec", "fixed",
-                "--fec-shape", "10+3", "--payload", "1024", "--clients", "4", "--window", "16",
-                "--seconds", "3", "--warmup", "0.5", "--io-threads", "1", "--rounds", "1",
-                "--seed", "7"
+                "bench",
+                "rudp",
+                "--peer",
+                "kcptun",
+                "--profile",
+                "random",
+                "--fec",
+                "fixed",
+                "--fec-shape",
+                "10+3",
+                "--payload",
+                "1024",
+                "--clients",
+                "4",
+                "--window",
+                "16",
+                "--seconds",
+                "3",
+                "--warmup",
+                "0.5",
+                "--io-threads",
+                "1",
+                "--rounds",
+                "1",
+                "--seed",
+                "7"
             ]
         );
         // The soak profile's own defaults: 4096 B, 120 s.
@@ -766,8 +802,20 @@ mod tests {
         assert_eq!(
             goodput.args(44),
             [
-                "bench", "goodput", "--transport", "aioquic", "--scenario", "bbr-loss", "--loss",
-                "1", "--size-mb", "10", "--repetitions", "1", "--seed", "44"
+                "bench",
+                "goodput",
+                "--transport",
+                "aioquic",
+                "--scenario",
+                "bbr-loss",
+                "--loss",
+                "1",
+                "--size-mb",
+                "10",
+                "--repetitions",
+                "1",
+                "--seed",
+                "44"
             ]
         );
         // 10 MB at the scenario's 100 Mbit/s is 0.8 s; the budget is at least 30 s.
@@ -779,7 +827,12 @@ mod tests {
         assert_eq!(
             reflector.args(42),
             [
-                "bench", "reflector", "--levels", "1000", "--interval-ms", "20",
+                "bench",
+                "reflector",
+                "--levels",
+                "1000",
+                "--interval-ms",
+                "20",
                 "--in-process"
             ]
         );
@@ -840,17 +893,28 @@ mod tests {
         keys.dedup();
         assert_eq!(keys.len(), 18);
         // 54 × 6 s + 36 × 6 s + 6 × 123 s.
-        assert_eq!(m.expected_wall_time(), Duration::from_secs(54 * 6 + 36 * 6 + 6 * 123));
+        assert_eq!(
+            m.expected_wall_time(),
+            Duration::from_secs(54 * 6 + 36 * 6 + 6 * 123)
+        );
     }
 
     #[test]
     fn the_other_shipped_matrices_parse() {
         let udp = shipped(include_str!("../../../../matrices/arknet-udp.toml"));
         assert_eq!((udp.cases.len(), udp.total_rounds()), (19, 57));
-        let protocols = |p: &str| udp.cases.iter().filter(|c| c.text("protocol") == Some(p)).count();
+        let protocols = |p: &str| {
+            udp.cases
+                .iter()
+                .filter(|c| c.text("protocol") == Some(p))
+                .count()
+        };
         assert_eq!((protocols("tls"), protocols("wss")), (2, 1));
         assert!(udp.cases.iter().any(|c| c.whole("work") == Some(100)));
-        assert!(udp.cases.iter().any(|c| c.text("io_model") == Some("sharded")));
+        assert!(udp
+            .cases
+            .iter()
+            .any(|c| c.text("io_model") == Some("sharded")));
         let big: Vec<usize> = udp
             .cases
             .iter()
@@ -862,8 +926,13 @@ mod tests {
         assert!(quic.cases.iter().all(|c| c.kind == CaseKind::Goodput));
         assert_eq!((quic.cases.len(), quic.total_rounds()), (10, 30));
         for t in ["quic", "quinn", "aioquic", "ngtcp2"] {
-            assert!(quic.cases.iter().any(|c| c.text("transport") == Some(t)
-                && c.real("bandwidth_mbps") == Some(200.0)), "{t}");
+            assert!(
+                quic.cases
+                    .iter()
+                    .any(|c| c.text("transport") == Some(t)
+                        && c.real("bandwidth_mbps") == Some(200.0)),
+                "{t}"
+            );
         }
 
         let fanout = shipped(include_str!("../../../../matrices/draarl-fanout.toml"));

@@ -290,7 +290,10 @@ const ECHO_OPTIONS: &[OptionSpec] = &[
 
 const RUDP_OPTIONS: &[OptionSpec] = &[
     opt("peer", ValueKind::Choice(&["petrel", "kcptun"])),
-    opt("profile", ValueKind::Choice(&["none", "random", "burst", "soak"])),
+    opt(
+        "profile",
+        ValueKind::Choice(&["none", "random", "burst", "soak"]),
+    ),
     opt("fec", ValueKind::Choice(&["none", "fixed", "adaptive"])),
     opt("fec_shape", ValueKind::Shape),
     opt("payload", PAYLOAD),
@@ -315,7 +318,10 @@ const GOODPUT_OPTIONS: &[OptionSpec] = &[
         "cc",
         ValueKind::Choice(&["reno", "cubic", "bbrv1", "bbrv2", "bbrv3"]),
     ),
-    opt("scenario", ValueKind::Choice(&["bbr-bufferbloat", "bbr-loss"])),
+    opt(
+        "scenario",
+        ValueKind::Choice(&["bbr-bufferbloat", "bbr-loss"]),
+    ),
     opt("profile", ValueKind::Choice(&["none", "p2p"])),
     opt("bandwidth_mbps", real(1.0, 10_000.0)),
     opt("delay_ms", real(0.0, 1000.0)),
@@ -360,12 +366,18 @@ mod tests {
         );
         assert!(check(SECONDS, "-1.0").is_err());
         assert!(check(SECONDS, "nan").is_err());
-        assert!(check(whole(1, 4), "5").unwrap_err().allowed.contains("1..=4"));
+        assert!(check(whole(1, 4), "5")
+            .unwrap_err()
+            .allowed
+            .contains("1..=4"));
         assert!(check(whole(1, 4), "2.0").is_err());
         let choice = check(IO_MODEL, "\"pooled\"").unwrap_err();
         assert_eq!(choice.allowed, "one of shared, sharded");
         let flag = opt("in_process", ValueKind::Flag);
-        assert_eq!(check(flag.value, "true").unwrap().args(&flag), ["--in-process"]);
+        assert_eq!(
+            check(flag.value, "true").unwrap().args(&flag),
+            ["--in-process"]
+        );
         assert!(check(flag.value, "false").unwrap().args(&flag).is_empty());
     }
 
