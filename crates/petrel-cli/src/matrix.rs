@@ -148,26 +148,31 @@ fn run_round(exe: &Path, case: &MatrixCase, seed: u64, json: &Path) -> Result<Ro
     let limit = case.round_budget() + ROUND_SLACK;
     let code = wait_bounded(&mut child, limit).map_err(RoundFailure::Failed)?;
     let tail = stderr_tail(&stderr_path);
+    if code == Some(EXIT_USAGE) {
+        // A usage error is found before anything runs; it writes no result.
+        return Err(RoundFailure::Usage(format!(
+            "petrel {} refused its options: {tail}",
+            case.args(seed).join(" ")
+        )));
+    }
     // Exit 1 with a result file is a run that was not ok: still a result.
-    // Exit 0 with a result of no rounds is a case the subcommand skipped.
-    match std::fs::read_to_string(json) {
-        Ok(text) => match serde_json::from_str::<ResultRecord>(&text) {
+    // Exit 0 with no result, or a result of no rounds, is a case the
+    // subcommand skipped.
+    let text = std::fs::read_to_string(json)
+        .ok()
+        .filter(|t| !t.trim().is_empty());
+    match (text, code) {
+        (Some(text), _) => match serde_json::from_str::<ResultRecord>(&text) {
             Ok(r) if r.rounds.is_empty() && code == Some(0) => Ok(Round::Skipped(tail)),
             Ok(r) => Ok(Round::Result(r)),
             Err(e) => Err(RoundFailure::Failed(
                 anyhow::Error::new(e).context(format!("cannot parse {}", json.display())),
             )),
         },
-        Err(_) => match code {
-            Some(0) => Ok(Round::Skipped(tail)),
-            Some(EXIT_USAGE) => Err(RoundFailure::Usage(format!(
-                "petrel {} refused its options: {tail}",
-                case.args(seed).join(" ")
-            ))),
-            other => Err(RoundFailure::Failed(anyhow::anyhow!(
-                "exited with {other:?} and wrote no result: {tail}"
-            ))),
-        },
+        (None, Some(0)) => Ok(Round::Skipped(tail)),
+        (None, other) => Err(RoundFailure::Failed(anyhow::anyhow!(
+            "exited with {other:?} and wrote no result: {tail}"
+        ))),
     }
 }
 

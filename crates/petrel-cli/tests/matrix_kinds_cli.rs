@@ -247,7 +247,7 @@ fn work_and_the_sharded_model_are_recorded_and_run_clean() {
         &["bench", "echo", "--seconds", "0.1"],
         &[
             (&["--work", "1000001"], "work"),
-            (&["--work", "-1"], "--work"),
+            (&["--work", "lots"], "--work"),
             (&["--io-model", "pooled"], "--io-model"),
             (
                 &["--protocol", "wss", "--recv-buffer", "65536"],

@@ -232,9 +232,9 @@ impl MatrixCase {
     }
 
     /// How long one round is expected to take, for the wall-time estimate:
-    /// warm-up + measured (+ [`ROUND_OVERHEAD`]) for `echo` and `rudp`; the
-    /// transfer at the link rate for `goodput`; the stage plus logins (one
-    /// second per 1000 devices) for `reflector`; each + [`ROUND_OVERHEAD`].
+    /// warm-up + measured for `echo` and `rudp`, the transfer at the link rate
+    /// for `goodput`, the stage plus logins (one second per 1000 devices) for
+    /// `reflector`; each plus [`ROUND_OVERHEAD`].
     pub fn expected_round_time(&self) -> Duration {
         let own = match (&self.echo, self.kind) {
             (Some(e), _) => (e.warmup + e.measured).as_secs_f64(),
@@ -261,9 +261,10 @@ impl MatrixCase {
         size_bits / (mbps * 1e6)
     }
 
-    /// Seconds of a reflector stage's measurement (`duration_s`, default 5).
+    /// Seconds of a reflector stage: its measurement (`duration_s`, default
+    /// 5) and the load generator's settling second before and after it.
     fn reflector_stage_s(&self) -> f64 {
-        self.real("duration_s").unwrap_or(5.0)
+        self.real("duration_s").unwrap_or(5.0) + 2.0
     }
 }
 
