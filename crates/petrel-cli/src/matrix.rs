@@ -176,6 +176,34 @@ fn run_round(exe: &Path, case: &MatrixCase, seed: u64, json: &Path) -> Result<Ro
     }
 }
 
+/// Benchmarks whose records the round-trip table ([`table`]) shows.
+const ROUND_TRIP_BENCHMARKS: [&str; 2] = ["echo", "rudp"];
+
+/// Headline figures of the other benchmarks, in this order when present.
+const HEADLINES: [&str; 8] = [
+    "goodput_mbps",
+    "efficiency_percent",
+    "rtt_p50_ms",
+    "rtt_p99_ms",
+    "output_pps",
+    "loss_pct",
+    "latency_avg_ms",
+    "latency_p99_ms",
+];
+
+/// One line for a record the round-trip table has no columns for: its case,
+/// headline figures as median [min..max], and `ok`.
+fn headline(r: &ResultRecord) -> String {
+    let mut line = r.case.clone();
+    for key in HEADLINES {
+        if let Some(s) = r.summary.get(key) {
+            let _ = write!(line, "  {key} {:.1} [{:.1}..{:.1}]", s.median, s.min, s.max);
+        }
+    }
+    line.push_str(if r.ok { "  ok" } else { "  NOT ok" });
+    line
+}
+
 /// The file stem for case `index`: its echo name, or the kind and index.
 fn stem(index: usize, case: &MatrixCase) -> String {
     match case.echo() {
@@ -206,6 +234,7 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<Outcome> {
     let mut progress = crate::progress::Progress::new(matrix.total_rounds() as u64, "rounds");
     let argv: Vec<String> = std::env::args().collect();
     let mut rows = Vec::new();
+    let mut others = Vec::new();
     let mut failed = Vec::new();
     let mut skipped = Vec::new();
     let mut written = BTreeSet::new();
@@ -259,10 +288,19 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<Outcome> {
         }
         merged.write_json(&dir.join(&file))?;
         all_ok &= merged.ok;
-        rows.push(Row::from_record(&merged));
+        if ROUND_TRIP_BENCHMARKS.contains(&merged.benchmark.as_str()) {
+            rows.push(Row::from_record(&merged));
+        } else {
+            others.push(headline(&merged));
+        }
     }
     progress.finish();
-    print!("{}", table::render(&rows));
+    if !rows.is_empty() {
+        print!("{}", table::render(&rows));
+    }
+    for line in &others {
+        println!("{line}");
+    }
     for (what, list) in [("skipped", &skipped), ("FAILED", &failed)] {
         if !list.is_empty() {
             println!("{what}: {}", list.join("; "));
@@ -274,7 +312,7 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<Outcome> {
         human(matrix.expected_wall_time())
     );
     println!("results: {}", dir.display());
-    if rows.is_empty() {
+    if rows.is_empty() && others.is_empty() {
         println!("no case produced a result; no report");
     } else {
         let report = write_report(dir)?;

@@ -256,3 +256,65 @@ fn work_and_the_sharded_model_are_recorded_and_run_clean() {
         ],
     );
 }
+
+#[test]
+fn goodput_and_reflector_cases_merge_their_figures() {
+    let dir = scratch("cli-matrix-goodput-reflector");
+    let config = dir.join("matrix.toml");
+    std::fs::write(
+        &config,
+        r#"
+        rounds = 2
+        seeds = [3, 4]
+
+        [[case]]
+        kind = "goodput"
+        transport = "rudp"
+        cc = "cubic"
+        bandwidth_mbps = 50
+        size_mb = 1
+
+        [[case]]
+        kind = "reflector"
+        levels = 10
+        interval_ms = 120
+        duration_s = 1
+        "#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out");
+    let out = petrel(&[
+        "bench",
+        "matrix",
+        "--config",
+        config.to_str().unwrap(),
+        "--out-dir",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let run = the_only_subdir(&out_dir);
+
+    let goodput = json(&run.join("rudp-cubic-p2p-50mbps-4ms-q1000.json"));
+    assert_eq!(goodput["benchmark"], "goodput");
+    assert_eq!(goodput["ok"], true);
+    assert_eq!(goodput["seeds"], serde_json::json!([3, 4]));
+    assert_eq!(goodput["rounds"].as_array().unwrap().len(), 2);
+    assert_eq!(goodput["rounds"][1]["seed"], 4);
+    let g = &goodput["summary"]["goodput_mbps"];
+    assert!(g["min"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(g["max"].as_f64().unwrap() <= 50.0, "{g}");
+
+    let reflector = json(&run.join("reflector-1g-120ms.json"));
+    assert_eq!(reflector["ok"], true);
+    assert_eq!(reflector["rounds"].as_array().unwrap().len(), 2);
+    // A stage keeps no summary: its rounds' numbers are merged instead.
+    let pps = &reflector["summary"]["output_pps"];
+    assert!(pps["median"].as_f64().unwrap() > 0.0, "{pps}");
+    assert!(stdout.contains("goodput_mbps "), "{stdout}");
+    assert!(
+        stdout.contains("reflector-1g-120ms  output_pps "),
+        "{stdout}"
+    );
+}

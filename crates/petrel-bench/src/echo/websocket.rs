@@ -155,14 +155,20 @@ where
 
 /// A client that drops its connection without a close handshake (the
 /// harness drops clients once they have drained) has left, as an EOF does
-/// for TCP; it is not a server failure.
+/// for TCP; it is not a server failure. Over TLS ([`wss`](super::wss)) the
+/// same departure reads as an I/O error: an end of stream without TLS
+/// `close_notify`, or a reset.
 fn peer_left(e: &WsError) -> bool {
-    matches!(
-        e,
+    match e {
         WsError::ConnectionClosed
-            | WsError::AlreadyClosed
-            | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)
-    )
+        | WsError::AlreadyClosed
+        | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => true,
+        WsError::Io(io) => matches!(
+            io.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        ),
+        _ => false,
+    }
 }
 
 /// One client's WebSocket over `S` (TCP by default), split so the harness's

@@ -6,10 +6,21 @@ use std::collections::BTreeMap;
 use super::MatrixError;
 use crate::record::{ResultRecord, Spread};
 
+/// The numeric top-level fields of one round's figures (not its index).
+fn round_figures(round: &serde_json::Value) -> Vec<(String, f64)> {
+    round.as_object().map_or_else(Vec::new, |obj| {
+        obj.iter()
+            .filter(|(k, _)| k.as_str() != "round")
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+            .collect()
+    })
+}
+
 /// Merges the single-round records of one case (in round order, one per
 /// seed) into one record: rounds concatenated (each tagged with its index,
 /// seed and the command that produced it), min/median/max recomputed across
-/// rounds, errors summed, peak RSS the largest, `ok` only if every round was.
+/// rounds (of each part's summary medians; for a part without a summary, of
+/// its round's numeric fields), errors summed, peak RSS the largest, `ok` only if every round was.
 ///
 /// # Errors
 /// [`MatrixError::Merge`] when `parts` is empty, its length differs from
@@ -48,6 +59,13 @@ pub fn merge_rounds(parts: &[ResultRecord], seeds: &[u64]) -> Result<ResultRecor
         merged.rounds.push(round);
         for (kind, n) in &part.errors {
             *merged.errors.entry(kind.clone()).or_default() += n;
+        }
+        if part.summary.is_empty() {
+            // A benchmark that keeps no summary (a reflector stage): its
+            // round's numbers are the figures.
+            for (key, v) in round_figures(&part.rounds[0]) {
+                figures.entry(key).or_default().push(v);
+            }
         }
         for (key, spread) in &part.summary {
             figures.entry(key.clone()).or_default().push(spread.median);
@@ -102,6 +120,25 @@ mod tests {
         assert!(!m.ok);
         let good = [part("udp-x", 1.0, true)];
         assert!(merge_rounds(&good, &[7]).unwrap().ok);
+    }
+
+    #[test]
+    fn rounds_without_a_summary_merge_their_numeric_fields() {
+        let stage = |pps: f64| {
+            let mut r =
+                ResultRecord::begin("reflector", "reflector-1g-20ms", &serde_json::json!({}))
+                    .unwrap();
+            r.push_round(
+                &serde_json::json!({"round": 0, "output_pps": pps, "server_process": "child"}),
+            )
+            .unwrap();
+            r.ok = true;
+            r
+        };
+        let m = merge_rounds(&[stage(30.0), stage(10.0), stage(20.0)], &[1, 2, 3]).unwrap();
+        let s = m.summary["output_pps"];
+        assert_eq!((s.min, s.median, s.max), (10.0, 20.0, 30.0));
+        assert_eq!(m.summary.len(), 1, "{:?}", m.summary);
     }
 
     #[test]
