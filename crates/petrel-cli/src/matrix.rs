@@ -118,7 +118,7 @@ fn stderr_tail(path: &Path) -> String {
 /// What one round produced.
 enum Round {
     /// Its result record.
-    Result(ResultRecord),
+    Result(Box<ResultRecord>),
     /// The subcommand skipped the case (exit 0, no result), saying why.
     Skipped(String),
 }
@@ -164,7 +164,7 @@ fn run_round(exe: &Path, case: &MatrixCase, seed: u64, json: &Path) -> Result<Ro
     match (text, code) {
         (Some(text), _) => match serde_json::from_str::<ResultRecord>(&text) {
             Ok(r) if r.rounds.is_empty() && code == Some(0) => Ok(Round::Skipped(tail)),
-            Ok(r) => Ok(Round::Result(r)),
+            Ok(r) => Ok(Round::Result(Box::new(r))),
             Err(e) => Err(RoundFailure::Failed(
                 anyhow::Error::new(e).context(format!("cannot parse {}", json.display())),
             )),
@@ -253,7 +253,7 @@ pub fn run(matrix: &Matrix, dir: &Path) -> anyhow::Result<Outcome> {
             let round = run_round(&exe, case, seed, &json);
             progress.finish_step();
             match round {
-                Ok(Round::Result(r)) => parts.push(r),
+                Ok(Round::Result(r)) => parts.push(*r),
                 Ok(Round::Skipped(why)) => {
                     eprintln!("case[{index}] {label}: skipped: {why}");
                     skipped.push(label.clone());
