@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use petrel_bench::record::echo::{EchoErrors, EchoParameters, EchoRound, TlsSession};
+use petrel_bench::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
 use petrel_bench::record::goodput::{
     GoodputCase, GoodputParameters, GoodputRound, RelayFigures as GoodputRelay, SenderStats,
     TransportSettings,
@@ -162,7 +162,7 @@ fn echo_is_documented() {
         runtime_workers: 1,
         reliable: true,
         peer: Some("quinn 0".into()),
-        io_model: IoModel::Sharded,
+        io_model: EchoIoModel::Sharded,
         shards: 2,
         work: 1,
     };

@@ -35,11 +35,10 @@ use petrel_bench::echo::work::MAX_WORK;
 use petrel_bench::echo::wss::WssTransport;
 use petrel_bench::echo::{
     case_name as echo_case_name, run_echo_sharded, run_echo_with, BufferRequest, EchoConfig,
-    EchoError, EchoOptions, EchoReport, EchoTransport,
+    EchoError, EchoIoModel, EchoOptions, EchoReport, EchoTransport,
 };
 use petrel_bench::measure::reset_peak_rss;
 use petrel_bench::ratios;
-use petrel_bench::record::rudp::IoModel;
 use petrel_bench::record::{rfc3339_utc, ResultRecord};
 use petrel_bench::report::write_report;
 use petrel_bench::rudp_bench::{
@@ -137,7 +136,7 @@ enum Protocol {
 
 /// Runtime layout of `bench echo` (`--io-model`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum EchoIoModel {
+enum IoModelArg {
     /// One runtime with --io-threads workers (1 = current-thread) runs everything.
     Shared,
     /// Server on one current-thread runtime, clients on --io-threads
@@ -174,8 +173,8 @@ struct EchoArgs {
     #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
     /// Runtime layout.
-    #[arg(long, value_enum, default_value_t = EchoIoModel::Shared)]
-    io_model: EchoIoModel,
+    #[arg(long, value_enum, default_value_t = IoModelArg::Shared)]
+    io_model: IoModelArg,
     /// Server work per echo, in rounds of SHA-256 over the whole message
     /// (chained; 0..=1000000, default 0): business computation before the echo.
     #[arg(long, default_value_t = 0, value_parser = u32::full_range())]
@@ -387,8 +386,8 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
         recv: Some(args.recv_buffer.unwrap_or(DEFAULT_RECV_BUFFER)),
     };
     let io_model = match args.io_model {
-        EchoIoModel::Shared => IoModel::Shared,
-        EchoIoModel::Sharded => IoModel::Sharded,
+        IoModelArg::Shared => EchoIoModel::Shared,
+        IoModelArg::Sharded => EchoIoModel::Sharded,
     };
     let protocol_name = args
         .protocol
@@ -397,7 +396,7 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
     let case = echo_case_name(&protocol_name, &cfg, io_model, args.io_threads, args.work);
     let options = EchoOptions { work: args.work };
     let report = match io_model {
-        IoModel::Shared => {
+        EchoIoModel::Shared => {
             let layout = Layout {
                 options,
                 shards: None,
@@ -410,7 +409,7 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
                 layout,
             ))
         }
-        IoModel::Sharded => {
+        EchoIoModel::Sharded => {
             let shards = Shards::start(args.io_threads)
                 .context("cannot start the shard runtimes")
                 .map_err(Failure::Run)?;

@@ -51,7 +51,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-pub use crate::record::echo::{EchoErrors, EchoParameters, EchoRound, TlsSession};
+pub use crate::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
 pub use config::{
     EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
 };
@@ -70,16 +70,15 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
 pub fn case_name(
     protocol: &str,
     cfg: &EchoConfig,
-    io_model: crate::record::rudp::IoModel,
+    io_model: EchoIoModel,
     io_threads: usize,
     work: u32,
 ) -> String {
-    use crate::record::rudp::IoModel;
     let mut name = format!("{protocol}-{}B-{}x{}", cfg.payload, cfg.clients, cfg.window);
     match (io_model, io_threads) {
-        (IoModel::Shared, 1) => {}
-        (IoModel::Shared, n) => name.push_str(&format!("-shared{n}")),
-        (IoModel::Sharded, n) => name.push_str(&format!("-sharded{n}")),
+        (EchoIoModel::Shared, 1) => {}
+        (EchoIoModel::Shared, n) => name.push_str(&format!("-shared{n}")),
+        (EchoIoModel::Sharded, n) => name.push_str(&format!("-sharded{n}")),
     }
     if work > 0 {
         name.push_str(&format!("-work{work}"));

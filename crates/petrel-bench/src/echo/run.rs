@@ -16,8 +16,7 @@ use super::message::{self, Header, Phase};
 use super::report::{EchoError, EchoReport};
 use super::{EchoClient, EchoConfig, EchoTransport, SocketBuffers, DRAIN_LIMIT};
 use crate::measure::{peak_rss_bytes, CpuSample, LatencyHistogram};
-use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
-use crate::record::rudp::IoModel;
+use crate::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound};
 use crate::record::{RecordError, ResultRecord, ServerClientBuffers, Spread};
 
 /// What an echo run does beyond [`EchoConfig`].
@@ -121,9 +120,9 @@ where
         reliable: transport.reliable(),
         peer: transport.peer().map(str::to_owned),
         io_model: if shards.is_empty() {
-            IoModel::Shared
+            EchoIoModel::Shared
         } else {
-            IoModel::Sharded
+            EchoIoModel::Sharded
         },
         shards: shards.len(),
         work: opts.work.min(super::work::MAX_WORK),

@@ -55,8 +55,7 @@ use std::time::Duration;
 use petrel_sys::range::{check_range, RangeError};
 use serde::Deserialize;
 
-use crate::echo::{EchoConfig, DRAIN_LIMIT};
-use crate::record::rudp::IoModel;
+use crate::echo::{EchoConfig, EchoIoModel, DRAIN_LIMIT};
 use crate::reflector::LoadConfig;
 pub use merge::merge_rounds;
 pub use options::{CaseKind, OptionSpec, OptionValue, ValueKind, ECHO_PROTOCOLS};
@@ -162,9 +161,9 @@ impl MatrixCase {
                 self.text("protocol").unwrap_or_default(),
                 e,
                 if self.text("io_model") == Some("sharded") {
-                    IoModel::Sharded
+                    EchoIoModel::Sharded
                 } else {
-                    IoModel::Shared
+                    EchoIoModel::Shared
                 },
                 self.whole("io_threads")
                     .map_or(1, |n| usize::try_from(n).unwrap_or(usize::MAX)),

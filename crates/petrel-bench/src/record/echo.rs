@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::rudp::IoModel;
 use super::Percentiles;
 
 /// Error counters of one round (or summed over rounds). Every kind counts
@@ -137,8 +136,8 @@ pub struct EchoParameters {
     /// (current-thread) runtime, the clients (sockets, connection tasks and the
     /// harness's per-client send and receive tasks) on `shards` single-thread
     /// runtimes, dealt out round-robin.
-    #[serde(default = "shared")]
-    pub io_model: IoModel,
+    #[serde(default)]
+    pub io_model: EchoIoModel,
     /// Single-thread client runtimes of the `sharded` model (0 when `shared`).
     #[serde(default)]
     pub shards: usize,
@@ -148,8 +147,16 @@ pub struct EchoParameters {
     pub work: u32,
 }
 
-fn shared() -> IoModel {
-    IoModel::Shared
+/// The runtime layout of an echo run (`--io-model`, `specs/benchmarks.md` §A).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoIoModel {
+    /// One runtime (current-thread, or multi-thread with `runtime_workers`)
+    /// runs the server, the clients and the harness.
+    #[default]
+    Shared,
+    /// The clients on single-thread shard runtimes (see `io_model`).
+    Sharded,
 }
 
 /// The TLS session of the `tls` and `wss` protocols, as the first client
