@@ -17,7 +17,7 @@ fn run(program: &str, args: &[&str]) -> Option<String> {
 
 /// Peer crates whose resolved version every echo result names; the env
 /// variable is `PETREL_PEER_VERSION_` + the name upper-cased with `-` as `_`.
-const PEERS: [&str; 3] = ["tokio-tungstenite", "tokio_kcp", "quinn"];
+const PEERS: [&str; 4] = ["tokio-tungstenite", "tokio_kcp", "quinn", "rustls"];
 
 /// The version of package `name` in `Cargo.lock` text (first match).
 fn locked_version(lock: &str, name: &str) -> Option<String> {

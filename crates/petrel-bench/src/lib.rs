@@ -9,8 +9,9 @@
 //! - [`measure`]: process CPU % (`getrusage`), peak RSS, HDR-histogram
 //!   latency percentiles in µs;
 //! - [`echo`]: the closed-loop loopback echo benchmark (§A), generic over a
-//!   small transport trait, with raw UDP, TCP, Petrel RUDP and peer-library
-//!   (WebSocket, KCP, QUIC) adapters;
+//!   small transport trait, with raw UDP, TCP, Petrel RUDP, peer-library
+//!   (WebSocket, KCP, QUIC) and TLS (TCP + rustls, WebSocket over rustls)
+//!   adapters, server work per echo, and the sharded layout's client runtimes;
 //! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
 //!   the `petrel-netem` relay; it builds its own runtimes because the runtime
 //!   layout is one of its parameters;
@@ -25,8 +26,10 @@
 //! - [`table`]: the side-by-side summary table;
 //! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
 //!   the cases of one run;
-//! - [`matrix`]: the TOML case matrix of `petrel bench matrix` and the merge
-//!   of per-round results into one record per case;
+//! - [`matrix`]: the TOML case matrix of `petrel bench matrix` (echo, rudp,
+//!   goodput and reflector cases, options allow-listed per kind), each round's
+//!   command line and time budget, and the merge of per-round results into one
+//!   record per case;
 //! - [`report`]: the self-contained HTML report rendered from a directory of
 //!   result files.
 //!

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use petrel_bench::record::echo::{EchoErrors, EchoParameters, EchoRound};
+use petrel_bench::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
 use petrel_bench::record::goodput::{
     GoodputCase, GoodputParameters, GoodputRound, RelayFigures as GoodputRelay, SenderStats,
     TransportSettings,
@@ -162,8 +162,20 @@ fn echo_is_documented() {
         runtime_workers: 1,
         reliable: true,
         peer: Some("quinn 0".into()),
+        io_model: EchoIoModel::Sharded,
+        shards: 2,
+        work: 1,
     };
     assert_eq!(undocumented(&params), Vec::<String>::new());
+    let tls = TlsSession {
+        version: "TLSv1_3".into(),
+        cipher_suite: "x".into(),
+        library: "rustls 0".into(),
+        certificate: "self-signed".into(),
+    };
+    let mut with_tls = serde_json::to_value(&params).unwrap();
+    with_tls["tls"] = serde_json::to_value(&tls).unwrap();
+    assert_eq!(undocumented(&with_tls), Vec::<String>::new());
     assert_eq!(undocumented(&echo_round()), Vec::<String>::new());
     assert_eq!(
         undocumented(&EchoErrors::default().by_kind()),

@@ -26,10 +26,17 @@ use petrel::EndpointConfig;
 use petrel_bench::echo::kcp::KcpTransport;
 use petrel_bench::echo::quic::QuicTransport;
 use petrel_bench::echo::rudp::RudpTransport;
+use petrel_bench::echo::shards::Shards;
 use petrel_bench::echo::tcp::TcpTransport;
+use petrel_bench::echo::tls::TlsTransport;
 use petrel_bench::echo::udp::{UdpTransport, DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use petrel_bench::echo::websocket::WebSocketTransport;
-use petrel_bench::echo::{run_echo, BufferRequest, EchoConfig, EchoError, EchoReport};
+use petrel_bench::echo::work::MAX_WORK;
+use petrel_bench::echo::wss::WssTransport;
+use petrel_bench::echo::{
+    case_name as echo_case_name, run_echo_sharded, run_echo_with, BufferRequest, EchoConfig,
+    EchoError, EchoIoModel, EchoOptions, EchoReport, EchoTransport,
+};
 use petrel_bench::measure::reset_peak_rss;
 use petrel_bench::ratios;
 use petrel_bench::record::{rfc3339_utc, ResultRecord};
@@ -39,6 +46,7 @@ use petrel_bench::rudp_bench::{
 };
 use petrel_bench::table::{self, Row};
 use petrel_netem::Profile;
+use tokio::runtime::Handle;
 
 use crate::args::{bench_seconds, FullRange, Quoted};
 use crate::progress::Progress;
@@ -84,8 +92,9 @@ enum BenchCommand {
     Goodput(crate::bench_goodput::GoodputArgs),
     /// DraARLv1 voice fan-out load test against a reflector child process (§D).
     Reflector(crate::reflector::ReflectorBenchArgs),
-    /// Echo cases from a TOML file, each round in its own process (3 rounds,
-    /// seeds 42/43/44 unless the file says otherwise); writes JSON + report.
+    /// Echo, rudp, goodput and reflector cases from a TOML file, each round in
+    /// its own process (3 rounds, seeds 42/43/44 unless the file says
+    /// otherwise); prints the estimated wall time; writes JSON + report.
     Matrix(MatrixArgs),
 }
 
@@ -97,6 +106,9 @@ struct MatrixArgs {
     /// Directory under which a `<timestamp>/` folder of results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
+    /// Print the estimated wall time and every round's command line; run nothing.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Transports the echo benchmark can drive; each maps to one adapter in
@@ -115,6 +127,21 @@ enum Protocol {
     Kcp,
     /// QUIC through quinn (rustls/ring), one bidirectional stream per client.
     Quic,
+    /// TCP + TLS 1.3 (rustls/ring, self-signed certificate made in-process),
+    /// length-prefixed messages as for tcp.
+    Tls,
+    /// WebSocket (tokio-tungstenite) over TLS 1.3 (rustls/ring).
+    Wss,
+}
+
+/// Runtime layout of `bench echo` (`--io-model`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum IoModelArg {
+    /// One runtime with --io-threads workers (1 = current-thread) runs everything.
+    Shared,
+    /// Server on one current-thread runtime, clients on --io-threads
+    /// single-thread runtimes, dealt out round-robin.
+    Sharded,
 }
 
 #[derive(Debug, Args)]
@@ -140,17 +167,25 @@ struct EchoArgs {
     /// Repetitions with a fresh server and clients (1..=100).
     #[arg(long, default_value_t = 1, value_parser = u32::full_range())]
     rounds: u32,
-    /// Tokio worker threads (1..=64): 1 = current-thread runtime, more = one
-    /// multi-thread runtime shared by server and clients.
+    /// Tokio worker threads (1..=64): with --io-model shared, 1 = current-thread
+    /// runtime, more = one multi-thread runtime shared by server and clients;
+    /// with sharded, the number of client runtimes.
     #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
+    /// Runtime layout.
+    #[arg(long, value_enum, default_value_t = IoModelArg::Shared)]
+    io_model: IoModelArg,
+    /// Server work per echo, in rounds of SHA-256 over the whole message
+    /// (chained; 0..=1000000, default 0): business computation before the echo.
+    #[arg(long, default_value_t = 0, value_parser = u32::full_range())]
+    work: u32,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_SNDBUF
-    /// (bytes; default 65536). Refused for tcp and websocket, which keep the
-    /// OS defaults.
+    /// (bytes; default 65536). Refused for tcp, websocket, tls and wss, which
+    /// keep the OS defaults.
     #[arg(long, value_parser = usize::full_range())]
     send_buffer: Option<usize>,
     /// UDP-based transports (udp, rudp, kcp, quic): requested SO_RCVBUF
-    /// (bytes; default 4194304). Refused for tcp and websocket.
+    /// (bytes; default 4194304). Refused for tcp, websocket, tls and wss.
     #[arg(long, value_parser = usize::full_range())]
     recv_buffer: Option<usize>,
     /// Write the JSON result to FILE (`-` for stdout; the table then goes to stderr).
@@ -235,28 +270,74 @@ fn case_name(protocol: Protocol, cfg: &EchoConfig) -> String {
     format!("{name}-{}B-{}x{}", cfg.payload, cfg.clients, cfg.window)
 }
 
-/// The one place a protocol becomes a transport.
+/// The one place a protocol becomes a transport, for the default suite: no
+/// work, every task on the current runtime.
 async fn run_case(
     protocol: Protocol,
     buffers: BufferRequest,
     cfg: &EchoConfig,
 ) -> Result<EchoReport, EchoError> {
     let case = case_name(protocol, cfg);
+    run_layout(protocol, buffers, cfg, &case, Layout::default()).await
+}
+
+/// How `bench echo` lays out one run: the server's work per echo and, for
+/// the sharded model, the client runtimes.
+#[derive(Default)]
+struct Layout<'a> {
+    options: EchoOptions,
+    shards: Option<&'a [Handle]>,
+}
+
+async fn run_on<T: EchoTransport + Clone + 'static>(
+    transport: &T,
+    cfg: &EchoConfig,
+    case: &str,
+    layout: Layout<'_>,
+) -> Result<EchoReport, EchoError> {
+    match layout.shards {
+        Some(shards) => run_echo_sharded(transport, cfg, case, layout.options, shards).await,
+        None => run_echo_with(transport, cfg, case, layout.options).await,
+    }
+}
+
+fn setup_error(what: &str, e: impl std::error::Error + Send + Sync + 'static) -> EchoError {
+    EchoError::Setup {
+        what: what.to_owned(),
+        source: std::io::Error::other(e),
+    }
+}
+
+async fn run_layout(
+    protocol: Protocol,
+    buffers: BufferRequest,
+    cfg: &EchoConfig,
+    case: &str,
+    layout: Layout<'_>,
+) -> Result<EchoReport, EchoError> {
     match protocol {
-        Protocol::Udp => run_echo(&UdpTransport::new(buffers), cfg, &case).await,
-        Protocol::Tcp => run_echo(&TcpTransport, cfg, &case).await,
-        Protocol::Websocket => run_echo(&WebSocketTransport, cfg, &case).await,
+        Protocol::Udp => run_on(&UdpTransport::new(buffers), cfg, case, layout).await,
+        Protocol::Tcp => run_on(&TcpTransport, cfg, case, layout).await,
+        Protocol::Websocket => run_on(&WebSocketTransport, cfg, case, layout).await,
         Protocol::Rudp => {
             let transport = RudpTransport::new(EndpointConfig::default(), buffers);
-            run_echo(&transport, cfg, &case).await
+            run_on(&transport, cfg, case, layout).await
         }
-        Protocol::Kcp => run_echo(&KcpTransport::new(buffers), cfg, &case).await,
+        Protocol::Kcp => run_on(&KcpTransport::new(buffers), cfg, case, layout).await,
         Protocol::Quic => {
-            let transport = QuicTransport::new(buffers).map_err(|e| EchoError::Setup {
-                what: "create the QUIC transport".to_owned(),
-                source: std::io::Error::other(e),
-            })?;
-            run_echo(&transport, cfg, &case).await
+            let transport = QuicTransport::new(buffers)
+                .map_err(|e| setup_error("create the QUIC transport", e))?;
+            run_on(&transport, cfg, case, layout).await
+        }
+        Protocol::Tls => {
+            let transport =
+                TlsTransport::new().map_err(|e| setup_error("create the TLS transport", e))?;
+            run_on(&transport, cfg, case, layout).await
+        }
+        Protocol::Wss => {
+            let transport =
+                WssTransport::new().map_err(|e| setup_error("create the WSS transport", e))?;
+            run_on(&transport, cfg, case, layout).await
         }
     }
 }
@@ -284,20 +365,62 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
             args.io_threads
         )));
     }
+    if args.work > MAX_WORK {
+        return Err(Failure::Usage(format!(
+            "invalid work = {}: must be in 0..={MAX_WORK}",
+            args.work
+        )));
+    }
     crate::args::check_json_target(args.json.as_deref()).map_err(Failure::Usage)?;
-    let stream_based = matches!(args.protocol, Protocol::Tcp | Protocol::Websocket);
+    let stream_based = matches!(
+        args.protocol,
+        Protocol::Tcp | Protocol::Websocket | Protocol::Tls | Protocol::Wss
+    );
     if stream_based && (args.send_buffer.is_some() || args.recv_buffer.is_some()) {
         return Err(Failure::Usage(
-            "--send-buffer/--recv-buffer apply to udp, rudp, kcp and quic only; tcp and websocket keep the OS defaults".to_owned(),
+            "--send-buffer/--recv-buffer apply to udp, rudp, kcp and quic only; tcp, websocket, tls and wss keep the OS defaults".to_owned(),
         ));
     }
     let buffers = BufferRequest {
         send: Some(args.send_buffer.unwrap_or(DEFAULT_SEND_BUFFER)),
         recv: Some(args.recv_buffer.unwrap_or(DEFAULT_RECV_BUFFER)),
     };
-    let report = runtime(args.io_threads)?
-        .block_on(run_case(args.protocol, buffers, &cfg))
-        .map_err(to_failure)?;
+    let io_model = match args.io_model {
+        IoModelArg::Shared => EchoIoModel::Shared,
+        IoModelArg::Sharded => EchoIoModel::Sharded,
+    };
+    let protocol_name = args
+        .protocol
+        .to_possible_value()
+        .map_or_else(String::new, |v| v.get_name().to_owned());
+    let case = echo_case_name(&protocol_name, &cfg, io_model, args.io_threads, args.work);
+    let options = EchoOptions { work: args.work };
+    let report = match io_model {
+        EchoIoModel::Shared => {
+            let layout = Layout {
+                options,
+                shards: None,
+            };
+            runtime(args.io_threads)?.block_on(run_layout(
+                args.protocol,
+                buffers,
+                &cfg,
+                &case,
+                layout,
+            ))
+        }
+        EchoIoModel::Sharded => {
+            let shards = Shards::start(args.io_threads)
+                .context("cannot start the shard runtimes")
+                .map_err(Failure::Run)?;
+            let layout = Layout {
+                options,
+                shards: Some(shards.handles()),
+            };
+            runtime(1)?.block_on(run_layout(args.protocol, buffers, &cfg, &case, layout))
+        }
+    }
+    .map_err(to_failure)?;
     let text = table::render(&[report.summary_row()]);
     match &args.json {
         Some(path) if path == Path::new("-") => {
@@ -346,8 +469,15 @@ fn results_dir(out_dir: &Path) -> Result<PathBuf, Failure> {
 
 fn matrix_command(args: &MatrixArgs) -> Result<bool, Failure> {
     let matrix = crate::matrix::load(&args.config).map_err(Failure::Usage)?;
+    if args.dry_run {
+        print!("{}", crate::matrix::dry_run(&matrix));
+        return Ok(true);
+    }
     let dir = results_dir(&args.out_dir)?;
-    Ok(crate::matrix::run(&matrix, &dir)?)
+    match crate::matrix::run(&matrix, &dir)? {
+        crate::matrix::Outcome::Finished(ok) => Ok(ok),
+        crate::matrix::Outcome::Refused(msg) => Err(Failure::Usage(msg)),
+    }
 }
 
 /// Writes `record` as `dir/<case>.json` as soon as its case ends, so a later

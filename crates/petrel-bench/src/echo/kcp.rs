@@ -151,6 +151,7 @@ async fn echo_session(mut stream: KcpStream, stats: Arc<ServerStats>) {
                 return;
             }
         };
+        stats.work.apply(&buf[..n]);
         match stream.send(&buf[..n]).await {
             Ok(sent) if sent == n => stats.count_echo(),
             _ => {

@@ -10,8 +10,14 @@
 //! connect) and [`EchoClient`] (send/receive one whole message). Adapters:
 //! [`udp`] and [`tcp`] (baselines), [`rudp`] (Petrel), and the peers a user
 //! would pick instead: [`websocket`] (`tokio-tungstenite`), [`kcp`]
-//! (`tokio_kcp`) and [`quic`] (`quinn`); each peer result names the library
-//! and its version ([`peers`]).
+//! (`tokio_kcp`) and [`quic`] (`quinn`), plus the TLS variants [`tls`] (TCP +
+//! `rustls`) and [`wss`] (WebSocket over `rustls`); each peer result names
+//! the library and its version ([`peers`]), a TLS result its session.
+//!
+//! Every server does [`work`] rounds per message before echoing it when
+//! asked (`--work N`). The runtime layout is the caller's: [`run_echo_with`]
+//! runs on the current runtime (`shared`), [`run_echo_sharded`] puts the
+//! clients on single-thread shard runtimes (`sharded`).
 //!
 //! Verdict: `ok` only with zero errors of every kind and > 0 measured round
 //! trips. For raw UDP a message still outstanding when the drain ends counts
@@ -27,9 +33,13 @@ pub mod quic;
 mod report;
 pub mod rudp;
 mod run;
+pub mod shards;
 pub mod tcp;
+pub mod tls;
 pub mod udp;
 pub mod websocket;
+pub mod work;
+pub mod wss;
 
 use std::future::Future;
 use std::io;
@@ -41,17 +51,40 @@ use std::time::Duration;
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
-pub use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
+pub use crate::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
 pub use config::{
     EchoConfig, EchoConfigError, MAX_CLIENTS, MAX_INTERVAL, MAX_PAYLOAD, MAX_ROUNDS, MAX_WINDOW,
 };
 pub use petrel_sys::socket::{BufferRequest, SocketBuffers};
 pub use report::{EchoError, EchoReport};
-pub use run::run_echo;
+pub use run::{run_echo, run_echo_sharded, run_echo_with, EchoOptions};
 
 /// How long after the measured interval the harness waits for outstanding
 /// echoes (`specs/benchmarks.md` §A: "wait up to 2 s to drain").
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+
+/// The case name an echo run records: `<protocol>-<payload>B-<clients>x<window>`,
+/// then `-shared<N>` for a shared runtime of N > 1 workers, `-sharded<N>` for
+/// N single-thread client runtimes, and `-work<N>` for N work rounds per echo,
+/// e.g. `udp-65507B-4x16-sharded2-work100`.
+pub fn case_name(
+    protocol: &str,
+    cfg: &EchoConfig,
+    io_model: EchoIoModel,
+    io_threads: usize,
+    work: u32,
+) -> String {
+    let mut name = format!("{protocol}-{}B-{}x{}", cfg.payload, cfg.clients, cfg.window);
+    match (io_model, io_threads) {
+        (EchoIoModel::Shared, 1) => {}
+        (EchoIoModel::Shared, n) => name.push_str(&format!("-shared{n}")),
+        (EchoIoModel::Sharded, n) => name.push_str(&format!("-sharded{n}")),
+    }
+    if work > 0 {
+        name.push_str(&format!("-work{work}"));
+    }
+    name
+}
 
 /// One client's connection: sends and receives whole messages.
 ///
@@ -85,6 +118,12 @@ pub trait EchoTransport: Send + Sync {
     fn peer(&self) -> Option<&'static str> {
         None
     }
+    /// The TLS session the clients negotiated, once one has connected;
+    /// `None` for transports without TLS (QUIC's is part of the protocol and
+    /// not recorded here).
+    fn tls_session(&self) -> Option<TlsSession> {
+        None
+    }
     /// Requested socket buffers (bytes); `None` keeps the OS default.
     fn requested_buffers(&self) -> BufferRequest {
         BufferRequest::default()
@@ -107,6 +146,9 @@ pub struct ServerStats {
     /// Receive or send failures, and malformed frames (each ends nothing but
     /// that message, except a TCP framing error, which closes the connection).
     pub errors: AtomicU64,
+    /// Work rounds per echo ([`work`]), set by the harness before the clients
+    /// start; every server applies it to a message before echoing it.
+    pub work: work::ServerWork,
 }
 
 impl ServerStats {

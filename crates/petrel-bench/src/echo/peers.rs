@@ -13,6 +13,8 @@ pub const WEBSOCKET: &str = concat!(
 pub const KCP: &str = concat!("tokio_kcp ", env!("PETREL_PEER_VERSION_TOKIO_KCP"));
 /// `quinn` (QUIC), e.g. `"quinn 0.11.12"`.
 pub const QUIC: &str = concat!("quinn ", env!("PETREL_PEER_VERSION_QUINN"));
+/// `rustls` (TLS of the `tls` and `wss` protocols), e.g. `"rustls 0.23.46"`.
+pub const RUSTLS: &str = concat!("rustls ", env!("PETREL_PEER_VERSION_RUSTLS"));
 
 #[cfg(test)]
 mod tests {
@@ -24,7 +26,7 @@ mod tests {
         let lock =
             std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.lock"))
                 .unwrap();
-        for peer in [WEBSOCKET, KCP, QUIC] {
+        for peer in [WEBSOCKET, KCP, QUIC, RUSTLS] {
             let (name, version) = peer.split_once(' ').unwrap();
             let entry = format!("name = \"{name}\"\nversion = \"{version}\"");
             assert!(lock.contains(&entry), "{peer} not in Cargo.lock");

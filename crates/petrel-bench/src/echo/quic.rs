@@ -36,7 +36,7 @@ use crate::echo::config::MAX_PAYLOAD;
 const SERVER_NAME: &str = "localhost";
 
 /// `quinn` over 127.0.0.1 with a fresh self-signed certificate.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct QuicTransport {
     buffers: BufferRequest,
     cert: CertificateDer<'static>,
@@ -193,6 +193,7 @@ async fn echo_stream(
                 return;
             }
         };
+        stats.work.apply(&frame);
         if send.write_all(&encode_frame(&frame)).await.is_err() {
             stats.count_error();
             return;

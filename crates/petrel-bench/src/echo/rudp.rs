@@ -107,6 +107,7 @@ async fn serve(endpoint: Endpoint, stats: Arc<ServerStats>) {
 /// Echoes every message of one server-side connection until it ends.
 pub(crate) async fn echo_connection(conn: Connection, stats: Arc<ServerStats>) {
     while let Ok(Some(msg)) = conn.recv().await {
+        stats.work.apply(&msg);
         match conn.send(msg).await {
             Ok(()) => stats.count_echo(),
             Err(_) => {

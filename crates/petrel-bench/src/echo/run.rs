@@ -2,9 +2,13 @@
 //! bounded in-flight table, plus the measurement around them.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
+use tokio::runtime::Handle;
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 
@@ -12,8 +16,15 @@ use super::message::{self, Header, Phase};
 use super::report::{EchoError, EchoReport};
 use super::{EchoClient, EchoConfig, EchoTransport, SocketBuffers, DRAIN_LIMIT};
 use crate::measure::{peak_rss_bytes, CpuSample, LatencyHistogram};
-use crate::record::echo::{EchoErrors, EchoParameters, EchoRound};
-use crate::record::{ResultRecord, ServerClientBuffers, Spread};
+use crate::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound};
+use crate::record::{RecordError, ResultRecord, ServerClientBuffers, Spread};
+
+/// What an echo run does beyond [`EchoConfig`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EchoOptions {
+    /// Work rounds the server does per echo ([`super::work`]), 0..=[`super::work::MAX_WORK`].
+    pub work: u32,
+}
 
 /// Runs the echo benchmark of `specs/benchmarks.md` §A over `transport` on
 /// the current tokio runtime and records it as `case`.
@@ -26,6 +37,69 @@ pub async fn run_echo<T: EchoTransport>(
     cfg: &EchoConfig,
     case: &str,
 ) -> Result<EchoReport, EchoError> {
+    run_echo_with(transport, cfg, case, EchoOptions::default()).await
+}
+
+/// [`run_echo`] with [`EchoOptions`] (the server's work per echo), every
+/// task on the current tokio runtime (the `shared` I/O model).
+///
+/// # Errors
+/// As [`run_echo`].
+pub async fn run_echo_with<T: EchoTransport>(
+    transport: &T,
+    cfg: &EchoConfig,
+    case: &str,
+    opts: EchoOptions,
+) -> Result<EchoReport, EchoError> {
+    let connect = |addr: SocketAddr, id: u32| transport.connect(addr, id);
+    run(transport, cfg, case, opts, connect, &[]).await
+}
+
+/// [`run_echo_with`] in the `sharded` I/O model: the server and the harness's
+/// timing run on the current (current-thread) runtime, the clients (their
+/// sockets, connection tasks, and the harness's send and receive tasks) on
+/// `shards` single-thread runtimes, client `i` on shard `i % shards.len()`.
+/// The transport is cloned into each shard to connect there, so a socket is
+/// registered with the shard's reactor.
+///
+/// # Errors
+/// As [`run_echo`]; [`EchoError::Task`] if a shard's connect task fails.
+pub async fn run_echo_sharded<T: EchoTransport + Clone + 'static>(
+    transport: &T,
+    cfg: &EchoConfig,
+    case: &str,
+    opts: EchoOptions,
+    shards: &[Handle],
+) -> Result<EchoReport, EchoError> {
+    let connect = |addr: SocketAddr, id: u32| {
+        let t = transport.clone();
+        let shard = shards.get(id as usize % shards.len().max(1)).cloned();
+        async move {
+            match shard {
+                Some(shard) => shard
+                    .spawn(async move { t.connect(addr, id).await })
+                    .await
+                    .map_err(io::Error::other)?,
+                None => t.connect(addr, id).await,
+            }
+        }
+    };
+    run(transport, cfg, case, opts, connect, shards).await
+}
+
+async fn run<T, F, Fut>(
+    transport: &T,
+    cfg: &EchoConfig,
+    case: &str,
+    opts: EchoOptions,
+    mut connect: F,
+    shards: &[Handle],
+) -> Result<EchoReport, EchoError>
+where
+    T: EchoTransport,
+    F: FnMut(SocketAddr, u32) -> Fut,
+    Fut: Future<Output = io::Result<T::Client>>,
+{
     cfg.validate()?;
     let metrics = tokio::runtime::Handle::current().metrics();
     let runtime = match tokio::runtime::Handle::current().runtime_flavor() {
@@ -45,16 +119,34 @@ pub async fn run_echo<T: EchoTransport>(
         runtime_workers: metrics.num_workers(),
         reliable: transport.reliable(),
         peer: transport.peer().map(str::to_owned),
+        io_model: if shards.is_empty() {
+            EchoIoModel::Shared
+        } else {
+            EchoIoModel::Sharded
+        },
+        shards: shards.len(),
+        work: opts.work.min(super::work::MAX_WORK),
     };
     let mut record = ResultRecord::begin("echo", case, &params)?;
     let mut rounds = Vec::new();
     let mut totals = EchoErrors::default();
     for round in 0..cfg.rounds {
-        let (figures, buffers) = run_round(transport, cfg, round).await?;
+        let (figures, buffers) =
+            run_round(transport, cfg, round, opts, &mut connect, shards).await?;
         record.socket_buffers = record.socket_buffers.or(buffers);
         totals.add(&figures.errors);
         record.push_round(&figures)?;
         rounds.push(figures);
+    }
+    if let Some(tls) = transport.tls_session() {
+        // Known only once a client has connected: recorded after the rounds.
+        let value = serde_json::to_value(&tls).map_err(|source| RecordError::Serialize {
+            what: "parameters",
+            source,
+        })?;
+        if let Some(obj) = record.parameters.as_object_mut() {
+            obj.insert("tls".into(), value);
+        }
     }
     let figure =
         |f: fn(&EchoRound) -> Option<f64>| -> Vec<f64> { rounds.iter().filter_map(f).collect() };
@@ -121,22 +213,30 @@ struct ClientTally {
     finished_at: Option<Instant>,
 }
 
-async fn run_round<T: EchoTransport>(
+async fn run_round<T, F, Fut>(
     transport: &T,
     cfg: &EchoConfig,
     round: u32,
-) -> Result<(EchoRound, Option<ServerClientBuffers>), EchoError> {
+    opts: EchoOptions,
+    connect: &mut F,
+    shards: &[Handle],
+) -> Result<(EchoRound, Option<ServerClientBuffers>), EchoError>
+where
+    T: EchoTransport,
+    F: FnMut(SocketAddr, u32) -> Fut,
+    Fut: Future<Output = io::Result<T::Client>>,
+{
     let setup = |what: String| move |source| EchoError::Setup { what, source };
     let server = transport
         .start_server()
         .await
         .map_err(setup(format!("start {} echo server", transport.name())))?;
+    server.stats().work.set(opts.work);
     let mut clients = Vec::with_capacity(cfg.clients);
     for id in 0..cfg.clients {
         // `validate` bounds clients to 1024, so the id fits.
         let id = u32::try_from(id).unwrap_or(u32::MAX);
-        let client = transport
-            .connect(server.local_addr(), id)
+        let client = connect(server.local_addr(), id)
             .await
             .map_err(setup(format!("connect {} client {id}", transport.name())))?;
         clients.push((id, Arc::new(client)));
@@ -184,13 +284,18 @@ async fn run_round<T: EchoTransport>(
             drained: Notify::new(),
         });
         tables.push(Arc::clone(&shared));
-        senders.spawn(send_loop(
-            Arc::clone(&client),
-            Arc::clone(&shared),
-            id,
-            timing,
-        ));
-        receivers.spawn(recv_loop(client, shared, id, timing));
+        let sender = send_loop(Arc::clone(&client), Arc::clone(&shared), id, timing);
+        let receiver = recv_loop(client, shared, id, timing);
+        match shards.get(id as usize % shards.len().max(1)) {
+            Some(shard) => {
+                senders.spawn_on(sender, shard);
+                receivers.spawn_on(receiver, shard);
+            }
+            None => {
+                senders.spawn(sender);
+                receivers.spawn(receiver);
+            }
+        }
     }
 
     tokio::time::sleep_until(warm_end.into()).await;

@@ -88,6 +88,7 @@ async fn echo_connection(stream: TcpStream, stats: Arc<ServerStats>) {
                 return;
             }
         };
+        stats.work.apply(&frame);
         if writer.write_all(&encode_frame(&frame)).await.is_err() {
             stats.count_error();
             return;

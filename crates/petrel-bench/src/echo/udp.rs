@@ -103,10 +103,13 @@ async fn serve(socket: UdpSocket, stats: Arc<ServerStats>) {
     let mut buf = vec![0u8; RECV_CAPACITY];
     loop {
         match socket.recv_from(&mut buf).await {
-            Ok((n, peer)) => match socket.send_to(&buf[..n], peer).await {
-                Ok(_) => stats.count_echo(),
-                Err(_) => stats.count_error(),
-            },
+            Ok((n, peer)) => {
+                stats.work.apply(&buf[..n]);
+                match socket.send_to(&buf[..n], peer).await {
+                    Ok(_) => stats.count_echo(),
+                    Err(_) => stats.count_error(),
+                }
+            }
             Err(_) => stats.count_error(),
         }
     }

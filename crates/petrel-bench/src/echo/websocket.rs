@@ -15,6 +15,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Mutex;
 use tokio::task::JoinSet;
@@ -68,18 +69,30 @@ impl EchoTransport for WebSocketTransport {
         let stream = TcpStream::connect(server).await?;
         stream.set_nodelay(true)?;
         let buffers = petrel_sys::socket::buffers_of(&stream)?;
-        let url = format!("ws://{server}/");
-        let (ws, _response) =
-            tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
-                .await
-                .map_err(to_io)?;
-        let (sink, stream) = ws.split();
-        Ok(WebSocketClient {
-            sink: Mutex::new(sink),
-            stream: Mutex::new(stream),
-            buffers,
-        })
+        handshake(format!("ws://{server}/"), stream, buffers).await
     }
+}
+
+/// The client side of the WebSocket handshake over `stream` (TCP, or TLS
+/// for [`wss`](super::wss)).
+pub(super) async fn handshake<S>(
+    url: String,
+    stream: S,
+    buffers: SocketBuffers,
+) -> io::Result<WebSocketClient<S>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let (ws, _response) =
+        tokio_tungstenite::client_async_with_config(url, stream, Some(ws_config()))
+            .await
+            .map_err(to_io)?;
+    let (sink, stream) = ws.split();
+    Ok(WebSocketClient {
+        sink: Mutex::new(sink),
+        stream: Mutex::new(stream),
+        buffers,
+    })
 }
 
 async fn accept_loop(listener: TcpListener, stats: Arc<ServerStats>) {
@@ -101,6 +114,15 @@ async fn echo_connection(stream: TcpStream, stats: Arc<ServerStats>) {
     if stream.set_nodelay(true).is_err() {
         stats.count_error();
     }
+    serve(stream, &stats).await;
+}
+
+/// The server side of one WebSocket connection over `stream` (TCP, or TLS
+/// for [`wss`](super::wss)): the handshake, then every binary message echoed.
+pub(super) async fn serve<S>(stream: S, stats: &ServerStats)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
     let mut ws = match tokio_tungstenite::accept_async_with_config(stream, Some(ws_config())).await
     {
         Ok(ws) => ws,
@@ -112,6 +134,7 @@ async fn echo_connection(stream: TcpStream, stats: Arc<ServerStats>) {
     while let Some(msg) = ws.next().await {
         match msg {
             Ok(Message::Binary(data)) => {
+                stats.work.apply(&data);
                 if ws.send(Message::Binary(data)).await.is_err() {
                     stats.count_error();
                     return;
@@ -132,28 +155,35 @@ async fn echo_connection(stream: TcpStream, stats: Arc<ServerStats>) {
 
 /// A client that drops its connection without a close handshake (the
 /// harness drops clients once they have drained) has left, as an EOF does
-/// for TCP; it is not a server failure.
+/// for TCP; it is not a server failure. Over TLS ([`wss`](super::wss)) the
+/// same departure reads as an I/O error: an end of stream without TLS
+/// `close_notify`, or a reset.
 fn peer_left(e: &WsError) -> bool {
-    matches!(
-        e,
+    match e {
         WsError::ConnectionClosed
-            | WsError::AlreadyClosed
-            | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake)
-    )
+        | WsError::AlreadyClosed
+        | WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => true,
+        WsError::Io(io) => matches!(
+            io.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        ),
+        _ => false,
+    }
 }
 
-type Ws = WebSocketStream<TcpStream>;
-
-/// One client's WebSocket, split so the harness's sender and receiver tasks
-/// do not wait for each other.
+/// One client's WebSocket over `S` (TCP by default), split so the harness's
+/// sender and receiver tasks do not wait for each other.
 #[derive(Debug)]
-pub struct WebSocketClient {
-    sink: Mutex<SplitSink<Ws, Message>>,
-    stream: Mutex<SplitStream<Ws>>,
+pub struct WebSocketClient<S = TcpStream> {
+    sink: Mutex<SplitSink<WebSocketStream<S>, Message>>,
+    stream: Mutex<SplitStream<WebSocketStream<S>>>,
     buffers: SocketBuffers,
 }
 
-impl EchoClient for WebSocketClient {
+impl<S> EchoClient for WebSocketClient<S>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     async fn send(&self, msg: Bytes) -> io::Result<()> {
         self.sink
             .lock()

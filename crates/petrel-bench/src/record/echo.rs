@@ -131,6 +131,46 @@ pub struct EchoParameters {
     /// Third-party library under test and its version, e.g. `"quinn 0.11.12"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<String>,
+    /// Runtime layout (`--io-model`): `shared` = every task on the one runtime
+    /// above; `sharded` = the server and the harness's timing on that
+    /// (current-thread) runtime, the clients (sockets, connection tasks and the
+    /// harness's per-client send and receive tasks) on `shards` single-thread
+    /// runtimes, dealt out round-robin.
+    #[serde(default)]
+    pub io_model: EchoIoModel,
+    /// Single-thread client runtimes of the `sharded` model (0 when `shared`).
+    #[serde(default)]
+    pub shards: usize,
+    /// Server work rounds per echo (`--work`): chained SHA-256 digests over
+    /// the whole message, before it is echoed unchanged.
+    #[serde(default)]
+    pub work: u32,
+}
+
+/// The runtime layout of an echo run (`--io-model`, `specs/benchmarks.md` §A).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EchoIoModel {
+    /// One runtime (current-thread, or multi-thread with `runtime_workers`)
+    /// runs the server, the clients and the harness.
+    #[default]
+    Shared,
+    /// The clients on single-thread shard runtimes (see `io_model`).
+    Sharded,
+}
+
+/// The TLS session of the `tls` and `wss` protocols, as the first client
+/// negotiated it (recorded as `parameters.tls`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsSession {
+    /// Protocol version, e.g. `"TLSv1_3"`.
+    pub version: String,
+    /// Cipher suite, e.g. `"TLS13_AES_256_GCM_SHA384"`.
+    pub cipher_suite: String,
+    /// The TLS library and its version, e.g. `"rustls 0.23.46"`.
+    pub library: String,
+    /// The server certificate: self-signed, generated in-process.
+    pub certificate: String,
 }
 
 #[cfg(test)]
