@@ -3,12 +3,16 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::svg::{bar_chart, escape, number, Bar, Group};
+use super::published::parameter;
+use super::published_panel::published_panel;
+use super::skipped::Skipped;
+use super::summary::summary;
+use super::svg::{bar_chart, escape, number, Axes, Bar, Group};
 use crate::ratios::{case_shape, ratios};
 use crate::record::{ResultRecord, Spread};
 
 /// The protocol of a record: `parameters.protocol`, else the benchmark name.
-fn protocol(r: &ResultRecord) -> String {
+pub(super) fn protocol(r: &ResultRecord) -> String {
     r.parameters
         .get("protocol")
         .and_then(|p| p.as_str())
@@ -34,7 +38,7 @@ fn peer(r: &ResultRecord) -> String {
 }
 
 /// Values in first-seen order without repeats.
-fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
+pub(super) fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for v in values {
         if !out.contains(&v) {
@@ -44,48 +48,99 @@ fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
+/// Where a record is charted and compared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Placement {
+    /// Panel: its own charts and value axis.
+    pub panel: String,
+    /// Group within the panel: one x position.
+    pub group: String,
+    /// Series: one bar colour per group.
+    pub series: String,
+    /// What the x positions are.
+    pub x_label: &'static str,
+    /// What the series are.
+    pub legend: &'static str,
+}
+
 /// Where a record is charted: (panel, group within the panel, series).
 /// Each panel gets its own charts and value axis, so a 1×1 case's p99 is not
 /// dwarfed by a 4×16 one's: loopback echo has one panel per case shape with
 /// a bar per protocol; RUDP through the emulator has one panel per shape,
-/// grouped by impairment profile, with a bar per FEC mode.
-fn placement(r: &ResultRecord) -> (String, String, String) {
+/// grouped by impairment profile, with a bar per FEC mode (prefixed with the
+/// peer's name for an external peer such as kcptun); goodput has one panel
+/// per link (and loss or scenario, when set), grouped by controller, with a
+/// bar per transport.
+pub(super) fn placement(r: &ResultRecord) -> Placement {
     let param = |k: &str| r.parameters.get(k).and_then(|v| v.as_str());
     match (r.benchmark.as_str(), param("profile"), param("fec")) {
         ("rudp", Some(profile), Some(fec)) => {
             let fec = if fec == "none" { "arq" } else { fec };
+            let series = match peer(r).split(' ').next() {
+                Some(name) if !name.is_empty() => format!("{name} {fec}"),
+                _ => fec.to_owned(),
+            };
             let shape = case_shape(r).unwrap_or_else(|| shape(r));
-            let panel = format!("RUDP through the emulator, {shape}");
-            (panel, profile.to_owned(), fec.to_owned())
+            Placement {
+                panel: format!("RUDP through the emulator, {shape}"),
+                group: profile.to_owned(),
+                series,
+                x_label: "impairment profile",
+                legend: "FEC mode",
+            }
         }
-        ("echo", _, _) => (
-            format!("Loopback echo, {}", shape(r)),
-            shape(r),
-            protocol(r),
-        ),
+        ("echo", _, _) => Placement {
+            panel: format!("Loopback echo, {}", shape(r)),
+            group: shape(r),
+            series: protocol(r),
+            x_label: "case shape (payload B-clients×window)",
+            legend: "protocol",
+        },
         // Case `<transport>-<cc>-<link>`: one panel per link, grouped by controller.
         (crate::goodput::BENCHMARK, _, _) => {
             let shape = shape(r);
             let (cc, link) = shape.split_once('-').unwrap_or(("", &shape));
-            (format!("Bulk goodput, {link}"), cc.to_owned(), protocol(r))
+            let mut panel = format!("Bulk goodput, {link}");
+            if let Some(scenario) = parameter(r, "scenario").and_then(|s| s.as_str()) {
+                let _ = write!(panel, ", scenario {scenario}");
+            }
+            if let Some(loss) = parameter(r, "loss")
+                .and_then(serde_json::Value::as_f64)
+                .filter(|l| *l > 0.0)
+            {
+                let _ = write!(panel, ", loss={}", number(loss));
+            }
+            Placement {
+                panel,
+                group: cc.to_owned(),
+                series: protocol(r),
+                x_label: "congestion controller",
+                legend: "transport",
+            }
         }
-        _ => (r.benchmark.clone(), shape(r), protocol(r)),
+        _ => Placement {
+            panel: r.benchmark.clone(),
+            group: shape(r),
+            series: protocol(r),
+            x_label: "case",
+            legend: "protocol",
+        },
     }
 }
 
 fn chart(records: &[&ResultRecord], key: &str, title: &str, unit: &str) -> String {
     let placed: Vec<_> = records.iter().map(|r| (placement(r), *r)).collect();
-    let series = ordered(placed.iter().map(|((_, _, s), _)| s.clone()));
-    let groups: Vec<Group> = ordered(placed.iter().map(|((_, g, _), _)| g.clone()))
+    let series = ordered(placed.iter().map(|(p, _)| p.series.clone()));
+    let groups: Vec<Group> = ordered(placed.iter().map(|(p, _)| p.group.clone()))
         .into_iter()
         .map(|label| {
             let mut bars: Vec<Bar> = placed
                 .iter()
-                .filter(|((_, g, _), _)| *g == label)
-                .filter_map(|((_, _, series), r)| {
+                .filter(|(p, _)| p.group == label)
+                .filter_map(|(p, r)| {
                     let s = r.summary.get(key)?;
                     Some(Bar {
-                        series: series.clone(),
+                        series: p.series.clone(),
                         value: s.median,
                         min: s.min,
                         max: s.max,
@@ -97,43 +152,57 @@ fn chart(records: &[&ResultRecord], key: &str, title: &str, unit: &str) -> Strin
             Group { label, bars }
         })
         .collect();
-    bar_chart(title, unit, &series, &groups)
+    // Every member of a panel has the same kind, hence the same labels.
+    let (x_label, legend) = placed
+        .first()
+        .map_or(("case", "protocol"), |(p, _)| (p.x_label, p.legend));
+    let axes = Axes {
+        unit,
+        x_label,
+        legend,
+    };
+    bar_chart(title, &axes, &series, &groups)
 }
+
+/// Headline figures charted per panel: (summary key, title, unit).
+const CHARTED: [(&str, &str, &str); 6] = [
+    (
+        "round_trips_per_sec",
+        "Throughput (round trips/s, higher is better)",
+        "round trips/s",
+    ),
+    ("rtt_p99_us", "p99 RTT (µs, lower is better)", "µs"),
+    (
+        "cpu_percent",
+        "Process CPU (% of one core, lower is better)",
+        "% of one core",
+    ),
+    (
+        "overhead_percent",
+        "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
+        "%",
+    ),
+    (
+        "goodput_mbps",
+        "Bulk goodput, first to last byte (Mbit/s, higher is better)",
+        "Mbit/s",
+    ),
+    (
+        "efficiency_percent",
+        "Efficiency, goodput / link rate (%, higher is better)",
+        "%",
+    ),
+];
 
 fn charts(out: &mut String, records: &[ResultRecord]) {
     out.push_str("<h2>Charts</h2><p>Bars: median across rounds; whiskers: min and max. Each panel has its own axes.</p>");
-    for panel in ordered(records.iter().map(|r| placement(r).0)) {
-        let members: Vec<&ResultRecord> =
-            records.iter().filter(|r| placement(r).0 == panel).collect();
+    for panel in ordered(records.iter().map(|r| placement(r).panel)) {
+        let members: Vec<&ResultRecord> = records
+            .iter()
+            .filter(|r| placement(r).panel == panel)
+            .collect();
         let _ = write!(out, "<h3>{}</h3>", escape(&panel));
-        for (key, title, unit) in [
-            (
-                "round_trips_per_sec",
-                "Throughput (round trips/s, higher is better)",
-                "round trips/s",
-            ),
-            ("rtt_p99_us", "p99 RTT (µs, lower is better)", "µs"),
-            (
-                "cpu_percent",
-                "Process CPU (% of one core, lower is better)",
-                "% of one core",
-            ),
-            (
-                "overhead_percent",
-                "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
-                "%",
-            ),
-            (
-                "goodput_mbps",
-                "Bulk goodput, first to last byte (Mbit/s, higher is better)",
-                "Mbit/s",
-            ),
-            (
-                "efficiency_percent",
-                "Efficiency, goodput / link rate (%, higher is better)",
-                "%",
-            ),
-        ] {
+        for (key, title, unit) in CHARTED {
             if members.iter().any(|r| r.summary.contains_key(key)) {
                 out.push_str(&chart(&members, key, title, unit));
             }
@@ -178,7 +247,7 @@ fn opt_bytes(v: Option<usize>) -> String {
 }
 
 fn summary_table(out: &mut String, records: &[ResultRecord]) {
-    out.push_str("<h2>Summary</h2><table><tr><th>case</th><th>peer</th><th>rounds</th><th>round trips/s</th><th>p50 RTT µs</th><th>p99 RTT µs</th><th>CPU %</th><th>errors</th><th>ok</th></tr>");
+    out.push_str("<h2>All cases</h2><table><tr><th>case</th><th>peer</th><th>rounds</th><th>round trips/s</th><th>p50 RTT µs</th><th>p99 RTT µs</th><th>CPU %</th><th>errors</th><th>ok</th></tr>");
     for r in records {
         let errors: u64 = r.errors.values().sum();
         let _ = write!(
@@ -266,7 +335,7 @@ fn environment(out: &mut String, records: &[ResultRecord]) {
 
 /// A command line as a shell would accept it: arguments with characters
 /// outside a safe set are single-quoted.
-fn shell_line(argv: &[String]) -> String {
+pub(super) fn shell_line(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
             let safe = !a.is_empty()
@@ -304,11 +373,18 @@ fn commands(out: &mut String, records: &[ResultRecord]) {
     out.push_str("</pre>");
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1140px}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}td.bad{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;font-size:12px}svg{display:block;margin:12px 0}";
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1140px}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}td.bad,p.bad{color:#b00;font-weight:bold}td.not-run{color:#777;font-style:italic}#summary{border:2px solid #0072B2;padding:4px 14px;margin:12px 0}#summary h3{margin:8px 0 4px}#summary p{margin:4px 0}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;font-size:12px}svg{display:block;margin:12px 0}";
 
-/// The whole page for `records` (one per case, in the given order).
+/// The whole page for `records` (one per case, in the given order), with
+/// no skipped cases.
 pub fn render_html(records: &[ResultRecord]) -> String {
-    let all_ok = records.iter().all(|r| r.ok);
+    render_report(records, &[])
+}
+
+/// The whole page: the summary (naming `skipped` among what failed), the
+/// published-vs-Petrel panel, charts, tables, environment and commands.
+pub fn render_report(records: &[ResultRecord], skipped: &[Skipped]) -> String {
+    let all_ok = records.iter().all(|r| r.ok) && skipped.is_empty();
     let mut out = String::new();
     let _ = write!(
         out,
@@ -316,6 +392,8 @@ pub fn render_html(records: &[ResultRecord]) -> String {
         records.len(),
         if all_ok { "all ok" } else { "NOT all ok" }
     );
+    summary(&mut out, records, skipped);
+    published_panel(&mut out, records);
     charts(&mut out, records);
     summary_table(&mut out, records);
     ratio_table(&mut out, records);
