@@ -183,7 +183,10 @@ pub enum PublishedError {
     },
 }
 
-fn validate(raw: RawFigure, seen: &mut BTreeSet<String>) -> Result<PublishedFigure, PublishedError> {
+fn validate(
+    raw: RawFigure,
+    seen: &mut BTreeSet<String>,
+) -> Result<PublishedFigure, PublishedError> {
     let bad = |problem: &str| PublishedError::Entry {
         id: raw.id.clone(),
         problem: problem.to_owned(),
@@ -402,10 +405,7 @@ fn window_rtt(r: &ResultRecord, records: &[ResultRecord]) -> Option<MeasuredLimi
     match (number(r, "clients"), number(r, "window")) {
         (Some(c), Some(w)) if delay_ms > 0.0 => Some(MeasuredLimit {
             value: c * w / (2.0 * delay_ms / 1000.0),
-            what: format!(
-                "{c} × {w} in flight ÷ {} ms emulated RTT",
-                crate::report::svg::number(2.0 * delay_ms)
-            ),
+            what: format!("{c} × {w} in flight ÷ {} ms emulated RTT", 2.0 * delay_ms),
         }),
         _ => raw_udp_echo(r, records),
     }
@@ -437,11 +437,7 @@ fn raw_forwarding(records: &[ResultRecord]) -> Option<MeasuredLimit> {
         })
 }
 
-fn limit_of(
-    limit: Limit,
-    r: &ResultRecord,
-    records: &[ResultRecord],
-) -> Option<MeasuredLimit> {
+fn limit_of(limit: Limit, r: &ResultRecord, records: &[ResultRecord]) -> Option<MeasuredLimit> {
     match limit {
         Limit::None => None,
         Limit::RawUdpEcho => raw_udp_echo(r, records),
@@ -454,7 +450,10 @@ fn limit_of(
 /// Each figure of `figures` with Petrel's figure for its case from
 /// `records`, in `figures` order. The first matching record with the metric
 /// is used; the others are counted.
-pub fn compare<'a>(figures: &'a [PublishedFigure], records: &[ResultRecord]) -> Vec<Comparison<'a>> {
+pub fn compare<'a>(
+    figures: &'a [PublishedFigure],
+    records: &[ResultRecord],
+) -> Vec<Comparison<'a>> {
     figures
         .iter()
         .map(|f| {
@@ -500,7 +499,9 @@ mod tests {
         let benchmarks: BTreeSet<&str> = figures.iter().map(PublishedFigure::benchmark).collect();
         assert_eq!(
             benchmarks,
-            ["echo", "goodput", "reflector", "rudp"].into_iter().collect()
+            ["echo", "goodput", "reflector", "rudp"]
+                .into_iter()
+                .collect()
         );
         // The figures the issue quotes, with their units.
         let get = |id: &str| figures.iter().find(|f| f.id == id).unwrap();
@@ -536,7 +537,10 @@ mod tests {
             assert!(err.contains(needle), "{extra}: {err}");
         }
         let twice = format!("{}{}", entry("value = 1"), entry("value = 2"));
-        assert!(parse(&twice).unwrap_err().to_string().contains("duplicate id"));
+        assert!(parse(&twice)
+            .unwrap_err()
+            .to_string()
+            .contains("duplicate id"));
         let no_benchmark = entry("value = 1").replace("benchmark = \"echo\"", "protocol = \"udp\"");
         assert!(parse(&no_benchmark)
             .unwrap_err()

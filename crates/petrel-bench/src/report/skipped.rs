@@ -87,7 +87,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         assert!(load_skipped(&dir).unwrap().is_empty());
-        note_skipped(&dir, "rudp-kcptun-random", "kcptun-client not found\tinstall it").unwrap();
+        note_skipped(
+            &dir,
+            "rudp-kcptun-random",
+            "kcptun-client not found\tinstall it",
+        )
+        .unwrap();
         note_skipped(&dir, "goodput-ngtcp2", "").unwrap();
         std::fs::OpenOptions::new()
             .append(true)

@@ -115,10 +115,7 @@ fn what_ran(out: &mut String, records: &[ResultRecord]) {
             r.host.cpu_model, r.host.logical_cores, r.host.kernel
         )
     }));
-    let _ = write!(
-        out,
-        "<h3 class=\"summary-head\">What ran</h3>"
-    );
+    let _ = write!(out, "<h3 class=\"summary-head\">What ran</h3>");
     let _ = write!(
         out,
         "<p>{} case(s): {}. Git {}; machine: {}.</p>",
@@ -184,7 +181,9 @@ fn what_won(out: &mut String, records: &[ResultRecord]) {
             groups.len() - MAX_ROWS
         );
     }
-    out.push_str("<p>Medians of ok cases of one run; raw UDP is the baseline, not a contender.</p>");
+    out.push_str(
+        "<p>Medians of ok cases of one run; raw UDP is the baseline, not a contender.</p>",
+    );
 }
 
 /// Why a record is not `ok`: non-zero error counters, and the `error` or
@@ -197,7 +196,10 @@ fn reasons(r: &ResultRecord) -> String {
         .map(|(k, n)| format!("{k}={n}"))
         .collect();
     let round_reasons = r.rounds.iter().flat_map(|round| {
-        let error = round.get("error").and_then(Value::as_str).map(str::to_owned);
+        let error = round
+            .get("error")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let failures = round
             .get("failures")
             .and_then(Value::as_array)
