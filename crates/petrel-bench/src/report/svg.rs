@@ -115,7 +115,7 @@ pub fn bar_chart(title: &str, axes: &Axes<'_>, series: &[String], groups: &[Grou
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg class="chart" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{t}"><title>{t}</title>"#,
+        r#"<svg class="chart" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" role="img" aria-label="{t}"><title>{t}</title>"#,
         t = escape(title)
     );
     let _ = write!(
