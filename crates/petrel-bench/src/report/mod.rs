@@ -19,8 +19,10 @@
 //! with their reason.
 
 mod html;
+mod placement;
 pub mod published;
 mod published_panel;
+mod shell;
 mod skipped;
 mod summary;
 pub mod svg;

@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::html::{ordered, placement, shell_line};
+use super::placement::{ordered, placement};
+use super::shell::shell_line;
 use super::skipped::Skipped;
 use super::svg::{escape, number};
 use crate::record::ResultRecord;
