@@ -31,7 +31,9 @@
 //!   command line and time budget, and the merge of per-round results into one
 //!   record per case;
 //! - [`report`]: the self-contained HTML report rendered from a directory of
-//!   result files.
+//!   result files: a one-screen summary, the seeds' published figures
+//!   (`data/published.toml`) next to Petrel's for the same case, charts and
+//!   tables.
 //!
 //! What does not: the transports themselves (`petrel`), the impairment
 //! emulator (`petrel-netem`), the reflector (`petrel-reflector`), socket

@@ -1,5 +1,6 @@
 //! `petrel report DIR`: renders `DIR/report.html` from the JSON result files
-//! in DIR (see `petrel_bench::report`).
+//! in DIR and its optional `skipped.txt` (see `petrel_bench::report`): the
+//! summary, the published-vs-Petrel panel, charts and tables.
 //!
 //! Exit codes: 0 when written, 1 when the directory or a file cannot be
 //! read or the page not written, 2 for a directory that holds no result files

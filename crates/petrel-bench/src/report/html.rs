@@ -1,91 +1,31 @@
-//! The report page: charts, tables, environment and commands.
+//! The report page: the summary and published-vs-Petrel panel (rendered by
+//! their own modules), charts, tables, environment and commands.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::svg::{bar_chart, escape, number, Bar, Group};
-use crate::ratios::{case_shape, ratios};
+use super::placement::{ordered, peer, placement};
+use super::published_panel::published_panel;
+use super::shell::shell_line;
+use super::skipped::Skipped;
+use super::summary::summary;
+use super::svg::{bar_chart, escape, number, Axes, Bar, Group};
+use crate::ratios::ratios;
 use crate::record::{ResultRecord, Spread};
-
-/// The protocol of a record: `parameters.protocol`, else the benchmark name.
-fn protocol(r: &ResultRecord) -> String {
-    r.parameters
-        .get("protocol")
-        .and_then(|p| p.as_str())
-        .map_or_else(|| r.benchmark.clone(), str::to_owned)
-}
-
-/// The case shape shared across protocols, e.g. `1024B-4x16`: the case name
-/// without its protocol prefix.
-fn shape(r: &ResultRecord) -> String {
-    let proto = protocol(r);
-    r.case
-        .strip_prefix(&format!("{proto}-"))
-        .unwrap_or(&r.case)
-        .to_owned()
-}
-
-fn peer(r: &ResultRecord) -> String {
-    r.parameters
-        .get("peer")
-        .and_then(|p| p.as_str())
-        .unwrap_or("")
-        .to_owned()
-}
-
-/// Values in first-seen order without repeats.
-fn ordered(values: impl Iterator<Item = String>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for v in values {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
-    out
-}
-
-/// Where a record is charted: (panel, group within the panel, series).
-/// Each panel gets its own charts and value axis, so a 1×1 case's p99 is not
-/// dwarfed by a 4×16 one's: loopback echo has one panel per case shape with
-/// a bar per protocol; RUDP through the emulator has one panel per shape,
-/// grouped by impairment profile, with a bar per FEC mode.
-fn placement(r: &ResultRecord) -> (String, String, String) {
-    let param = |k: &str| r.parameters.get(k).and_then(|v| v.as_str());
-    match (r.benchmark.as_str(), param("profile"), param("fec")) {
-        ("rudp", Some(profile), Some(fec)) => {
-            let fec = if fec == "none" { "arq" } else { fec };
-            let shape = case_shape(r).unwrap_or_else(|| shape(r));
-            let panel = format!("RUDP through the emulator, {shape}");
-            (panel, profile.to_owned(), fec.to_owned())
-        }
-        ("echo", _, _) => (
-            format!("Loopback echo, {}", shape(r)),
-            shape(r),
-            protocol(r),
-        ),
-        // Case `<transport>-<cc>-<link>`: one panel per link, grouped by controller.
-        (crate::goodput::BENCHMARK, _, _) => {
-            let shape = shape(r);
-            let (cc, link) = shape.split_once('-').unwrap_or(("", &shape));
-            (format!("Bulk goodput, {link}"), cc.to_owned(), protocol(r))
-        }
-        _ => (r.benchmark.clone(), shape(r), protocol(r)),
-    }
-}
 
 fn chart(records: &[&ResultRecord], key: &str, title: &str, unit: &str) -> String {
     let placed: Vec<_> = records.iter().map(|r| (placement(r), *r)).collect();
-    let series = ordered(placed.iter().map(|((_, _, s), _)| s.clone()));
-    let groups: Vec<Group> = ordered(placed.iter().map(|((_, g, _), _)| g.clone()))
+    let series = ordered(placed.iter().map(|(p, _)| p.series.clone()));
+    let groups: Vec<Group> = ordered(placed.iter().map(|(p, _)| p.group.clone()))
         .into_iter()
         .map(|label| {
             let mut bars: Vec<Bar> = placed
                 .iter()
-                .filter(|((_, g, _), _)| *g == label)
-                .filter_map(|((_, _, series), r)| {
+                .filter(|(p, _)| p.group == label)
+                .filter_map(|(p, r)| {
                     let s = r.summary.get(key)?;
                     Some(Bar {
-                        series: series.clone(),
+                        series: p.series.clone(),
                         value: s.median,
                         min: s.min,
                         max: s.max,
@@ -97,43 +37,57 @@ fn chart(records: &[&ResultRecord], key: &str, title: &str, unit: &str) -> Strin
             Group { label, bars }
         })
         .collect();
-    bar_chart(title, unit, &series, &groups)
+    // Every member of a panel has the same kind, hence the same labels.
+    let (x_label, legend) = placed
+        .first()
+        .map_or(("case", "protocol"), |(p, _)| (p.x_label, p.legend));
+    let axes = Axes {
+        unit,
+        x_label,
+        legend,
+    };
+    bar_chart(title, &axes, &series, &groups)
 }
+
+/// Headline figures charted per panel: (summary key, title, unit).
+const CHARTED: [(&str, &str, &str); 6] = [
+    (
+        "round_trips_per_sec",
+        "Throughput (round trips/s, higher is better)",
+        "round trips/s",
+    ),
+    ("rtt_p99_us", "p99 RTT (µs, lower is better)", "µs"),
+    (
+        "cpu_percent",
+        "Process CPU (% of one core, lower is better)",
+        "% of one core",
+    ),
+    (
+        "overhead_percent",
+        "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
+        "%",
+    ),
+    (
+        "goodput_mbps",
+        "Bulk goodput, first to last byte (Mbit/s, higher is better)",
+        "Mbit/s",
+    ),
+    (
+        "efficiency_percent",
+        "Efficiency, goodput / link rate (%, higher is better)",
+        "%",
+    ),
+];
 
 fn charts(out: &mut String, records: &[ResultRecord]) {
     out.push_str("<h2>Charts</h2><p>Bars: median across rounds; whiskers: min and max. Each panel has its own axes.</p>");
-    for panel in ordered(records.iter().map(|r| placement(r).0)) {
-        let members: Vec<&ResultRecord> =
-            records.iter().filter(|r| placement(r).0 == panel).collect();
+    for panel in ordered(records.iter().map(|r| placement(r).panel)) {
+        let members: Vec<&ResultRecord> = records
+            .iter()
+            .filter(|r| placement(r).panel == panel)
+            .collect();
         let _ = write!(out, "<h3>{}</h3>", escape(&panel));
-        for (key, title, unit) in [
-            (
-                "round_trips_per_sec",
-                "Throughput (round trips/s, higher is better)",
-                "round trips/s",
-            ),
-            ("rtt_p99_us", "p99 RTT (µs, lower is better)", "µs"),
-            (
-                "cpu_percent",
-                "Process CPU (% of one core, lower is better)",
-                "% of one core",
-            ),
-            (
-                "overhead_percent",
-                "Network overhead (UDP payload bytes beyond the application's, %, lower is better)",
-                "%",
-            ),
-            (
-                "goodput_mbps",
-                "Bulk goodput, first to last byte (Mbit/s, higher is better)",
-                "Mbit/s",
-            ),
-            (
-                "efficiency_percent",
-                "Efficiency, goodput / link rate (%, higher is better)",
-                "%",
-            ),
-        ] {
+        for (key, title, unit) in CHARTED {
             if members.iter().any(|r| r.summary.contains_key(key)) {
                 out.push_str(&chart(&members, key, title, unit));
             }
@@ -178,7 +132,7 @@ fn opt_bytes(v: Option<usize>) -> String {
 }
 
 fn summary_table(out: &mut String, records: &[ResultRecord]) {
-    out.push_str("<h2>Summary</h2><table><tr><th>case</th><th>peer</th><th>rounds</th><th>round trips/s</th><th>p50 RTT µs</th><th>p99 RTT µs</th><th>CPU %</th><th>errors</th><th>ok</th></tr>");
+    out.push_str("<h2>All cases</h2><table><tr><th>case</th><th>peer</th><th>rounds</th><th>round trips/s</th><th>p50 RTT µs</th><th>p99 RTT µs</th><th>CPU %</th><th>errors</th><th>ok</th></tr>");
     for r in records {
         let errors: u64 = r.errors.values().sum();
         let _ = write!(
@@ -264,24 +218,6 @@ fn environment(out: &mut String, records: &[ResultRecord]) {
     out.push_str("</table>");
 }
 
-/// A command line as a shell would accept it: arguments with characters
-/// outside a safe set are single-quoted.
-fn shell_line(argv: &[String]) -> String {
-    argv.iter()
-        .map(|a| {
-            let safe = !a.is_empty()
-                && a.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+".contains(c));
-            if safe {
-                a.clone()
-            } else {
-                format!("'{}'", a.replace('\'', r"'\''"))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn commands(out: &mut String, records: &[ResultRecord]) {
     out.push_str("<h2>Commands</h2><pre>");
     for r in records {
@@ -304,11 +240,18 @@ fn commands(out: &mut String, records: &[ResultRecord]) {
     out.push_str("</pre>");
 }
 
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1140px}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}td.bad{color:#b00;font-weight:bold}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;font-size:12px}svg{display:block;margin:12px 0}";
+const STYLE: &str = "body{font-family:sans-serif;margin:24px;max-width:1140px}table{border-collapse:collapse;margin:8px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;font-size:13px}td.bad,p.bad{color:#b00;font-weight:bold}td.not-run{color:#777;font-style:italic}#summary{border:2px solid #0072B2;padding:4px 14px;margin:12px 0}#summary h3{margin:8px 0 4px}#summary p{margin:4px 0}pre{background:#f6f6f6;padding:8px;white-space:pre-wrap;font-size:12px}svg{display:block;margin:12px 0}";
 
-/// The whole page for `records` (one per case, in the given order).
+/// The whole page for `records` (one per case, in the given order), with
+/// no skipped cases.
 pub fn render_html(records: &[ResultRecord]) -> String {
-    let all_ok = records.iter().all(|r| r.ok);
+    render_report(records, &[])
+}
+
+/// The whole page: the summary (naming `skipped` among what failed), the
+/// published-vs-Petrel panel, charts, tables, environment and commands.
+pub fn render_report(records: &[ResultRecord], skipped: &[Skipped]) -> String {
+    let all_ok = records.iter().all(|r| r.ok) && skipped.is_empty();
     let mut out = String::new();
     let _ = write!(
         out,
@@ -316,6 +259,8 @@ pub fn render_html(records: &[ResultRecord]) -> String {
         records.len(),
         if all_ok { "all ok" } else { "NOT all ok" }
     );
+    summary(&mut out, records, skipped);
+    published_panel(&mut out, records);
     charts(&mut out, records);
     summary_table(&mut out, records);
     ratio_table(&mut out, records);
@@ -324,15 +269,4 @@ pub fn render_html(records: &[ResultRecord]) -> String {
     commands(&mut out, records);
     out.push_str("</body></html>\n");
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shell_quoting() {
-        let argv = ["petrel", "bench", "--x", "a b", "it's", ""].map(str::to_owned);
-        assert_eq!(shell_line(&argv), r"petrel bench --x 'a b' 'it'\''s' ''");
-    }
 }

@@ -2,19 +2,35 @@
 //! of one directory alone (`specs/benchmarks.md`, "A report is rendered from
 //! these JSON files alone").
 //!
-//! The page is self-contained: inline SVG charts (throughput, p99 RTT and
-//! CPU per case, grouped by case shape with one bar per protocol and min/max
-//! whiskers across rounds), a summary table, a resource table (peak RSS,
-//! requested and actual socket buffers), the environment (git revision,
-//! rustc, CPU, kernel) and the exact command of every result. It loads no
-//! script, font, style sheet or image from anywhere.
+//! The page opens with a one-screen summary (what ran, what won, what
+//! failed or was skipped), then the published-vs-Petrel panel (each seed's
+//! headline figure from `data/published.toml` next to Petrel's for the same
+//! case, both as a share of a limit measured on their own machine), then
+//! inline SVG charts (throughput, p99 RTT and CPU per case, grouped by case
+//! shape with one bar per protocol, min/max whiskers across rounds, unit on
+//! the value axis, x-axis label and titled legend), a table of every case, the
+//! ratios, a resource table (peak RSS, requested and actual socket buffers),
+//! the environment (git revision, rustc, CPU, kernel) and the exact command of
+//! every result. It is self-contained: it loads no script, font, style sheet
+//! or image from anywhere.
+//!
+//! Cases a run skipped (an external peer that is not installed) are listed in
+//! `skipped.txt` next to the results ([`note_skipped`]); the summary names them
+//! with their reason.
 
 mod html;
+mod placement;
+pub mod published;
+mod published_panel;
+mod shell;
+mod skipped;
+mod summary;
 pub mod svg;
 
 use std::path::{Path, PathBuf};
 
-pub use html::render_html;
+pub use html::{render_html, render_report};
+pub use skipped::{load_skipped, note_skipped, Skipped, SKIPPED_FILE};
 
 use crate::record::ResultRecord;
 
@@ -130,13 +146,16 @@ pub fn load_records(dir: &Path) -> Result<Vec<ResultRecord>, ReportError> {
     Ok(records)
 }
 
-/// Renders `dir/report.html` from the result files in `dir`; returns its path.
+/// Renders `dir/report.html` from the result files in `dir` and its skip
+/// list ([`SKIPPED_FILE`], optional); returns its path.
 ///
 /// # Errors
-/// As [`load_records`], or [`ReportError::Io`] when writing fails.
+/// As [`load_records`] and [`load_skipped`], or [`ReportError::Io`] when
+/// writing fails.
 pub fn write_report(dir: &Path) -> Result<PathBuf, ReportError> {
     let records = load_records(dir)?;
+    let skipped = load_skipped(dir)?;
     let path = dir.join(REPORT_FILE);
-    std::fs::write(&path, render_html(&records)).map_err(io_error("write", &path))?;
+    std::fs::write(&path, render_report(&records, &skipped)).map_err(io_error("write", &path))?;
     Ok(path)
 }

@@ -45,6 +45,17 @@ pub struct Group {
     pub bars: Vec<Bar>,
 }
 
+/// What a chart's axes and legend say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Axes<'a> {
+    /// Unit of the value axis, e.g. `"round trips/s"`.
+    pub unit: &'a str,
+    /// What the groups along the x axis are, e.g. `"impairment profile"`.
+    pub x_label: &'a str,
+    /// What the series are, e.g. `"protocol"`: the legend's title.
+    pub legend: &'a str,
+}
+
 /// Escapes text for XML/HTML content and attribute values.
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
@@ -87,8 +98,11 @@ fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
-/// A grouped bar chart; `series` fixes legend order and colours.
-pub fn bar_chart(title: &str, unit: &str, series: &[String], groups: &[Group]) -> String {
+/// A grouped bar chart; `series` fixes legend order and colours. The value
+/// axis is labelled with `axes.unit`, the x axis with `axes.x_label`, and the
+/// legend (one swatch per series) is titled `axes.legend`.
+pub fn bar_chart(title: &str, axes: &Axes<'_>, series: &[String], groups: &[Group]) -> String {
+    let unit = axes.unit;
     let top_value = groups
         .iter()
         .flat_map(|g| &g.bars)
@@ -101,7 +115,7 @@ pub fn bar_chart(title: &str, unit: &str, series: &[String], groups: &[Group]) -
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg class="chart" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{t}"><title>{t}</title>"#,
+        r#"<svg class="chart" width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" role="img" aria-label="{t}"><title>{t}</title>"#,
         t = escape(title)
     );
     let _ = write!(
@@ -128,8 +142,21 @@ pub fn bar_chart(title: &str, unit: &str, series: &[String], groups: &[Group]) -
         TOP + plot_h / 2.0,
         escape(unit)
     );
+    let _ = write!(
+        s,
+        r#"<text class="x-label" x="{:.1}" y="{:.1}" font-size="12" text-anchor="middle">{}</text>"#,
+        LEFT + plot_w / 2.0,
+        HEIGHT - 8.0,
+        escape(axes.x_label)
+    );
+    let _ = write!(
+        s,
+        r#"<g class="legend"><text x="{LEFT}" y="41" font-size="12" font-weight="bold">{}:</text>"#,
+        escape(axes.legend)
+    );
+    let legend_x = LEFT + 8.0 * axes.legend.chars().count() as f64 + 16.0;
     for (i, name) in series.iter().enumerate() {
-        let x = LEFT + 10.0 + 120.0 * i as f64;
+        let x = legend_x + 120.0 * i as f64;
         let _ = write!(
             s,
             r#"<rect x="{x:.1}" y="30" width="12" height="12" fill="{}"/><text x="{:.1}" y="41" font-size="12">{}</text>"#,
@@ -138,6 +165,7 @@ pub fn bar_chart(title: &str, unit: &str, series: &[String], groups: &[Group]) -
             escape(name)
         );
     }
+    s.push_str("</g>");
     let group_w = plot_w / groups.len().max(1) as f64;
     for (gi, group) in groups.iter().enumerate() {
         let gx = LEFT + group_w * gi as f64;
@@ -236,10 +264,20 @@ mod tests {
                 bars: vec![bar("udp", 10.0)],
             },
         ];
-        let svg = bar_chart("T <1>", "rt/s", &["udp".into(), "quic".into()], &groups);
+        let axes = Axes {
+            unit: "rt/s",
+            x_label: "case shape",
+            legend: "protocol",
+        };
+        let svg = bar_chart("T <1>", &axes, &["udp".into(), "quic".into()], &groups);
         assert_eq!(svg.matches(r#"class="bar""#).count(), 3);
         assert_eq!(svg.matches(r#"class="whisker""#).count(), 3);
         assert!(svg.contains("T &lt;1&gt;"));
         assert!(svg.contains(">100<") && svg.contains(">50.0<"));
+        assert!(svg.contains(r#"class="x-label""#) && svg.contains(">case shape</text>"));
+        assert!(svg.contains(">protocol:</text>"));
+        let legend = &svg[svg.find(r#"<g class="legend">"#).unwrap()..];
+        let legend = &legend[..legend.find("</g>").unwrap()];
+        assert!(legend.contains(">udp<") && legend.contains(">quic<"));
     }
 }
