@@ -396,14 +396,16 @@ fn kcptun_cases(echo: &EchoConfig) -> Result<Vec<RudpBenchConfig>, Failure> {
     Ok(SUITE_KCPTUN_PROFILES
         .iter()
         .flat_map(|&profile| {
-            SUITE_KCPTUN_SHAPES.iter().map(move |&shape| RudpBenchConfig {
-                echo: echo.clone(),
-                fec: FecMode::Fixed,
-                fec_shape: Some(shape),
-                peer: RudpPeer::Kcptun,
-                profile,
-                ..RudpBenchConfig::default()
-            })
+            SUITE_KCPTUN_SHAPES
+                .iter()
+                .map(move |&shape| RudpBenchConfig {
+                    echo: echo.clone(),
+                    fec: FecMode::Fixed,
+                    fec_shape: Some(shape),
+                    peer: RudpPeer::Kcptun,
+                    profile,
+                    ..RudpBenchConfig::default()
+                })
         })
         .collect())
 }

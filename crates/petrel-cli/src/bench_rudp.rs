@@ -141,7 +141,8 @@ pub struct RudpBenchArgs {
 }
 
 fn parse_shape(s: &str) -> Result<FecShape, String> {
-    s.parse().map_err(|e: petrel_bench::rudp_bench::FecShapeError| e.to_string())
+    s.parse()
+        .map_err(|e: petrel_bench::rudp_bench::FecShapeError| e.to_string())
 }
 
 fn config(args: &RudpBenchArgs) -> RudpBenchConfig {
@@ -215,7 +216,10 @@ pub fn main(args: RudpBenchArgs) -> ExitCode {
                 (r.record, text)
             }
             Err(KcptunBenchError::NotInstalled) if !kcptun_required() => {
-                println!("kcptun not installed: skipped {} ({INSTALL_HINT})", case_name(&cfg));
+                println!(
+                    "kcptun not installed: skipped {} ({INSTALL_HINT})",
+                    case_name(&cfg)
+                );
                 return ExitCode::SUCCESS;
             }
             Err(KcptunBenchError::Config(e)) => return usage(e),
@@ -269,25 +273,25 @@ fn render(report: &RudpBenchReport) -> String {
         &report.record,
         report.rounds.len(),
         &[
-        ("RTT p95 µs", "rtt_p95_us", 0),
-        ("RTT max µs", "rtt_max_us", 0),
-        ("overhead %", "overhead_percent", 1),
-        (
-            "retransmissions / 1000 rt",
-            "retransmissions_per_1000_rt",
-            1,
-        ),
-        ("measured loss %", "measured_loss_percent", 2),
-        ("relay route peak bytes", "relay_route_peak_bytes", 0),
-        ("peak RSS bytes", "peak_rss_bytes", 0),
-        ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
-        (
-            "FEC retained bytes (100 ms samples, peak)",
-            "fec_sampled_peak_retained_bytes",
-            0,
-        ),
-        ("FEC max parity", "fec_max_parity", 0),
-        ("FEC policy changes", "fec_policy_changes", 0),
+            ("RTT p95 µs", "rtt_p95_us", 0),
+            ("RTT max µs", "rtt_max_us", 0),
+            ("overhead %", "overhead_percent", 1),
+            (
+                "retransmissions / 1000 rt",
+                "retransmissions_per_1000_rt",
+                1,
+            ),
+            ("measured loss %", "measured_loss_percent", 2),
+            ("relay route peak bytes", "relay_route_peak_bytes", 0),
+            ("peak RSS bytes", "peak_rss_bytes", 0),
+            ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
+            (
+                "FEC retained bytes (100 ms samples, peak)",
+                "fec_sampled_peak_retained_bytes",
+                0,
+            ),
+            ("FEC max parity", "fec_max_parity", 0),
+            ("FEC policy changes", "fec_policy_changes", 0),
         ],
     ));
     if let Some(r) = report.rounds.first() {
@@ -336,11 +340,7 @@ fn render_kcptun(report: &KcptunBenchReport) -> String {
     if let Some(why) = report.rounds.iter().find_map(|r| r.snmp_error.as_deref()) {
         text.push_str(&format!("kcptun SNMP counters missing: {why}\n"));
     }
-    text.push_str(&format!(
-        "{}: {}\n",
-        report.peer,
-        report.tuning.summary()
-    ));
+    text.push_str(&format!("{}: {}\n", report.peer, report.tuning.summary()));
     text
 }
 

@@ -4,8 +4,8 @@ use std::fmt;
 use std::time::Duration;
 
 use petrel::{FecConfig, FecScheme};
-use petrel_proto::fec::{MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use petrel_netem::{LinkConfig, Profile, MAX_DELAY};
+use petrel_proto::fec::{MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use petrel_sys::range::{check_range, RangeError};
 use serde::Serialize;
 
@@ -389,7 +389,9 @@ mod tests {
         let shape: FecShape = "10+3".parse().unwrap();
         assert_eq!((shape.data_shards, shape.parity_shards), (10, 3));
         assert_eq!(shape.to_string(), "10+3");
-        for bad in ["8", "8+", "+2", "0+2", "8+0", "65+2", "8+17", "a+b", "8+2+1"] {
+        for bad in [
+            "8", "8+", "+2", "0+2", "8+0", "65+2", "8+17", "a+b", "8+2+1",
+        ] {
             let err = bad.parse::<FecShape>().unwrap_err();
             assert!(err.to_string().contains("fec-shape"), "{bad}: {err}");
         }

@@ -181,9 +181,7 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
     let shard_handles = shards.as_ref().map_or_else(Vec::new, |s| s.handles.clone());
     let defaults = EndpointConfig::default();
     let endpoint = EndpointConfig {
-        fec: cfg
-            .fec
-            .config(cfg.fec_shape.unwrap_or(FecShape::DEFAULT)),
+        fec: cfg.fec.config(cfg.fec_shape.unwrap_or(FecShape::DEFAULT)),
         // Every client reaches the server from the relay's address, so the server
         // must admit them all from one IP.
         max_connections_per_ip: defaults.max_connections_per_ip.max(cfg.echo.clients),

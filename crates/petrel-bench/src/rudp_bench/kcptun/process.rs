@@ -98,7 +98,12 @@ fn run_bounded(cmd: &mut Command) -> Option<String> {
         }
     }
     let mut out = String::new();
-    child.stdout.take()?.take(4096).read_to_string(&mut out).ok()?;
+    child
+        .stdout
+        .take()?
+        .take(4096)
+        .read_to_string(&mut out)
+        .ok()?;
     Some(out)
 }
 

@@ -25,8 +25,8 @@ const LAYOUT_WORDS: [&str; 5] = ["Jan", "Mon", "MST", "PM", "pm"];
 pub fn snmp_path(dir: &Path, side: &str) -> Result<PathBuf, String> {
     let path = dir.join(format!("{side}-snmp.csv"));
     let text = path.to_string_lossy();
-    let bad = text.chars().any(|c| c.is_ascii_digit())
-        || LAYOUT_WORDS.iter().any(|w| text.contains(w));
+    let bad =
+        text.chars().any(|c| c.is_ascii_digit()) || LAYOUT_WORDS.iter().any(|w| text.contains(w));
     if bad {
         return Err(format!(
             "SNMP log path {} holds digits or Go time-layout words, which kcptun would replace",
@@ -77,7 +77,11 @@ fn read_log(path: &Path) -> Option<String> {
 ///
 /// # Errors
 /// What was missing when the limit passed.
-pub fn row_after(path: &Path, after: u64, limit: Duration) -> Result<BTreeMap<String, u64>, String> {
+pub fn row_after(
+    path: &Path,
+    after: u64,
+    limit: Duration,
+) -> Result<BTreeMap<String, u64>, String> {
     let deadline = Instant::now() + limit;
     loop {
         let row = read_log(path).as_deref().and_then(last_row);

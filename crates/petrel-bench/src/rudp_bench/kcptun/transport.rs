@@ -145,7 +145,9 @@ impl KcptunEcho {
         let mut server = None;
         let mut last_error = None;
         for _ in 0..SERVER_ATTEMPTS {
-            let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?.local_addr()?.port();
+            let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))?
+                .local_addr()?
+                .port();
             let mut args = vec![
                 "--listen".to_owned(),
                 format!("127.0.0.1:{port}"),
@@ -164,7 +166,9 @@ impl KcptunEcho {
             }
         }
         let Some((server, port)) = server else {
-            return Err(last_error.unwrap_or_else(|| io::Error::other("kcptun-server did not start")));
+            return Err(
+                last_error.unwrap_or_else(|| io::Error::other("kcptun-server did not start"))
+            );
         };
         let relay = Relay::start(RelayConfig {
             upstream: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
