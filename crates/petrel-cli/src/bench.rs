@@ -492,7 +492,11 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
             other => Failure::Run(other.into()),
         })?;
         save(&dir, &report.record)?;
-        kcptun_flags = Some(format!("{}: {}", report.peer, report.tuning.summary()));
+        kcptun_flags = Some(format!(
+            "{} (every kcptun row; FEC as named): {}",
+            report.peer,
+            report.tuning.summary()
+        ));
         records.push(report.record);
         progress.finish_step();
     }

@@ -89,10 +89,11 @@ impl KcptunTuning {
         args
     }
 
-    /// One line for the console: the flags that shape the results.
+    /// One line for the console: the flags that shape the results, but FEC,
+    /// which the case name gives.
     pub fn summary(&self) -> String {
         format!(
-            "crypt {}, compression {}, mode {} (nodelay {} interval {} ms resend {} nc {}), acknodelay {}, mtu {}, sndwnd {} rcvwnd {}, fec {}+{}, conn {}, smux v{}, sockbuf {} B",
+            "crypt {}, compression {}, mode {} (nodelay {} interval {} ms resend {} nc {}), acknodelay {}, mtu {}, sndwnd {} rcvwnd {}, conn {}, smux v{}, sockbuf {} B",
             self.crypt,
             if self.compression { "on" } else { "off" },
             self.mode,
@@ -104,8 +105,6 @@ impl KcptunTuning {
             self.mtu,
             self.snd_wnd,
             self.rcv_wnd,
-            self.data_shards,
-            self.parity_shards,
             self.conn,
             self.smux_version,
             self.sockbuf,
