@@ -49,9 +49,7 @@ pub fn last_row(text: &str) -> Option<BTreeMap<String, u64>> {
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next()?.split(',').take(MAX_COLUMNS).collect();
     // The writer may be midway through a row: take the last one with every cell.
-    let last = lines
-        .filter(|l| l.split(',').count() == header.len())
-        .last()?;
+    let last = lines.rfind(|l| l.split(',').count() == header.len())?;
     Some(
         header
             .iter()
