@@ -123,17 +123,15 @@ impl KcptunEcho {
         })
     }
 
-    fn snmp_args(&self, side: usize) -> Vec<String> {
-        match &self.snmp {
-            Some(paths) => {
-                let path = if side == 0 { &paths.0 } else { &paths.1 };
-                vec![
-                    "--snmplog".to_owned(),
-                    path.to_string_lossy().into_owned(),
-                    "--snmpperiod".to_owned(),
-                    self.snmp_period_s.to_string(),
-                ]
-            }
+    /// `--snmplog path --snmpperiod S`, or nothing without a log path.
+    fn snmp_args(&self, path: Option<&PathBuf>) -> Vec<String> {
+        match path {
+            Some(path) => vec![
+                "--snmplog".to_owned(),
+                path.to_string_lossy().into_owned(),
+                "--snmpperiod".to_owned(),
+                self.snmp_period_s.to_string(),
+            ],
             None => Vec::new(),
         }
     }
@@ -155,7 +153,7 @@ impl KcptunEcho {
                 target.to_string(),
             ];
             args.extend(self.common.iter().cloned());
-            args.extend(self.snmp_args(1));
+            args.extend(self.snmp_args(self.snmp.as_ref().map(|(_, server)| server)));
             let mut child = KcptunChild::spawn("kcptun-server", &self.binaries.server, &args)?;
             match child.wait_udp_bound(port, START_LIMIT) {
                 Ok(()) => {
@@ -184,7 +182,7 @@ impl KcptunEcho {
             self.conn.to_string(),
         ];
         args.extend(self.common.iter().cloned());
-        args.extend(self.snmp_args(0));
+        args.extend(self.snmp_args(self.snmp.as_ref().map(|(client, _)| client)));
         let mut running = lock(&self.running);
         running.server = Some(server);
         running.relay = Some(relay);
