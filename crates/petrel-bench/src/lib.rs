@@ -14,7 +14,8 @@
 //!   adapters, server work per echo, and the sharded layout's client runtimes;
 //! - [`rudp_bench`]: RUDP under impairment (§B), the echo harness through
 //!   the `petrel-netem` relay; it builds its own runtimes because the runtime
-//!   layout is one of its parameters;
+//!   layout is one of its parameters; kcptun (`kcptun-client`/`-server` child
+//!   processes, TCP echo behind them) runs through the same relay as the peer;
 //! - [`goodput`]: bulk goodput of one connection over loopback or the `p2p`
 //!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
@@ -24,8 +25,8 @@
 //!   switches, bans, reconnects; every lost datagram attributed; the child's
 //!   RSS and descriptors from start to end);
 //! - [`table`]: the side-by-side summary table;
-//! - [`ratios`]: RUDP against its baselines and FEC against ARQ-only, from
-//!   the cases of one run;
+//! - [`ratios`]: RUDP against its baselines, FEC against ARQ-only and Petrel
+//!   against kcptun, from the cases of one run;
 //! - [`matrix`]: the TOML case matrix of `petrel bench matrix` (echo, rudp,
 //!   goodput and reflector cases, options allow-listed per kind), each round's
 //!   command line and time budget, and the merge of per-round results into one

@@ -10,6 +10,11 @@
 //! - **FEC against ARQ-only** (RUDP through the emulator, `benchmark =
 //!   "rudp"`): for each impairment profile and shape, fixed and adaptive FEC
 //!   divided by ARQ-only.
+//! - **Petrel against kcptun** (`benchmark = "rudp"` with `parameters.peer`
+//!   naming kcptun): for each impairment profile and shape, Petrel ARQ-only
+//!   divided by kcptun without FEC, and each Petrel FEC case (fixed, adaptive)
+//!   divided by each kcptun FEC shape, e.g. `random 1024B-4x16: rudp fec-fixed /
+//!   kcptun 8+2`.
 //!
 //! Throughput ratios above 1 and p99 ratios below 1 favour the numerator.
 
@@ -36,6 +41,32 @@ fn param<'a>(r: &'a ResultRecord, key: &str) -> Option<&'a serde_json::Value> {
 
 fn param_str(r: &ResultRecord, key: &str) -> Option<String> {
     param(r, key).and_then(|v| v.as_str()).map(str::to_owned)
+}
+
+/// `8+2` from a record's `fec_shape` parameter.
+fn fec_shape(r: &ResultRecord) -> Option<String> {
+    let shape = param(r, "fec_shape")?;
+    let n = |k: &str| shape.get(k).and_then(serde_json::Value::as_u64);
+    Some(format!("{}+{}", n("data_shards")?, n("parity_shards")?))
+}
+
+/// Whether a `rudp` record is a kcptun run (`parameters.peer` = `kcptun …`).
+fn is_kcptun(r: &ResultRecord) -> bool {
+    param_str(r, "peer").is_some_and(|p| p.starts_with("kcptun"))
+}
+
+/// The label of a `rudp` record within its group: Petrel's `arq`,
+/// `fec-fixed` (8+2), `fec-fixed-10+3`, `fec-adaptive`; kcptun's `none` or its
+/// shape (`8+2`).
+fn rudp_label(r: &ResultRecord, fec: &str) -> String {
+    let shape = fec_shape(r);
+    match (is_kcptun(r), fec, shape.as_deref()) {
+        (true, "none", _) => "none".to_owned(),
+        (true, _, Some(shape)) => shape.to_owned(),
+        (false, "none", _) => "arq".to_owned(),
+        (false, "fixed", Some(shape)) if shape != "8+2" => format!("fec-fixed-{shape}"),
+        (_, other, _) => format!("fec-{other}"),
+    }
 }
 
 /// `1024B-4x16` from a record's payload, clients and window parameters.
@@ -75,6 +106,7 @@ pub fn ratios(records: &[ResultRecord]) -> Vec<Ratio> {
     // (group, label, record) of both families.
     let mut echo: Vec<(String, String, &ResultRecord)> = Vec::new();
     let mut impaired: Vec<(String, String, &ResultRecord)> = Vec::new();
+    let mut kcptun: Vec<(String, String, &ResultRecord)> = Vec::new();
     for r in records {
         let Some(shape) = case_shape(r) else { continue };
         match r.benchmark.as_str() {
@@ -85,12 +117,12 @@ pub fn ratios(records: &[ResultRecord]) -> Vec<Ratio> {
             }
             "rudp" => {
                 if let (Some(profile), Some(fec)) = (param_str(r, "profile"), param_str(r, "fec")) {
-                    let label = if fec == "none" {
-                        "arq".to_owned()
+                    let entry = (format!("{profile} {shape}"), rudp_label(r, &fec), r);
+                    if is_kcptun(r) {
+                        kcptun.push(entry);
                     } else {
-                        format!("fec-{fec}")
-                    };
-                    impaired.push((format!("{profile} {shape}"), label, r));
+                        impaired.push(entry);
+                    }
                 }
             }
             _ => {}
@@ -113,6 +145,18 @@ pub fn ratios(records: &[ResultRecord]) -> Vec<Ratio> {
         for (g, other, o) in &impaired {
             if g == group && other != "arq" {
                 out.extend(ratio(group, (other, o), ("arq", r)));
+            }
+        }
+    }
+    for (group, label, r) in &impaired {
+        for (g, other, o) in &kcptun {
+            // ARQ against ARQ, FEC against FEC.
+            if g == group && ((label == "arq") == (other == "none")) {
+                out.extend(ratio(
+                    group,
+                    (&format!("rudp {label}"), r),
+                    (&format!("kcptun {other}"), o),
+                ));
             }
         }
     }
@@ -201,6 +245,50 @@ mod tests {
         assert_eq!(r[0].numerator, "fec-adaptive");
         assert!((r[0].throughput - 2.0).abs() < 1e-9);
         assert!((r[0].p99.unwrap() - 0.5).abs() < 1e-9);
+    }
+
+    fn kcptun(profile: &str, shape: Option<(u8, u8)>, rt: f64, p99: f64) -> ResultRecord {
+        let (fec, fec_shape) = match shape {
+            Some((d, p)) => (
+                "fixed",
+                serde_json::json!({"data_shards": d, "parity_shards": p}),
+            ),
+            None => ("none", serde_json::Value::Null),
+        };
+        let p = serde_json::json!({"peer": "kcptun 20210922", "profile": profile, "fec": fec,
+            "fec_shape": fec_shape, "payload": 1024, "clients": 4, "window": 16});
+        record("rudp", p, rt, p99)
+    }
+
+    #[test]
+    fn petrel_against_kcptun_arq_with_arq_and_fec_with_fec() {
+        let records = [
+            rudp("random", "none", 1000.0, 100.0),
+            rudp("random", "fixed", 3000.0, 40.0),
+            rudp("burst", "adaptive", 2800.0, 30.0),
+            kcptun("random", None, 500.0, 200.0),
+            kcptun("random", Some((8, 2)), 1500.0, 80.0),
+            kcptun("random", Some((10, 3)), 2000.0, 50.0),
+            kcptun("burst", Some((10, 3)), 1400.0, 60.0),
+        ];
+        let r = ratios(&records);
+        let names: Vec<String> = r
+            .iter()
+            .map(|r| format!("{}: {} / {}", r.group, r.numerator, r.denominator))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "random 1024B-4x16: fec-fixed / arq",
+                "random 1024B-4x16: rudp arq / kcptun none",
+                "random 1024B-4x16: rudp fec-fixed / kcptun 8+2",
+                "random 1024B-4x16: rudp fec-fixed / kcptun 10+3",
+                "burst 1024B-4x16: rudp fec-adaptive / kcptun 10+3",
+            ]
+        );
+        assert!((r[2].throughput - 2.0).abs() < 1e-9);
+        assert!((r[2].p99.unwrap() - 0.5).abs() < 1e-9);
+        assert!((r[4].throughput - 2.0).abs() < 1e-9);
     }
 
     #[test]

@@ -19,7 +19,8 @@ use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
 use petrel_bench::record::reflector::{LoadResult, ReflectorParameters};
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::rudp::{
-    FecFigures, FecMode, IoModel, KcpSummary, RelayFigures, RudpParameters, RudpRound,
+    FecFigures, FecMode, FecShape, IoModel, KcpSummary, KcptunParameters, KcptunRound,
+    KcptunTuning, RelayFigures, RudpParameters, RudpRound,
 };
 use petrel_bench::record::{Percentiles, ResultRecord, ServerClientBuffers, Spread};
 use petrel_netem::bench::{AccuracyConfig, AccuracyResult, CeilingConfig, CeilingResult};
@@ -196,6 +197,10 @@ fn rudp_is_documented() {
         io_model: IoModel::Shared,
         io_threads: 1,
         fec: FecMode::Adaptive,
+        fec_shape: Some(FecShape {
+            data_shards: 8,
+            parity_shards: 2,
+        }),
         fec_scheme: "Adaptive".into(),
         fec_group_wait_ms: 1.0,
         profile: "random".into(),
@@ -226,6 +231,64 @@ fn rudp_is_documented() {
             sampled_peak_retained_bytes: 1,
             connection_peak_retained_bytes: 1,
         }),
+        peak_rss_bytes: Some(1),
+    };
+    assert_eq!(undocumented(&round), Vec::<String>::new());
+}
+
+#[test]
+fn rudp_kcptun_is_documented() {
+    let shape = FecShape {
+        data_shards: 10,
+        parity_shards: 3,
+    };
+    let params = KcptunParameters {
+        peer: "kcptun 1".into(),
+        payload: 1,
+        clients: 1,
+        window: 1,
+        warmup_s: 1.0,
+        seconds: 1.0,
+        drain_limit_s: 1.0,
+        rounds: 1,
+        fec: FecMode::Fixed,
+        fec_shape: Some(shape),
+        profile: "random".into(),
+        link: link_config(),
+        seed: 1,
+        tuning: KcptunTuning::matching(&petrel::KcpConfig::default(), Some(shape), 4, 1),
+        snmp_period_s: 1,
+        relay_socket_buffer: 1,
+    };
+    assert_eq!(undocumented(&params), Vec::<String>::new());
+    // The SNMP rows are kcp-go's columns; the document names those the figures use.
+    let row: std::collections::BTreeMap<String, u64> = [
+        "Unix",
+        "BytesSent",
+        "OutBytes",
+        "RetransSegs",
+        "FECRecovered",
+    ]
+    .into_iter()
+    .map(|k| (k.to_owned(), 1))
+    .collect();
+    let round = KcptunRound {
+        seed: 1,
+        echo: echo_round(),
+        app_bytes: 1,
+        udp_bytes_sent: Some(1),
+        overhead_percent: Some(1.0),
+        retransmissions: Some(1),
+        retransmissions_per_1000_rt: Some(1.0),
+        fec_recoveries: Some(1),
+        fec_recoveries_per_1000_rt: Some(1.0),
+        client_cpu_percent: Some(1.0),
+        server_cpu_percent: Some(1.0),
+        children_cpu_percent: Some(2.0),
+        client_snmp: Some(row.clone()),
+        server_snmp: Some(row),
+        snmp_error: Some("x".into()),
+        relay: RelayFigures::new(&relay_stats(), &link_config()),
         peak_rss_bytes: Some(1),
     };
     assert_eq!(undocumented(&round), Vec::<String>::new());

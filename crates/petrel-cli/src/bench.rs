@@ -7,9 +7,13 @@
 //! The default suite: loopback echo (§A) of raw UDP, RUDP and the peers at
 //! 1024 B, 4 clients × 16 and 1 × 1; then RUDP through the emulator (§B)
 //! ARQ-only / fixed FEC / adaptive FEC under the `none`, `random` and
-//! `burst` profiles; one round each. It prints the summary table and the
-//! ratios (RUDP / each baseline, FEC / ARQ-only) and writes the JSON results
-//! and `report.html` into `petrel-results/<timestamp>/`.
+//! `burst` profiles; then kcptun through the same emulator, profiles and seed
+//! with fixed FEC 8+2 and 10+3 under `random` and `burst` (FEC off is left to
+//! `bench rudp --peer kcptun --fec none`, to keep the suite near a minute); one
+//! round each. Without kcptun the kcptun rows are skipped with one line (an
+//! error with `PETREL_REQUIRE_KCPTUN=1`). It prints the summary table and the
+//! ratios (RUDP / each baseline, FEC / ARQ-only, Petrel / kcptun) and writes
+//! the JSON results and `report.html` into `petrel-results/<timestamp>/`.
 //!
 //! Echo cases run on one current-thread tokio runtime, like the
 //! published UDP figures ("1 runtime / 1 thread"); `bench echo --io-threads N`
@@ -41,8 +45,10 @@ use petrel_bench::measure::reset_peak_rss;
 use petrel_bench::ratios;
 use petrel_bench::record::{rfc3339_utc, ResultRecord};
 use petrel_bench::report::write_report;
+use petrel_bench::rudp_bench::kcptun::{kcptun_required, KcptunBinaries, INSTALL_HINT};
 use petrel_bench::rudp_bench::{
-    case_name as rudp_case_name, run_rudp_bench, FecMode, RudpBenchConfig, RudpBenchError,
+    case_name as rudp_case_name, run_kcptun_bench, run_rudp_bench, FecMode, FecShape,
+    KcptunBenchError, RudpBenchConfig, RudpBenchError, RudpPeer,
 };
 use petrel_bench::table::{self, Row};
 use petrel_netem::Profile;
@@ -69,8 +75,8 @@ struct SuiteArgs {
     /// Directory under which a `<timestamp>/` folder of JSON results is written.
     #[arg(long, default_value = "petrel-results")]
     out_dir: PathBuf,
-    /// Measured seconds per case, 0.001..=3600 (21 cases: 12 loopback echo, 9 RUDP
-    /// through the emulator; the suite takes about a minute).
+    /// Measured seconds per case, 0.001..=3600 (25 cases: 12 loopback echo, 9 RUDP
+    /// and 4 kcptun through the emulator; the suite takes about a minute).
     #[arg(long, default_value = "2", value_parser = Quoted(bench_seconds))]
     seconds: Duration,
     /// Warm-up seconds per case, 0..=3600.
@@ -493,6 +499,47 @@ fn save(dir: &Path, record: &ResultRecord) -> Result<(), Failure> {
 const SUITE_PROFILES: [Profile; 3] = [Profile::None, Profile::Random, Profile::Burst];
 const SUITE_FEC: [FecMode; 3] = [FecMode::None, FecMode::Fixed, FecMode::Adaptive];
 
+/// kcptun through the emulator in the default suite: fixed FEC of each shape
+/// under each profile.
+const SUITE_KCPTUN_PROFILES: [Profile; 2] = [Profile::Random, Profile::Burst];
+const SUITE_KCPTUN_SHAPES: [FecShape; 2] = [
+    FecShape::DEFAULT,
+    FecShape {
+        data_shards: 10,
+        parity_shards: 3,
+    },
+];
+
+/// The kcptun cases of the suite, or none (after one line saying so) when
+/// kcptun is not installed.
+///
+/// # Errors
+/// kcptun missing while `PETREL_REQUIRE_KCPTUN` is set.
+fn kcptun_cases(echo: &EchoConfig) -> Result<Vec<RudpBenchConfig>, Failure> {
+    if KcptunBinaries::from_path().is_none() {
+        if kcptun_required() {
+            return Err(Failure::Run(KcptunBenchError::NotInstalled.into()));
+        }
+        println!("kcptun not installed: skipped kcptun rows ({INSTALL_HINT})");
+        return Ok(Vec::new());
+    }
+    Ok(SUITE_KCPTUN_PROFILES
+        .iter()
+        .flat_map(|&profile| {
+            SUITE_KCPTUN_SHAPES
+                .iter()
+                .map(move |&shape| RudpBenchConfig {
+                    echo: echo.clone(),
+                    fec: FecMode::Fixed,
+                    fec_shape: Some(shape),
+                    peer: RudpPeer::Kcptun,
+                    profile,
+                    ..RudpBenchConfig::default()
+                })
+        })
+        .collect())
+}
+
 fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
     let base = EchoConfig {
         warmup: args.warmup,
@@ -536,7 +583,12 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
             })
         })
         .collect();
-    let total = echo_cases.len() + impaired_cases.len();
+    let kcptun_cases = kcptun_cases(&EchoConfig {
+        clients: 4,
+        window: 16,
+        ..base.clone()
+    })?;
+    let total = echo_cases.len() + impaired_cases.len() + kcptun_cases.len();
     let mut records = Vec::with_capacity(total);
     let mut progress = Progress::new(total as u64, "cases");
     for (protocol, cfg) in &echo_cases {
@@ -560,10 +612,31 @@ fn suite(args: &SuiteArgs) -> Result<bool, Failure> {
         records.push(report.record);
         progress.finish_step();
     }
+    // What kcptun ran with (the same in every kcptun case but the FEC shape).
+    let mut kcptun_flags = None;
+    for cfg in &kcptun_cases {
+        progress.start(rudp_case_name(cfg));
+        reset_peak_rss();
+        let report = run_kcptun_bench(cfg).map_err(|e| match e {
+            KcptunBenchError::Config(c) => Failure::Usage(c.to_string()),
+            other => Failure::Run(other.into()),
+        })?;
+        save(&dir, &report.record)?;
+        kcptun_flags = Some(format!(
+            "{} (every kcptun row; FEC as named): {}",
+            report.peer,
+            report.tuning.summary()
+        ));
+        records.push(report.record);
+        progress.finish_step();
+    }
     progress.finish();
     let rows: Vec<Row> = records.iter().map(Row::from_record).collect();
     print!("{}", table::render(&rows));
     print!("\n{}", ratios::render(&ratios::ratios(&records)));
+    if let Some(flags) = kcptun_flags {
+        println!("{flags}");
+    }
     println!("results: {}", dir.display());
     let report = write_report(&dir).map_err(anyhow::Error::from)?;
     println!("report: {}", report.display());

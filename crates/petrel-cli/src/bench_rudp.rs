@@ -1,8 +1,10 @@
 //! `petrel bench rudp`: RUDP echo through the impairment relay
-//! (`specs/benchmarks.md` §B).
+//! (`specs/benchmarks.md` §B), with Petrel or kcptun (`--peer kcptun`) as the
+//! implementation under test.
 //!
-//! Exit codes: 0 when the result is `ok`, 1 when it is not or the run failed, 2 for
-//! invalid arguments.
+//! Exit codes: 0 when the result is `ok` (or kcptun is not installed and
+//! `PETREL_REQUIRE_KCPTUN` is unset: the case is skipped with one line), 1 when it
+//! is not or the run failed, 2 for invalid arguments.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -11,14 +13,17 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use petrel_bench::echo::EchoConfig;
+use petrel_bench::record::ResultRecord;
+use petrel_bench::rudp_bench::kcptun::{kcptun_required, INSTALL_HINT};
 use petrel_bench::rudp_bench::{
-    run_rudp_bench, FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpBenchError,
-    RudpBenchReport,
+    run_kcptun_bench, run_rudp_bench, FecMode, FecShape, IoModel, KcptunBenchError,
+    KcptunBenchReport, LinkOverrides, RudpBenchConfig, RudpBenchError, RudpBenchReport, RudpPeer,
 };
 use petrel_bench::table;
 use petrel_netem::Profile;
 
 use crate::args::{bench_seconds, millis, percent, FullRange, Quoted};
+use petrel_bench::rudp_bench::case_name;
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
@@ -56,10 +61,19 @@ enum IoModelArg {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PeerArg {
+    /// Petrel RUDP endpoints in this process.
+    Petrel,
+    /// kcptun-client/kcptun-server child processes (kcp-go), a TCP echo behind them,
+    /// tuned like Petrel; skipped when not installed (apt install kcptun).
+    Kcptun,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum FecArg {
     /// ARQ only.
     None,
-    /// Fixed 8 data + 2 parity shards per group.
+    /// Fixed groups of --fec-shape (default 8 data + 2 parity shards).
     Fixed,
     /// Up to 8 data + 4 parity shards, parity from the peer's loss reports.
     Adaptive,
@@ -84,9 +98,16 @@ pub struct RudpBenchArgs {
     /// Workers of the shared runtime (1 = current-thread), or number of shards (1..=64).
     #[arg(long, default_value_t = 1, value_parser = usize::full_range())]
     io_threads: usize,
-    /// Forward error correction.
+    /// Implementation under test.
+    #[arg(long, value_enum, default_value_t = PeerArg::Petrel)]
+    peer: PeerArg,
+    /// Forward error correction (kcptun: none or fixed).
     #[arg(long, value_enum, default_value_t = FecArg::None)]
     fec: FecArg,
+    /// Data+parity shards of a fixed FEC group, D in 1..=64, P in 1..=16 (default
+    /// 8+2); only with --fec fixed.
+    #[arg(long, value_name = "D+P", value_parser = parse_shape)]
+    fec_shape: Option<FecShape>,
     /// Impairment of both directions.
     #[arg(long, value_enum, default_value_t = ProfileArg::None)]
     profile: ProfileArg,
@@ -119,6 +140,11 @@ pub struct RudpBenchArgs {
     json: Option<PathBuf>,
 }
 
+fn parse_shape(s: &str) -> Result<FecShape, String> {
+    s.parse()
+        .map_err(|e: petrel_bench::rudp_bench::FecShapeError| e.to_string())
+}
+
 fn config(args: &RudpBenchArgs) -> RudpBenchConfig {
     let soak = args.profile == ProfileArg::Soak;
     RudpBenchConfig {
@@ -141,6 +167,11 @@ fn config(args: &RudpBenchArgs) -> RudpBenchConfig {
             FecArg::None => FecMode::None,
             FecArg::Fixed => FecMode::Fixed,
             FecArg::Adaptive => FecMode::Adaptive,
+        },
+        fec_shape: args.fec_shape,
+        peer: match args.peer {
+            PeerArg::Petrel => RudpPeer::Petrel,
+            PeerArg::Kcptun => RudpPeer::Kcptun,
         },
         profile: args.profile.into(),
         overrides: LinkOverrides {
@@ -167,16 +198,39 @@ pub fn main(args: RudpBenchArgs) -> ExitCode {
     if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
         return usage(e);
     }
-    let report = match run_rudp_bench(&cfg) {
-        Ok(r) => r,
-        Err(RudpBenchError::Config(e)) => return usage(e),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return ExitCode::FAILURE;
-        }
+    let (record, text) = match cfg.peer {
+        RudpPeer::Petrel => match run_rudp_bench(&cfg) {
+            Ok(r) => {
+                let text = render(&r);
+                (r.record, text)
+            }
+            Err(RudpBenchError::Config(e)) => return usage(e),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        },
+        RudpPeer::Kcptun => match run_kcptun_bench(&cfg) {
+            Ok(r) => {
+                let text = render_kcptun(&r);
+                (r.record, text)
+            }
+            Err(KcptunBenchError::NotInstalled) if !kcptun_required() => {
+                println!(
+                    "kcptun not installed: skipped {} ({INSTALL_HINT})",
+                    case_name(&cfg)
+                );
+                return ExitCode::SUCCESS;
+            }
+            Err(KcptunBenchError::Config(e)) => return usage(e),
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::FAILURE;
+            }
+        },
     };
-    match output(&report, args.json.as_deref()) {
-        Ok(()) if report.record.ok => ExitCode::SUCCESS,
+    match output(&record, &text, args.json.as_deref()) {
+        Ok(()) if record.ok => ExitCode::SUCCESS,
         Ok(()) => ExitCode::FAILURE,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -185,10 +239,9 @@ pub fn main(args: RudpBenchArgs) -> ExitCode {
     }
 }
 
-/// The summary table plus the §B figures the echo table has no columns for.
-fn render(report: &RudpBenchReport) -> String {
-    let mut text = table::render(&[report.summary_row()]);
-    let s = &report.record.summary;
+/// `median [min..max]` lines of `keys` present in `record`'s summary.
+fn figures(record: &ResultRecord, rounds: usize, keys: &[(&str, &str, usize)]) -> String {
+    let s = &record.summary;
     let fig = |key: &str, decimals: usize| {
         s.get(key).map_or_else(
             || "-".to_owned(),
@@ -203,36 +256,44 @@ fn render(report: &RudpBenchReport) -> String {
             },
         )
     };
-    text.push_str(&format!(
-        "median [min..max] over {} rounds:\n",
-        report.rounds.len()
-    ));
-    for (label, key, decimals) in [
-        ("RTT p95 µs", "rtt_p95_us", 0),
-        ("RTT max µs", "rtt_max_us", 0),
-        ("overhead %", "overhead_percent", 1),
-        (
-            "retransmissions / 1000 rt",
-            "retransmissions_per_1000_rt",
-            1,
-        ),
-        ("measured loss %", "measured_loss_percent", 2),
-        ("relay route peak bytes", "relay_route_peak_bytes", 0),
-        ("peak RSS bytes", "peak_rss_bytes", 0),
-        ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
-        (
-            "FEC retained bytes (100 ms samples, peak)",
-            "fec_sampled_peak_retained_bytes",
-            0,
-        ),
-        ("FEC max parity", "fec_max_parity", 0),
-        ("FEC policy changes", "fec_policy_changes", 0),
-    ] {
+    let mut text = format!("median [min..max] over {rounds} rounds:\n");
+    for &(label, key, decimals) in keys {
         if key.starts_with("fec_") && !s.contains_key(key) {
             continue;
         }
         text.push_str(&format!("  {label}: {}\n", fig(key, decimals)));
     }
+    text
+}
+
+/// The summary table plus the §B figures the echo table has no columns for.
+fn render(report: &RudpBenchReport) -> String {
+    let mut text = table::render(&[report.summary_row()]);
+    text.push_str(&figures(
+        &report.record,
+        report.rounds.len(),
+        &[
+            ("RTT p95 µs", "rtt_p95_us", 0),
+            ("RTT max µs", "rtt_max_us", 0),
+            ("overhead %", "overhead_percent", 1),
+            (
+                "retransmissions / 1000 rt",
+                "retransmissions_per_1000_rt",
+                1,
+            ),
+            ("measured loss %", "measured_loss_percent", 2),
+            ("relay route peak bytes", "relay_route_peak_bytes", 0),
+            ("peak RSS bytes", "peak_rss_bytes", 0),
+            ("FEC recoveries / 1000 rt", "fec_recoveries_per_1000_rt", 1),
+            (
+                "FEC retained bytes (100 ms samples, peak)",
+                "fec_sampled_peak_retained_bytes",
+                0,
+            ),
+            ("FEC max parity", "fec_max_parity", 0),
+            ("FEC policy changes", "fec_policy_changes", 0),
+        ],
+    ));
     if let Some(r) = report.rounds.first() {
         text.push_str(&format!(
             "configured loss: {:.2} % per direction\n",
@@ -242,17 +303,56 @@ fn render(report: &RudpBenchReport) -> String {
     text
 }
 
-fn output(report: &RudpBenchReport, json: Option<&Path>) -> anyhow::Result<()> {
-    let text = render(report);
+/// The summary table, kcptun's figures (its processes' CPU next to the bench
+/// process's), the peer's version and the flags it ran with.
+fn render_kcptun(report: &KcptunBenchReport) -> String {
+    let mut text = table::render(&[report.summary_row()]);
+    text.push_str(&figures(
+        &report.record,
+        report.rounds.len(),
+        &[
+            ("RTT p95 µs", "rtt_p95_us", 0),
+            ("RTT max µs", "rtt_max_us", 0),
+            ("kcptun CPU % (client + server)", "children_cpu_percent", 1),
+            ("kcptun-client CPU %", "client_cpu_percent", 1),
+            ("kcptun-server CPU %", "server_cpu_percent", 1),
+            ("overhead % (SNMP OutBytes)", "overhead_percent", 1),
+            (
+                "retransmissions / 1000 rt (SNMP RetransSegs)",
+                "retransmissions_per_1000_rt",
+                1,
+            ),
+            (
+                "FEC recoveries / 1000 rt (SNMP FECRecovered)",
+                "fec_recoveries_per_1000_rt",
+                1,
+            ),
+            ("measured loss %", "measured_loss_percent", 2),
+            ("peak RSS bytes (bench process)", "peak_rss_bytes", 0),
+        ],
+    ));
+    if let Some(r) = report.rounds.first() {
+        text.push_str(&format!(
+            "configured loss: {:.2} % per direction\n",
+            r.relay.configured_loss * 100.0
+        ));
+    }
+    if let Some(why) = report.rounds.iter().find_map(|r| r.snmp_error.as_deref()) {
+        text.push_str(&format!("kcptun SNMP counters missing: {why}\n"));
+    }
+    text.push_str(&format!("{}: {}\n", report.peer, report.tuning.summary()));
+    text
+}
+
+fn output(record: &ResultRecord, text: &str, json: Option<&Path>) -> anyhow::Result<()> {
     match json {
         Some(path) if path == Path::new("-") => {
             eprint!("{text}");
-            println!("{}", report.record.to_json()?);
+            println!("{}", record.to_json()?);
         }
         Some(path) => {
             print!("{text}");
-            report
-                .record
+            record
                 .write_json(path)
                 .with_context(|| format!("writing {}", path.display()))?;
         }

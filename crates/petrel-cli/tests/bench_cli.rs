@@ -136,6 +136,23 @@ fn default_suite_writes_one_json_per_case() {
             expected.push(format!("rudp-{profile}-{fec}-1024B-4x16.json"));
         }
     }
+    // kcptun's rows where it is installed (CI requires it), one skip line otherwise.
+    let kcptun = ["kcptun-client", "kcptun-server"].iter().all(|name| {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(name).is_file()))
+    });
+    if kcptun {
+        for profile in ["random", "burst"] {
+            for shape in ["8+2", "10+3"] {
+                expected.push(format!("kcptun-{profile}-fec-{shape}-1024B-4x16.json"));
+            }
+        }
+    } else {
+        assert!(
+            stdout.contains("kcptun not installed: skipped kcptun rows (apt install kcptun)\n"),
+            "{stdout}"
+        );
+    }
     expected.sort();
     assert_eq!(names, expected);
     let report = run.join("report.html");
@@ -154,11 +171,21 @@ fn default_suite_writes_one_json_per_case() {
     ] {
         assert!(stdout.contains(ratio), "missing {ratio}: {stdout}");
     }
+    if kcptun {
+        for ratio in [
+            "random 1024B-4x16: rudp fec-fixed / kcptun 8+2",
+            "burst 1024B-4x16: rudp fec-adaptive / kcptun 10+3",
+        ] {
+            assert!(stdout.contains(ratio), "missing {ratio}: {stdout}");
+        }
+    }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("[21/21] running rudp-burst-fec-adaptive-1024B-4x16"),
-        "{stderr}"
-    );
+    let last = if kcptun {
+        "[25/25] running kcptun-burst-fec-10+3-1024B-4x16"
+    } else {
+        "[21/21] running rudp-burst-fec-adaptive-1024B-4x16"
+    };
+    assert!(stderr.contains(last), "{stderr}");
     std::fs::remove_dir_all(&out_dir).unwrap();
 }
 

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | `echo` | [`echo::EchoParameters`] | [`echo::EchoRound`] |
 //! | `rudp` | [`rudp::RudpParameters`] | [`rudp::RudpRound`] |
+//! | `rudp` (kcptun peer) | [`rudp::KcptunParameters`] | [`rudp::KcptunRound`] |
 //! | `goodput` | [`goodput::GoodputParameters`] | [`goodput::GoodputRound`] |
 //! | `idle` | [`idle::IdleParameters`] | [`idle::IdleReport`] |
 //! | `netem` | [`netem::NetemParameters`] | [`netem::NetemRound`] |

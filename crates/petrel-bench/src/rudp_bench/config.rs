@@ -5,23 +5,66 @@ use std::time::Duration;
 
 use petrel::{FecConfig, FecScheme};
 use petrel_netem::{LinkConfig, Profile, MAX_DELAY};
+use petrel_proto::fec::{MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
 use petrel_sys::range::{check_range, RangeError};
 use serde::Serialize;
 
 use crate::echo::{EchoConfig, EchoConfigError};
-pub use crate::record::rudp::{FecMode, IoModel};
+pub use crate::record::rudp::{FecMode, FecShape, IoModel};
 
 /// Most runtimes `io_threads` may ask for.
 pub const MAX_IO_THREADS: usize = 64;
 
+impl FecShape {
+    /// 8 data + 2 parity, the reference report's fixed mode and `--fec-shape`'s
+    /// default.
+    pub const DEFAULT: FecShape = FecShape {
+        data_shards: 8,
+        parity_shards: 2,
+    };
+}
+
+/// A `--fec-shape` that is not `D+P` with D in 1..=64 and P in 1..=16.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid fec-shape {0:?}: must be D+P, data shards 1..={MAX_DATA_SHARDS}, parity shards 1..={MAX_PARITY_SHARDS} (e.g. 8+2)")]
+pub struct FecShapeError(pub String);
+
+impl std::str::FromStr for FecShape {
+    type Err = FecShapeError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || FecShapeError(s.to_owned());
+        let (d, p) = s.split_once('+').ok_or_else(bad)?;
+        let shape = FecShape {
+            data_shards: d.trim().parse().map_err(|_| bad())?,
+            parity_shards: p.trim().parse().map_err(|_| bad())?,
+        };
+        let ok = (1..=MAX_DATA_SHARDS).contains(&shape.data_shards)
+            && (1..=MAX_PARITY_SHARDS).contains(&shape.parity_shards);
+        ok.then_some(shape).ok_or_else(bad)
+    }
+}
+
+/// Which implementation carries the echo (`--peer`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RudpPeer {
+    /// Petrel RUDP endpoints in this process.
+    #[default]
+    Petrel,
+    /// `kcptun-client` and `kcptun-server` child processes (kcp-go with its FEC and
+    /// smux) carrying TCP echo traffic.
+    Kcptun,
+}
+
 impl FecMode {
-    /// The FEC setting of every endpoint: `petrel`'s defaults with this scheme.
-    pub fn config(self) -> FecConfig {
+    /// The FEC setting of every endpoint: `petrel`'s defaults with this scheme;
+    /// `shape` is the group of [`FecMode::Fixed`].
+    pub fn config(self, shape: FecShape) -> FecConfig {
         let scheme = match self {
             FecMode::None => FecScheme::None,
             FecMode::Fixed => FecScheme::Fixed {
-                data_shards: 8,
-                parity_shards: 2,
+                data_shards: shape.data_shards,
+                parity_shards: shape.parity_shards,
             },
             FecMode::Adaptive => FecScheme::ADAPTIVE_DEFAULT,
         };
@@ -88,6 +131,11 @@ pub struct RudpBenchConfig {
     pub io_threads: usize,
     /// FEC of every connection.
     pub fec: FecMode,
+    /// Group shape with [`FecMode::Fixed`]; `None` is [`FecShape::DEFAULT`]. Refused
+    /// with any other mode.
+    pub fec_shape: Option<FecShape>,
+    /// The implementation under test.
+    pub peer: RudpPeer,
     /// Named impairment of both directions; `none`, `random`, `burst` or `soak`.
     pub profile: Profile,
     /// Overrides of the profile.
@@ -110,6 +158,8 @@ impl Default for RudpBenchConfig {
             io_model: IoModel::Shared,
             io_threads: 1,
             fec: FecMode::None,
+            fec_shape: None,
+            peer: RudpPeer::Petrel,
             profile: Profile::None,
             overrides: LinkOverrides::default(),
             seed: 42,
@@ -187,6 +237,25 @@ impl RudpBenchConfig {
                 "one of none, random, burst, soak",
             ));
         }
+        if self.fec_shape.is_some() && self.fec != FecMode::Fixed {
+            return Err(field(
+                "fec-shape",
+                self.fec,
+                "given only with --fec fixed (the shape of a fixed group)",
+            ));
+        }
+        if self.peer == RudpPeer::Kcptun {
+            if self.fec == FecMode::Adaptive {
+                return Err(field("fec", self.fec, "none or fixed with --peer kcptun"));
+            }
+            if (self.io_model, self.io_threads) != (IoModel::Shared, 1) {
+                return Err(field(
+                    "io-model",
+                    format!("{:?} x{}", self.io_model, self.io_threads),
+                    "shared with --io-threads 1 with --peer kcptun (its I/O runs in its own processes)",
+                ));
+            }
+        }
         check_fraction("loss", self.overrides.loss)?;
         check_fraction("duplicate", self.overrides.duplicate)?;
         check_fraction("reorder", self.overrides.reorder)?;
@@ -203,6 +272,12 @@ impl RudpBenchConfig {
     /// Link conditions of each direction: the profile with the overrides applied.
     pub fn link(&self) -> LinkConfig {
         self.overrides.apply(self.profile)
+    }
+
+    /// The fixed-FEC group shape: `fec_shape` or [`FecShape::DEFAULT`] with
+    /// [`FecMode::Fixed`], `None` with any other mode.
+    pub fn fixed_shape(&self) -> Option<FecShape> {
+        (self.fec == FecMode::Fixed).then(|| self.fec_shape.unwrap_or(FecShape::DEFAULT))
     }
 
     /// Relay seed of round `round` (`seed + round`).
@@ -228,7 +303,31 @@ mod tests {
 
     #[test]
     fn bad_fields_are_named() {
-        let cases: [(&str, RudpBenchConfig); 6] = [
+        let cases: [(&str, RudpBenchConfig); 9] = [
+            (
+                "fec-shape",
+                RudpBenchConfig {
+                    fec: FecMode::Adaptive,
+                    fec_shape: Some(FecShape::DEFAULT),
+                    ..Default::default()
+                },
+            ),
+            (
+                "fec",
+                RudpBenchConfig {
+                    peer: RudpPeer::Kcptun,
+                    fec: FecMode::Adaptive,
+                    ..Default::default()
+                },
+            ),
+            (
+                "io-model",
+                RudpBenchConfig {
+                    peer: RudpPeer::Kcptun,
+                    io_threads: 2,
+                    ..Default::default()
+                },
+            ),
             (
                 "io-threads",
                 RudpBenchConfig {
@@ -283,6 +382,25 @@ mod tests {
             let err = cfg.validate().unwrap_err();
             assert!(err.to_string().contains(name), "{name}: {err}");
         }
+    }
+
+    #[test]
+    fn fec_shapes_parse_within_the_shard_limits() {
+        let shape: FecShape = "10+3".parse().unwrap();
+        assert_eq!((shape.data_shards, shape.parity_shards), (10, 3));
+        assert_eq!(shape.to_string(), "10+3");
+        for bad in [
+            "8", "8+", "+2", "0+2", "8+0", "65+2", "8+17", "a+b", "8+2+1",
+        ] {
+            let err = bad.parse::<FecShape>().unwrap_err();
+            assert!(err.to_string().contains("fec-shape"), "{bad}: {err}");
+        }
+        let fixed = RudpBenchConfig {
+            fec: FecMode::Fixed,
+            ..Default::default()
+        };
+        assert_eq!(fixed.fixed_shape(), Some(FecShape::DEFAULT));
+        assert_eq!(RudpBenchConfig::default().fixed_shape(), None);
     }
 
     #[test]

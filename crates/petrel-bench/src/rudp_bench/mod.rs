@@ -20,8 +20,13 @@
 //! unrecoverable groups, parity sent, the largest parity observed, adaptive policy
 //! changes, and the FEC retained bytes of all connections sampled every 100 ms
 //! (peak) next to the exact per-connection peak.
+//!
+//! [`run_kcptun_bench`] runs the same echo, relay, profile and seeds with kcptun
+//! (kcp-go) as the peer: TCP clients ⇄ `kcptun-client` ⇄ relay ⇄ `kcptun-server`
+//! ⇄ TCP echo, kcptun tuned like Petrel ([`kcptun`]).
 
 mod config;
+pub mod kcptun;
 mod report;
 mod transport;
 
@@ -29,10 +34,15 @@ use petrel::EndpointConfig;
 use petrel_netem::RelayConfig;
 use tokio::runtime::{Builder, Handle, Runtime};
 
-pub use crate::record::rudp::{FecFigures, KcpSummary, RelayFigures, RudpParameters, RudpRound};
-pub use config::{
-    FecMode, IoModel, LinkOverrides, RudpBenchConfig, RudpConfigError, MAX_IO_THREADS,
+pub use crate::record::rudp::{
+    FecFigures, KcpSummary, KcptunParameters, KcptunRound, KcptunTuning, RelayFigures,
+    RudpParameters, RudpRound,
 };
+pub use config::{
+    FecMode, FecShape, FecShapeError, IoModel, LinkOverrides, RudpBenchConfig, RudpConfigError,
+    RudpPeer, MAX_IO_THREADS,
+};
+pub use kcptun::{run_kcptun_bench, KcptunBenchError, KcptunBenchReport};
 pub use report::RudpBenchReport;
 
 use crate::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
@@ -61,12 +71,23 @@ pub enum RudpBenchError {
     Record(#[from] RecordError),
 }
 
-/// Case name, e.g. `rudp-random-arq-1024B-4x16`; a runtime layout other than one
+/// Case name, e.g. `rudp-random-arq-1024B-4x16`, `rudp-burst-fec-fixed-10+3-1024B-4x16`
+/// (a fixed shape other than 8+2 is named) or, with kcptun as the peer,
+/// `kcptun-random-fec-8+2-1024B-4x16`; a runtime layout other than one
 /// current-thread runtime is appended (`-shared2`, `-sharded4`).
 pub fn case_name(cfg: &RudpBenchConfig) -> String {
-    let fec = match cfg.fec {
-        FecMode::None => "arq".to_owned(),
-        other => format!("fec-{other}"),
+    let shape = cfg.fixed_shape();
+    let fec = match (cfg.peer, cfg.fec, shape) {
+        (_, FecMode::None, _) => "arq".to_owned(),
+        (RudpPeer::Kcptun, _, Some(shape)) => format!("fec-{shape}"),
+        (RudpPeer::Petrel, _, Some(shape)) if shape != FecShape::DEFAULT => {
+            format!("fec-fixed-{shape}")
+        }
+        (_, other, _) => format!("fec-{other}"),
+    };
+    let peer = match cfg.peer {
+        RudpPeer::Petrel => "rudp",
+        RudpPeer::Kcptun => "kcptun",
     };
     let io = match (cfg.io_model, cfg.io_threads) {
         (IoModel::Shared, 1) => String::new(),
@@ -74,7 +95,7 @@ pub fn case_name(cfg: &RudpBenchConfig) -> String {
         (IoModel::Sharded, n) => format!("-sharded{n}"),
     };
     format!(
-        "rudp-{}-{fec}-{}B-{}x{}{io}",
+        "{peer}-{}-{fec}-{}B-{}x{}{io}",
         cfg.profile, cfg.echo.payload, cfg.echo.clients, cfg.echo.window
     )
 }
@@ -134,14 +155,24 @@ fn runtime(cfg: &RudpBenchConfig) -> std::io::Result<Runtime> {
     }
 }
 
-/// Runs the benchmark: `cfg.echo.rounds` rounds, each with a fresh relay, server and
-/// clients. Blocking; builds its own runtimes (do not call it from inside one).
+/// Runs the benchmark with Petrel: `cfg.echo.rounds` rounds, each with a fresh
+/// relay, server and clients. Blocking; builds its own runtimes (do not call it
+/// from inside one). `cfg.peer` must be [`RudpPeer::Petrel`] (kcptun runs through
+/// [`run_kcptun_bench`]).
 ///
 /// # Errors
 /// [`RudpBenchError`] when the configuration is invalid or setup fails. Failures
 /// during a round (lost echoes, disconnects, …) are counted and make `ok` false.
 pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenchError> {
     cfg.validate()?;
+    if cfg.peer != RudpPeer::Petrel {
+        return Err(RudpConfigError::Field {
+            field: "peer",
+            value: "kcptun".to_owned(),
+            range: "petrel here (kcptun runs through run_kcptun_bench)".to_owned(),
+        }
+        .into());
+    }
     let rt = runtime(cfg).map_err(RudpBenchError::Runtime)?;
     let shards = match cfg.io_model {
         IoModel::Sharded => Some(Shards::start(cfg.io_threads).map_err(RudpBenchError::Runtime)?),
@@ -150,7 +181,7 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
     let shard_handles = shards.as_ref().map_or_else(Vec::new, |s| s.handles.clone());
     let defaults = EndpointConfig::default();
     let endpoint = EndpointConfig {
-        fec: cfg.fec.config(),
+        fec: cfg.fec.config(cfg.fec_shape.unwrap_or(FecShape::DEFAULT)),
         // Every client reaches the server from the relay's address, so the server
         // must admit them all from one IP.
         max_connections_per_ip: defaults.max_connections_per_ip.max(cfg.echo.clients),
@@ -180,6 +211,7 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         io_model: cfg.io_model,
         io_threads: cfg.io_threads,
         fec: cfg.fec,
+        fec_shape: cfg.fixed_shape(),
         fec_scheme: format!("{:?}", endpoint.fec.scheme),
         fec_group_wait_ms: endpoint.fec.group_wait.as_secs_f64() * 1e3,
         profile: cfg.profile.name().to_owned(),
