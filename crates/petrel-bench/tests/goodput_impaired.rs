@@ -36,7 +36,11 @@ fn random_loss_drops_packets_both_ways_and_the_sender_recovers() {
         "{round:?}"
     );
     assert_eq!(report.record.parameters["case"]["loss_percent"], 5.0);
-    assert!(report.record.case.ends_with("-loss5%"), "{}", report.record.case);
+    assert!(
+        report.record.case.ends_with("-loss5%"),
+        "{}",
+        report.record.case
+    );
     // CPU per GB is measured (whole-process getrusage, so it is positive).
     assert!(round.cpu_s_per_gb.unwrap() > 0.0, "{round:?}");
 }

@@ -55,7 +55,10 @@ fn check(report: &GoodputReport, program: &str) {
     let params = &report.record.parameters;
     assert_eq!(params["direction"], "server to client");
     let settings = &params["transport_settings"];
-    let programs = format!("{} {}", settings["client_program"], settings["server_program"]);
+    let programs = format!(
+        "{} {}",
+        settings["client_program"], settings["server_program"]
+    );
     assert!(programs.contains(program), "{programs}");
     // A child process's interpreter start-up alone is tens of ms of CPU.
     assert!(round.cpu_s.unwrap() > 0.01, "{round:?}");
@@ -65,7 +68,10 @@ fn check(report: &GoodputReport, program: &str) {
 fn aioquic_self_pair_downloads_through_the_emulator() {
     if let Some(report) = run(&case(GoodputTransport::Aioquic)) {
         check(&report, "aioquic ");
-        assert_eq!(report.rounds[0].rtt_samples, 0, "no Petrel sender to sample");
+        assert_eq!(
+            report.rounds[0].rtt_samples, 0,
+            "no Petrel sender to sample"
+        );
     }
 }
 

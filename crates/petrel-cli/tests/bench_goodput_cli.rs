@@ -92,7 +92,14 @@ fn a_sweep_writes_one_record_per_case() {
 fn missing_aioquic(required: bool) -> std::process::Output {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_petrel"));
     command
-        .args(["bench", "goodput", "--transport", "aioquic", "--size-mb", "0.1"])
+        .args([
+            "bench",
+            "goodput",
+            "--transport",
+            "aioquic",
+            "--size-mb",
+            "0.1",
+        ])
         .env("PETREL_PYTHON", "/nonexistent/python3");
     if required {
         command.env("PETREL_REQUIRE_QUIC_INTEROP", "1");

@@ -267,9 +267,13 @@ impl PeerChild {
             }
             // A send error is the refusal of an earlier probe, reported late.
             if probe.send(&[0]).await.is_ok() {
-                match tokio::time::timeout(Duration::from_millis(50), probe.recv(&mut buf)).await {
-                    Err(_) => return Ok(()),
-                    Ok(Ok(_)) | Ok(Err(_)) => {}
+                let answer = probe.recv(&mut buf);
+                // Silence for 50 ms: no refusal, so a server holds the port.
+                if tokio::time::timeout(Duration::from_millis(50), answer)
+                    .await
+                    .is_err()
+                {
+                    return Ok(());
                 }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -85,7 +85,7 @@ pub(super) async fn run(
     let rtt = RttSampler::start(move || {
         let srtt_us = sampled.stats().kcp.srtt_us;
         // KCP has no estimate before its first acknowledgement.
-        (srtt_us > 0).then(|| Duration::from_micros(u64::from(srtt_us)))
+        (srtt_us > 0).then(|| Duration::from_micros(srtt_us))
     });
     for (offset, len) in chunks(cfg.size_bytes) {
         let chunk = Bytes::from(pattern::chunk(offset, len));
