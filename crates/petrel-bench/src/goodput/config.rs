@@ -375,6 +375,53 @@ mod tests {
     }
 
     #[test]
+    fn loss_and_peer_controllers_are_checked() {
+        let ok = GoodputConfig::default();
+        let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
+        assert_eq!(
+            bad(GoodputConfig {
+                loss_percent: 100.5,
+                ..ok
+            }),
+            "invalid loss = 100.5 %: must be in 0.0..=100.0 %"
+        );
+        let lossy = GoodputConfig {
+            loss_percent: 1.0,
+            ..ok
+        };
+        lossy.validate().unwrap();
+        assert_eq!(lossy.case_name(), "rudp-cubic-p2p-200mbps-4ms-q1000-loss1%");
+        assert!(lossy.transfer_timeout() > ok.transfer_timeout());
+        assert!(bad(GoodputConfig {
+            transport: GoodputTransport::Aioquic,
+            cc: CongestionKind::BbrV1,
+            ..ok
+        })
+        .contains("aioquic has no bbrv1"));
+        // A Petrel server sends in aioquic-quic, so every Petrel controller runs.
+        GoodputConfig {
+            transport: GoodputTransport::AioquicQuic,
+            cc: CongestionKind::BbrV3,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        GoodputConfig {
+            transport: GoodputTransport::Ngtcp2,
+            cc: CongestionKind::BbrV2,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(ngtcp2_congestion(CongestionKind::BbrV2), Some("bbr2"));
+        assert!(bad(GoodputConfig {
+            queue_bytes: Some(100),
+            ..ok
+        })
+        .contains("queue bytes"));
+    }
+
+    #[test]
     fn range_errors_render_the_checked_range() {
         let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
         let ok = GoodputConfig::default();
