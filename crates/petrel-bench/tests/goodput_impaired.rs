@@ -52,7 +52,7 @@ fn rtt_under_load_is_at_least_the_base_rtt_of_the_bufferbloat_link() {
         cc: CongestionKind::Cubic,
         size_bytes: 400_000,
         repetitions: 1,
-        ..Scenario::BbrBufferbloat.apply(GoodputConfig::default())
+        ..GoodputConfig::default().with_scenario(Scenario::BbrBufferbloat)
     };
     let base_ms = 100.0;
     assert_eq!(cfg.base_rtt(), Some(Duration::from_millis(100)));

@@ -167,7 +167,7 @@ fn cases(args: &GoodputArgs) -> Result<Vec<Planned>, String> {
     };
     let controllers = match args.scenario.map(scenario) {
         Some(sc) => {
-            base = sc.apply(base);
+            base = base.with_scenario(sc);
             sc.controllers().to_vec()
         }
         None => args.cc.clone(),
@@ -363,8 +363,7 @@ fn render(reports: &[GoodputReport]) -> String {
             "case", "verdict", "check"
         ));
         for r in scenario_rows {
-            if let Some(sc) = r.config.scenario {
-                let e = sc.expectation(&r.config);
+            if let Some(e) = r.config.expectation() {
                 text.push_str(&format!(
                     "{:<52} {:>8}  {:<28} {}\n",
                     r.record.case,

@@ -9,6 +9,7 @@ use petrel_sys::range::{check_range, check_range_in, RangeError};
 use serde::Serialize;
 
 use super::scenario::Scenario;
+use crate::record::goodput::{GoodputRound, ScenarioExpectation};
 
 /// The transport carrying the transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -311,6 +312,32 @@ impl GoodputConfig {
         format!("{}-{}-{link}", self.transport, self.cc)
     }
 
+    /// `self` with `scenario`'s link (always `p2p`) and transfer size.
+    pub fn with_scenario(self, scenario: Scenario) -> Self {
+        let link = scenario.link();
+        Self {
+            profile: GoodputProfile::P2p,
+            bandwidth_bps: link.bandwidth_bps,
+            delay: link.delay,
+            queue_packets: link.queue_packets,
+            queue_bytes: link.queue_bytes,
+            loss_percent: link.loss_percent,
+            size_bytes: link.size_bytes,
+            scenario: Some(scenario),
+            ..self
+        }
+    }
+
+    /// The scenario's expectation for this case (`None` without a scenario).
+    pub fn expectation(&self) -> Option<ScenarioExpectation> {
+        Some(self.scenario?.expectation(self.cc, self.base_rtt()?))
+    }
+
+    /// The scenario's verdict on `round` (see [`Scenario::verdict`]).
+    pub fn verdict(&self, round: &GoodputRound) -> Option<&'static str> {
+        self.scenario?.verdict(self.cc, self.base_rtt()?, round)
+    }
+
     /// The round-trip time of the idle link: twice the one-way delay with `p2p`
     /// (serialization of one packet is not counted), `None` over loopback.
     pub fn base_rtt(&self) -> Option<Duration> {
@@ -419,6 +446,33 @@ mod tests {
             ..ok
         })
         .contains("queue bytes"));
+    }
+
+    #[test]
+    fn scenario_links_are_the_published_ones_and_validate() {
+        let bloat = GoodputConfig::default().with_scenario(Scenario::BbrBufferbloat);
+        assert_eq!(bloat.bandwidth_bps, 5_000_000);
+        assert_eq!(bloat.base_rtt(), Some(Duration::from_millis(100)));
+        // 500 ms of queue at the link rate.
+        let queue_s = bloat.queue_bytes.unwrap() as f64 * 8.0 / bloat.bandwidth_bps as f64;
+        assert!((queue_s - 0.5).abs() < 1e-9);
+        bloat.validate().unwrap();
+        let loss = GoodputConfig::default().with_scenario(Scenario::BbrLoss);
+        assert_eq!(loss.base_rtt(), Some(Duration::from_millis(20)));
+        assert_eq!(loss.loss_percent, 1.0);
+        loss.validate().unwrap();
+        for cfg in [bloat, loss] {
+            let secs = cfg.size_bytes as f64 * 8.0 / cfg.bandwidth_bps as f64;
+            assert!(
+                secs <= 20.0,
+                "{}: {secs} s at the link rate",
+                cfg.case_name()
+            );
+            assert_eq!(
+                cfg.expectation().unwrap().name,
+                cfg.scenario.unwrap().name()
+            );
+        }
     }
 
     #[test]

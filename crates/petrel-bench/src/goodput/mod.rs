@@ -51,7 +51,7 @@ pub use config::{
     GoodputProfile, GoodputTransport,
 };
 pub use petrel_proto::cc::CongestionKind;
-pub use scenario::{Scenario, UnknownScenario};
+pub use scenario::{Scenario, ScenarioLink, UnknownScenario};
 pub use transfer::peer::{peer_required, PeerMissing, PYTHON_ENV, REQUIRE_ENV};
 pub use transfer::{SenderStats, TransferError};
 
@@ -152,10 +152,7 @@ impl GoodputRound {
                 downstream_random_drops: r.downstream_total.dropped.random,
             }),
         };
-        round.verdict = cfg
-            .scenario
-            .and_then(|sc| sc.verdict(cfg, &round))
-            .map(str::to_owned);
+        round.verdict = cfg.verdict(&round).map(str::to_owned);
         round
     }
 
@@ -385,7 +382,7 @@ fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> Goodpu
         }
         .to_owned(),
         cpu_source: transfer::CPU_SOURCE.to_owned(),
-        scenario: cfg.scenario.map(|sc| sc.expectation(cfg)),
+        scenario: cfg.expectation(),
         link_rate_bps: cfg.link_rate_bps(),
         chunk_bytes: CHUNK,
         transfer_timeout_s: cfg.transfer_timeout().as_secs_f64(),

@@ -24,7 +24,6 @@ use std::time::Duration;
 use petrel_proto::cc::CongestionKind;
 use serde::Serialize;
 
-use super::config::{GoodputConfig, GoodputProfile};
 use crate::record::goodput::{GoodputRound, ScenarioExpectation};
 
 /// A named scenario.
@@ -99,15 +98,10 @@ impl Scenario {
         ]
     }
 
-    /// `base` with the scenario's link (always `p2p`) and transfer size.
-    pub fn apply(self, base: GoodputConfig) -> GoodputConfig {
-        let link = GoodputConfig {
-            profile: GoodputProfile::P2p,
-            scenario: Some(self),
-            ..base
-        };
+    /// The scenario's link (always `p2p`) and transfer size.
+    pub fn link(self) -> ScenarioLink {
         match self {
-            Self::BbrBufferbloat => GoodputConfig {
+            Self::BbrBufferbloat => ScenarioLink {
                 bandwidth_bps: 5_000_000,
                 delay: Duration::from_millis(50),
                 // 500 ms at 5 Mbit/s; the packet limit is the largest allowed so
@@ -116,24 +110,22 @@ impl Scenario {
                 queue_bytes: Some(312_500),
                 loss_percent: 0.0,
                 size_bytes: 6_000_000,
-                ..link
             },
-            Self::BbrLoss => GoodputConfig {
+            Self::BbrLoss => ScenarioLink {
                 bandwidth_bps: 100_000_000,
                 delay: Duration::from_millis(10),
                 queue_packets: 1000,
                 queue_bytes: None,
                 loss_percent: 1.0,
                 size_bytes: 15_000_000,
-                ..link
             },
         }
     }
 
-    /// What the scenario expects of `cc` on `cfg`'s link, and the check.
-    pub fn expectation(self, cfg: &GoodputConfig) -> ScenarioExpectation {
-        let base_ms = cfg.base_rtt().unwrap_or_default().as_secs_f64() * 1e3;
-        let (expected, criterion) = match (self, is_bbr(cfg.cc)) {
+    /// What the scenario expects of `cc` on a link of `base_rtt`, and the check.
+    pub fn expectation(self, cc: CongestionKind, base_rtt: Duration) -> ScenarioExpectation {
+        let base_ms = base_rtt.as_secs_f64() * 1e3;
+        let (expected, criterion) = match (self, is_bbr(cc)) {
             (Self::BbrBufferbloat, true) => (
                 format!(
                     "BBR holds the RTT near the {base_ms} ms base while the queue could add 500 ms"
@@ -160,12 +152,17 @@ impl Scenario {
         }
     }
 
-    /// `"pass"` when `round` meets the check for `cfg.cc`, `"concern"` when it does
-    /// not; `None` when the figure it needs is missing (a failed transfer, or a
-    /// transport without RTT samples).
-    pub fn verdict(self, cfg: &GoodputConfig, round: &GoodputRound) -> Option<&'static str> {
-        let base_ms = cfg.base_rtt()?.as_secs_f64() * 1e3;
-        let met = match (self, is_bbr(cfg.cc)) {
+    /// `"pass"` when `round` meets the check for `cc` on a link of `base_rtt`,
+    /// `"concern"` when it does not; `None` when the figure it needs is missing (a
+    /// failed transfer, or a transport without RTT samples).
+    pub fn verdict(
+        self,
+        cc: CongestionKind,
+        base_rtt: Duration,
+        round: &GoodputRound,
+    ) -> Option<&'static str> {
+        let base_ms = base_rtt.as_secs_f64() * 1e3;
+        let met = match (self, is_bbr(cc)) {
             (Self::BbrBufferbloat, true) => round.rtt_p50_ms? <= base_ms * BBR_RTT_FACTOR,
             (Self::BbrBufferbloat, false) => round.queue_delay_p50_ms? >= FILLED_QUEUE_MS,
             (Self::BbrLoss, true) => round.efficiency_percent? >= BBR_KEEPS_PERCENT,
@@ -173,6 +170,23 @@ impl Scenario {
         };
         Some(if met { "pass" } else { "concern" })
     }
+}
+
+/// The link and size a scenario sets (see `GoodputConfig` for each field's range).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScenarioLink {
+    /// Link rate of each direction, bit/s.
+    pub bandwidth_bps: u64,
+    /// One-way delay of each direction.
+    pub delay: Duration,
+    /// Drop-tail queue of each direction, packets.
+    pub queue_packets: usize,
+    /// Drop-tail queue of each direction, bytes.
+    pub queue_bytes: Option<usize>,
+    /// Random loss of each direction, %.
+    pub loss_percent: f64,
+    /// Bytes transferred.
+    pub size_bytes: u64,
 }
 
 #[cfg(test)]
@@ -192,25 +206,60 @@ mod tests {
     }
 
     #[test]
-    fn links_are_the_published_ones_and_validate() {
-        let bloat = Scenario::BbrBufferbloat.apply(GoodputConfig::default());
-        assert_eq!(bloat.bandwidth_bps, 5_000_000);
-        assert_eq!(bloat.base_rtt(), Some(Duration::from_millis(100)));
-        // 500 ms of queue at the link rate.
-        let queue_s = bloat.queue_bytes.unwrap() as f64 * 8.0 / bloat.bandwidth_bps as f64;
-        assert!((queue_s - 0.5).abs() < 1e-9);
-        bloat.validate().unwrap();
-        let loss = Scenario::BbrLoss.apply(GoodputConfig::default());
-        assert_eq!(loss.base_rtt(), Some(Duration::from_millis(20)));
-        assert_eq!(loss.loss_percent, 1.0);
-        loss.validate().unwrap();
-        for cfg in [bloat, loss] {
-            let secs = cfg.size_bytes as f64 * 8.0 / cfg.bandwidth_bps as f64;
-            assert!(
-                secs <= 20.0,
-                "{}: {secs} s at the link rate",
-                cfg.case_name()
-            );
-        }
+    fn verdicts_follow_the_controller_family() {
+        let round = |rtt: f64, eff: f64| GoodputRound {
+            rtt_p50_ms: Some(rtt),
+            queue_delay_p50_ms: Some(rtt - 100.0),
+            efficiency_percent: Some(eff),
+            ..serde_json::from_value(serde_json::json!({
+                "repetition": 0, "seed": 0, "ok": true, "error": null,
+                "bytes_received": 0, "mismatched_bytes": 0, "transfer_s": null,
+                "wall_s": null, "goodput_mbps": null, "wall_goodput_mbps": null,
+                "efficiency_percent": null, "wall_efficiency_percent": null,
+                "rtt_p50_ms": null, "rtt_p99_ms": null, "rtt_samples": 0,
+                "queue_delay_p50_ms": null, "queue_delay_p99_ms": null,
+                "cpu_s": null, "cpu_s_per_gb": null, "verdict": null,
+                "sender": {}, "relay": null
+            }))
+            .unwrap()
+        };
+        let base = Duration::from_millis(100);
+        let bloat = Scenario::BbrBufferbloat;
+        assert_eq!(
+            bloat.verdict(CongestionKind::BbrV3, base, &round(140.0, 90.0)),
+            Some("pass")
+        );
+        assert_eq!(
+            bloat.verdict(CongestionKind::BbrV3, base, &round(400.0, 90.0)),
+            Some("concern")
+        );
+        assert_eq!(
+            bloat.verdict(CongestionKind::Cubic, base, &round(400.0, 90.0)),
+            Some("pass")
+        );
+        assert_eq!(
+            bloat.verdict(CongestionKind::Cubic, base, &round(140.0, 90.0)),
+            Some("concern")
+        );
+        let loss = Scenario::BbrLoss;
+        assert_eq!(
+            loss.verdict(CongestionKind::BbrV1, base, &round(0.0, 80.0)),
+            Some("pass")
+        );
+        assert_eq!(
+            loss.verdict(CongestionKind::NewReno, base, &round(0.0, 80.0)),
+            Some("concern")
+        );
+        assert_eq!(
+            loss.verdict(CongestionKind::NewReno, base, &round(0.0, 10.0)),
+            Some("pass")
+        );
+        let mut missing = round(0.0, 0.0);
+        missing.efficiency_percent = None;
+        assert_eq!(loss.verdict(CongestionKind::BbrV1, base, &missing), None);
+        assert_eq!(
+            bloat.expectation(CongestionKind::BbrV2, base).criterion,
+            "rtt_p50_ms <= 150"
+        );
     }
 }
