@@ -56,7 +56,7 @@ enum TransportArg {
 enum ScenarioArg {
     /// 5 Mbit/s, 100 ms RTT, 500 ms queue, 6 MB: BBR holds the RTT, CUBIC fills the queue.
     BbrBufferbloat,
-    /// 100 Mbit/s, 20 ms RTT, 1 % loss each way, 15 MB: BBR keeps the link, loss-based collapse.
+    /// 100 Mbit/s, 20 ms RTT, 1 % loss each way, 10 MB: BBR keeps the link, loss-based collapse.
     BbrLoss,
 }
 

@@ -13,9 +13,9 @@
 //!   halves (Reno) or cuts to 0.7 (CUBIC) at every loss and collapses to a few
 //!   Mbit/s (Mathis et al.: rate ≈ 1.22 · MSS / (RTT · √p)).
 //!
-//! Sizes keep one case within about 20 s at those rates: 6 MB at 5 Mbit/s is
-//! 9.6 s; 15 MB at 100 Mbit/s is 1.2 s, and 17 s at the ≈ 7 Mbit/s of a
-//! collapsed loss-based controller.
+//! Sizes keep one case within about 20 s: 6 MB at 5 Mbit/s is 9.6 s; 10 MB at
+//! 100 Mbit/s is 0.8 s, and about 17 s at the ≈ 5 Mbit/s a collapsed loss-based
+//! controller gets.
 
 use std::fmt;
 use std::str::FromStr;
@@ -117,7 +117,7 @@ impl Scenario {
                 queue_packets: 1000,
                 queue_bytes: None,
                 loss_percent: 1.0,
-                size_bytes: 15_000_000,
+                size_bytes: 10_000_000,
             },
         }
     }
