@@ -130,12 +130,19 @@ pub fn ngtcp2_version() -> Result<String, PeerMissing> {
         // `--help` exits 0 and proves the binary and its libraries load.
         query(program, &["--help"]).map_err(missing)?;
     }
-    let version = query(
+    let versions = query(
         "dpkg-query",
-        &["-W", "-f", "${Version}", "ngtcp2-client", "ngtcp2-server"],
+        &[
+            "-W",
+            "-f",
+            "${Package} ${Version}\n",
+            "ngtcp2-client",
+            "ngtcp2-server",
+        ],
     )
-    .unwrap_or_else(|_| "version unknown (not a Debian package)".to_owned());
-    Ok(format!("ngtcp2 examples {version}"))
+    .map(|out| out.lines().collect::<Vec<_>>().join(", "))
+    .unwrap_or_else(|_| "version unknown: not a Debian package".to_owned());
+    Ok(format!("ngtcp2 examples ({versions})"))
 }
 
 /// A scratch directory for one transfer (certificate, key, payload, script,
