@@ -17,7 +17,10 @@
 //!   layout is one of its parameters; kcptun (`kcptun-client`/`-server` child
 //!   processes, TCP echo behind them) runs through the same relay as the peer;
 //! - [`goodput`]: bulk goodput of one connection over loopback or the `p2p`
-//!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP;
+//!   emulated link (§C), for RUDP, QUIC (Petrel or quinn controllers) and TCP,
+//!   and for QUIC peers run as child processes (aioquic, the ngtcp2 examples, alone
+//!   or against Petrel QUIC); random loss, RTT under load, CPU per GB, and the
+//!   named BBR scenarios with their expected outcomes;
 //! - [`idle`]: what N established, quiet connections cost (CPU, wake-ups, memory);
 //! - [`reflector`]: the reflector fan-out load generator (§D), which runs
 //!   the reflector under test in-process or as a `petrel reflector serve` child,

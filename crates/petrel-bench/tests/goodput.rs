@@ -19,9 +19,12 @@ fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile
         bandwidth_bps: 50_000_000,
         delay: Duration::from_millis(4),
         queue_packets: 100,
+        queue_bytes: None,
+        loss_percent: 0.0,
         size_bytes: 2_000_000,
         repetitions: 1,
         seed: 7,
+        scenario: None,
     }
 }
 

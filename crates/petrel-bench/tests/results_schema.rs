@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use petrel_bench::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
 use petrel_bench::record::goodput::{
-    GoodputCase, GoodputParameters, GoodputRound, RelayFigures as GoodputRelay, SenderStats,
-    TransportSettings,
+    GoodputCase, GoodputParameters, GoodputRound, RelayFigures as GoodputRelay,
+    ScenarioExpectation, SenderStats, TransportSettings,
 };
 use petrel_bench::record::idle::{IdleMode, IdleParameters, IdleReport};
 use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
@@ -314,6 +314,13 @@ fn goodput_is_documented() {
             tcp_congestion: Some("cubic".into()),
             socket_buffer_bytes: "kernel autotuning".into(),
         },
+        TransportSettings::Peer {
+            client_program: "aioquic 1.7.2".into(),
+            server_program: "aioquic 1.7.2".into(),
+            alpn: "hq-interop".into(),
+            sender_controller: "cubic".into(),
+            settings: "max_data = 16 MiB".into(),
+        },
     ];
     for transport_settings in settings {
         let params = GoodputParameters {
@@ -325,11 +332,20 @@ fn goodput_is_documented() {
                 bandwidth_bps: 1,
                 delay: 1.0,
                 queue_packets: 1,
+                queue_bytes: Some(1500),
+                loss_percent: 1.0,
                 size_bytes: 1,
                 repetitions: 1,
                 seed: 1,
             },
             direction: "client to server".into(),
+            rtt_source: "srtt".into(),
+            cpu_source: "getrusage".into(),
+            scenario: Some(ScenarioExpectation {
+                name: "bbr-loss".into(),
+                expected: "BBR keeps most of the link".into(),
+                criterion: "efficiency_percent >= 50".into(),
+            }),
             link_rate_bps: Some(1),
             chunk_bytes: 1,
             transfer_timeout_s: 1.0,
@@ -351,6 +367,14 @@ fn goodput_is_documented() {
         wall_goodput_mbps: Some(1.0),
         efficiency_percent: Some(1.0),
         wall_efficiency_percent: Some(1.0),
+        rtt_p50_ms: Some(1.0),
+        rtt_p99_ms: Some(1.0),
+        rtt_samples: 1,
+        queue_delay_p50_ms: Some(0.0),
+        queue_delay_p99_ms: Some(0.0),
+        cpu_s: Some(1.0),
+        cpu_s_per_gb: Some(1.0),
+        verdict: Some("pass".into()),
         sender: SenderStats::default(),
         relay: Some(GoodputRelay {
             upstream_forwarded_bytes: 1,
@@ -359,6 +383,8 @@ fn goodput_is_documented() {
             downstream_queue_drops: 0,
             relay_send_dropped: 0,
             lateness_max_us: 1.0,
+            upstream_random_drops: 0,
+            downstream_random_drops: 0,
         }),
     };
     assert_eq!(undocumented(&round), Vec::<String>::new());

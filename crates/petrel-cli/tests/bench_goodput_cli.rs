@@ -8,7 +8,7 @@ use support::{assert_usage_errors, petrel};
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
-    let cases: [(&[&str], &str); 11] = [
+    let cases: [(&[&str], &str); 17] = [
         (&["--transport", "sctp"], "transport"),
         (&["--cc", "vegas"], "cc"),
         (
@@ -29,6 +29,21 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
         (&["--size-mb", "0"], "size-mb"),
         (&["--repetitions", "0"], "repetitions"),
         (&["--json", "/nonexistent-dir/out.json"], "--json"),
+        (&["--loss", "101"], "--loss"),
+        (&["--loss", "-1"], "--loss"),
+        (&["--scenario", "bbr-fast"], "--scenario"),
+        (
+            &["--scenario", "bbr-loss", "--cc", "cubic"],
+            "cannot be used with",
+        ),
+        (
+            &["--transport", "aioquic", "--cc", "bbrv3"],
+            "aioquic has no bbrv3",
+        ),
+        (
+            &["--transport", "ngtcp2", "--cc", "bbrv3"],
+            "ngtcp2 has no bbrv3",
+        ),
     ];
     assert_usage_errors(&["bench", "goodput", "--size-mb", "0.1"], &cases);
 }
@@ -70,4 +85,43 @@ fn a_sweep_writes_one_record_per_case() {
     }
     assert!(stderr.contains("rudp-reno-loopback"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs `petrel bench goodput` for an aioquic pair with a Python that does not
+/// exist, with and without `PETREL_REQUIRE_QUIC_INTEROP=1`.
+fn missing_aioquic(required: bool) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_petrel"));
+    command
+        .args([
+            "bench",
+            "goodput",
+            "--transport",
+            "aioquic",
+            "--size-mb",
+            "0.1",
+        ])
+        .env("PETREL_PYTHON", "/nonexistent/python3");
+    if required {
+        command.env("PETREL_REQUIRE_QUIC_INTEROP", "1");
+    } else {
+        command.env_remove("PETREL_REQUIRE_QUIC_INTEROP");
+    }
+    command.output().unwrap()
+}
+
+#[test]
+fn a_missing_peer_is_skipped_with_its_install_command_unless_required() {
+    let out = missing_aioquic(false);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let skip = stderr
+        .lines()
+        .find(|l| l.starts_with("SKIPPED aioquic-cubic"))
+        .unwrap_or_else(|| panic!("no skip line: {stderr}"));
+    assert!(skip.contains("python3 -m pip install aioquic"), "{skip}");
+
+    let out = missing_aioquic(true);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("aioquic is not available"), "{stderr}");
 }

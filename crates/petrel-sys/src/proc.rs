@@ -4,7 +4,8 @@
 //!
 //! - **Process CPU** of this process: user + system time from
 //!   `getrusage(RUSAGE_SELF)` (`getrusage(2)`), 100 % = one core busy
-//!   (`specs/benchmarks.md` §A). Of the calling thread: `RUSAGE_THREAD`.
+//!   (`specs/benchmarks.md` §A). Of the calling thread: `RUSAGE_THREAD`. Of
+//!   ended, waited-for child processes: `RUSAGE_CHILDREN`.
 //! - **Per-thread CPU of any process**: Σ first field of
 //!   `/proc/<pid>/task/*/schedstat` (ns on CPU), optionally only threads whose
 //!   `comm` starts with a prefix, as the reference benchmark measures it
@@ -35,6 +36,13 @@ pub type Pid = u32;
 /// User + system CPU time of this whole process so far; `None` if `getrusage` fails.
 pub fn process_cpu_time() -> Option<Duration> {
     rusage(libc::RUSAGE_SELF).map(|ru| timeval(ru.ru_utime) + timeval(ru.ru_stime))
+}
+
+/// User + system CPU time of this process's child processes that have ended and
+/// been waited for (and of their waited-for descendants), so far
+/// (`getrusage(RUSAGE_CHILDREN)`); `None` if `getrusage` fails.
+pub fn children_cpu_time() -> Option<Duration> {
+    rusage(libc::RUSAGE_CHILDREN).map(|ru| timeval(ru.ru_utime) + timeval(ru.ru_stime))
 }
 
 /// User + system CPU time of the calling thread so far; `None` if `getrusage` fails

@@ -8,6 +8,9 @@ use petrel_quic::QuicCongestion;
 use petrel_sys::range::{check_range, check_range_in, RangeError};
 use serde::Serialize;
 
+use super::scenario::Scenario;
+use crate::record::goodput::{GoodputRound, ScenarioExpectation};
+
 /// The transport carrying the transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -22,20 +25,61 @@ pub enum GoodputTransport {
     /// Kernel TCP over loopback, the controller set with `TCP_CONGESTION`
     /// (reno → `reno`, cubic → `cubic`, bbrv1 → `bbr`).
     Tcp,
+    /// aioquic client ↔ aioquic server (child processes, hq-interop download);
+    /// aioquic's own reno or cubic.
+    Aioquic,
+    /// aioquic client (child process) downloading from a Petrel QUIC server that
+    /// sends with the chosen Petrel controller.
+    #[serde(rename = "aioquic-quic")]
+    AioquicQuic,
+    /// Petrel QUIC client downloading from an aioquic server (child process) that
+    /// sends with aioquic's reno or cubic.
+    #[serde(rename = "quic-aioquic")]
+    QuicAioquic,
+    /// ngtcp2 example client ↔ server (Debian `ngtcp2-client`/`-server`, HTTP/3
+    /// download); ngtcp2's own reno, cubic, bbr (bbrv1) or bbr2 (bbrv2).
+    Ngtcp2,
 }
 
 impl GoodputTransport {
     /// Every transport, in report order.
-    pub const ALL: [Self; 4] = [Self::Rudp, Self::Quic, Self::Quinn, Self::Tcp];
+    pub const ALL: [Self; 8] = [
+        Self::Rudp,
+        Self::Quic,
+        Self::Quinn,
+        Self::Tcp,
+        Self::Aioquic,
+        Self::AioquicQuic,
+        Self::QuicAioquic,
+        Self::Ngtcp2,
+    ];
 
-    /// Its name on the command line and in results.
+    /// Its name on the command line and in results: for pairs `<client>-<server>`.
     pub fn name(self) -> &'static str {
         match self {
             Self::Rudp => "rudp",
             Self::Quic => "quic",
             Self::Quinn => "quinn",
             Self::Tcp => "tcp",
+            Self::Aioquic => "aioquic",
+            Self::AioquicQuic => "aioquic-quic",
+            Self::QuicAioquic => "quic-aioquic",
+            Self::Ngtcp2 => "ngtcp2",
         }
+    }
+
+    /// Whether a peer program (a child process) takes part.
+    pub fn uses_peer(self) -> bool {
+        matches!(
+            self,
+            Self::Aioquic | Self::AioquicQuic | Self::QuicAioquic | Self::Ngtcp2
+        )
+    }
+
+    /// Whether the bytes flow server → client (the peers' file download) rather
+    /// than client → server.
+    pub fn is_download(self) -> bool {
+        self.uses_peer()
     }
 }
 
@@ -51,6 +95,26 @@ pub fn tcp_congestion(cc: CongestionKind) -> Option<&'static str> {
         CongestionKind::NewReno => Some("reno"),
         CongestionKind::Cubic => Some("cubic"),
         CongestionKind::BbrV1 => Some("bbr"),
+        _ => None,
+    }
+}
+
+/// aioquic's controller closest to `cc` (aioquic has reno and cubic).
+pub fn aioquic_congestion(cc: CongestionKind) -> Option<&'static str> {
+    match cc {
+        CongestionKind::NewReno => Some("reno"),
+        CongestionKind::Cubic => Some("cubic"),
+        _ => None,
+    }
+}
+
+/// The ngtcp2 example's `--cc` closest to `cc` (it has reno, cubic, bbr, bbr2).
+pub fn ngtcp2_congestion(cc: CongestionKind) -> Option<&'static str> {
+    match cc {
+        CongestionKind::NewReno => Some("reno"),
+        CongestionKind::Cubic => Some("cubic"),
+        CongestionKind::BbrV1 => Some("bbr"),
+        CongestionKind::BbrV2 => Some("bbr2"),
         _ => None,
     }
 }
@@ -78,8 +142,8 @@ pub enum GoodputProfile {
 }
 
 /// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
-/// 1000-packet queue, 100 MB, 3 repetitions, seed 42.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct GoodputConfig {
     /// Transport under test.
     pub transport: GoodputTransport,
@@ -95,12 +159,20 @@ pub struct GoodputConfig {
     pub delay: Duration,
     /// Drop-tail queue of each direction with `p2p`, packets. Range 1..=4096.
     pub queue_packets: usize,
+    /// Drop-tail queue limit of each direction with `p2p` in bytes, on top of
+    /// `queue_packets` (`None`: packets only). Range 1500..=64 MiB.
+    pub queue_bytes: Option<usize>,
+    /// Random loss of each direction with `p2p`, percent of packets. Range 0..=100.
+    pub loss_percent: f64,
     /// Bytes transferred client → server. Range 1 byte..=100 GB.
     pub size_bytes: u64,
     /// Transfers per case. Range 1..=100.
     pub repetitions: u32,
     /// Seed of repetition 0 (relay and BBR probe timing); repetition i uses seed + i.
     pub seed: u64,
+    /// The named scenario that set the link, if any (its expectation is recorded
+    /// and checked per repetition).
+    pub scenario: Option<Scenario>,
 }
 
 fn serialize_cc<S: serde::Serializer>(cc: &CongestionKind, s: S) -> Result<S::Ok, S::Error> {
@@ -120,9 +192,12 @@ impl Default for GoodputConfig {
             bandwidth_bps: 200_000_000,
             delay: Duration::from_millis(4),
             queue_packets: 1000,
+            queue_bytes: None,
+            loss_percent: 0.0,
             size_bytes: 100_000_000,
             repetitions: 3,
             seed: 42,
+            scenario: None,
         }
     }
 }
@@ -168,6 +243,11 @@ impl GoodputConfig {
         .map_err(out_of_range)?;
         check_range_in("queue", self.queue_packets, &(1..=4096), "packets")
             .map_err(out_of_range)?;
+        if let Some(bytes) = self.queue_bytes {
+            check_range_in("queue bytes", bytes, &(1500..=64 << 20), "bytes")
+                .map_err(out_of_range)?;
+        }
+        check_range_in("loss", self.loss_percent, &(0.0..=100.0), "%").map_err(out_of_range)?;
         check_range_in("size", self.size_bytes, &(1..=100_000_000_000), "bytes")
             .map_err(out_of_range)?;
         check_range("repetitions", self.repetitions, &(1..=100)).map_err(out_of_range)?;
@@ -190,23 +270,78 @@ impl GoodputConfig {
             GoodputTransport::Tcp if self.profile == GoodputProfile::P2p => Err(ConfigError(
                 "tcp runs over loopback only (--profile none): the emulator relays UDP".into(),
             )),
+            GoodputTransport::Aioquic | GoodputTransport::QuicAioquic
+                if aioquic_congestion(self.cc).is_none() =>
+            {
+                Err(ConfigError(format!(
+                    "aioquic has no {} controller (it has reno and cubic); use --transport aioquic-quic for a Petrel sender",
+                    self.cc
+                )))
+            }
+            GoodputTransport::Ngtcp2 if ngtcp2_congestion(self.cc).is_none() => {
+                Err(ConfigError(format!(
+                    "ngtcp2 has no {} controller (it has reno, cubic, bbrv1 = bbr and bbrv2 = bbr2)",
+                    self.cc
+                )))
+            }
             _ => Ok(()),
         }
     }
 
-    /// The case name: `<transport>-<cc>-<link>`, e.g. `quic-bbrv3-p2p-200mbps-4ms-q1000`
-    /// or `tcp-cubic-loopback`.
+    /// The case name: `<transport>-<cc>-<link>`, e.g. `quic-bbrv3-p2p-200mbps-4ms-q1000`,
+    /// `rudp-cubic-p2p-5mbps-50ms-q4096-312500b-loss1%` or `tcp-cubic-loopback`.
     pub fn case_name(&self) -> String {
         let link = match self.profile {
             GoodputProfile::None => "loopback".to_owned(),
-            GoodputProfile::P2p => format!(
-                "p2p-{}mbps-{}ms-q{}",
-                self.bandwidth_bps as f64 / 1e6,
-                self.delay.as_secs_f64() * 1e3,
-                self.queue_packets
-            ),
+            GoodputProfile::P2p => {
+                let mut link = format!(
+                    "p2p-{}mbps-{}ms-q{}",
+                    self.bandwidth_bps as f64 / 1e6,
+                    self.delay.as_secs_f64() * 1e3,
+                    self.queue_packets
+                );
+                if let Some(bytes) = self.queue_bytes {
+                    link.push_str(&format!("-{bytes}b"));
+                }
+                if self.loss_percent > 0.0 {
+                    link.push_str(&format!("-loss{}%", self.loss_percent));
+                }
+                link
+            }
         };
         format!("{}-{}-{link}", self.transport, self.cc)
+    }
+
+    /// `self` with `scenario`'s link (always `p2p`) and transfer size.
+    pub fn with_scenario(self, scenario: Scenario) -> Self {
+        let link = scenario.link();
+        Self {
+            profile: GoodputProfile::P2p,
+            bandwidth_bps: link.bandwidth_bps,
+            delay: link.delay,
+            queue_packets: link.queue_packets,
+            queue_bytes: link.queue_bytes,
+            loss_percent: link.loss_percent,
+            size_bytes: link.size_bytes,
+            scenario: Some(scenario),
+            ..self
+        }
+    }
+
+    /// The scenario's expectation for this case (`None` without a scenario).
+    pub fn expectation(&self) -> Option<ScenarioExpectation> {
+        Some(self.scenario?.expectation(self.cc, self.base_rtt()?))
+    }
+
+    /// The scenario's verdict on `round` (see [`Scenario::verdict`]).
+    pub fn verdict(&self, round: &GoodputRound) -> Option<&'static str> {
+        self.scenario?.verdict(self.cc, self.base_rtt()?, round)
+    }
+
+    /// The round-trip time of the idle link: twice the one-way delay with `p2p`
+    /// (serialization of one packet is not counted), `None` over loopback.
+    pub fn base_rtt(&self) -> Option<Duration> {
+        (self.profile == GoodputProfile::P2p).then_some(self.delay * 2)
     }
 
     /// The link rate goodput is compared with, bit/s (`None` over loopback).
@@ -215,10 +350,13 @@ impl GoodputConfig {
     }
 
     /// How long one transfer may take before it is abandoned as incomplete: ten
-    /// times its time at the link rate (1 Gbit/s over loopback), at least 30 s.
+    /// times its time at the link rate (1 Gbit/s over loopback), times
+    /// (1 + 10 × loss %, loss counted up to 10 %) with random loss (a loss-based
+    /// controller gets a small share of the link then), at least 30 s.
     pub fn transfer_timeout(&self) -> Duration {
         let rate = self.link_rate_bps().unwrap_or(1_000_000_000) as f64;
-        let secs = self.size_bytes as f64 * 8.0 / rate * 10.0;
+        let loss_factor = 1.0 + 10.0 * self.loss_percent.min(10.0);
+        let secs = self.size_bytes as f64 * 8.0 / rate * 10.0 * loss_factor;
         Duration::from_secs_f64(secs.max(30.0))
     }
 }
@@ -261,6 +399,80 @@ mod tests {
         }
         .validate()
         .unwrap();
+    }
+
+    #[test]
+    fn loss_and_peer_controllers_are_checked() {
+        let ok = GoodputConfig::default();
+        let bad = |c: GoodputConfig| c.validate().unwrap_err().0;
+        assert_eq!(
+            bad(GoodputConfig {
+                loss_percent: 100.5,
+                ..ok
+            }),
+            "invalid loss = 100.5 %: must be in 0.0..=100.0 %"
+        );
+        let lossy = GoodputConfig {
+            loss_percent: 1.0,
+            ..ok
+        };
+        lossy.validate().unwrap();
+        assert_eq!(lossy.case_name(), "rudp-cubic-p2p-200mbps-4ms-q1000-loss1%");
+        assert!(lossy.transfer_timeout() > ok.transfer_timeout());
+        assert!(bad(GoodputConfig {
+            transport: GoodputTransport::Aioquic,
+            cc: CongestionKind::BbrV1,
+            ..ok
+        })
+        .contains("aioquic has no bbrv1"));
+        // A Petrel server sends in aioquic-quic, so every Petrel controller runs.
+        GoodputConfig {
+            transport: GoodputTransport::AioquicQuic,
+            cc: CongestionKind::BbrV3,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        GoodputConfig {
+            transport: GoodputTransport::Ngtcp2,
+            cc: CongestionKind::BbrV2,
+            ..ok
+        }
+        .validate()
+        .unwrap();
+        assert_eq!(ngtcp2_congestion(CongestionKind::BbrV2), Some("bbr2"));
+        assert!(bad(GoodputConfig {
+            queue_bytes: Some(100),
+            ..ok
+        })
+        .contains("queue bytes"));
+    }
+
+    #[test]
+    fn scenario_links_are_the_published_ones_and_validate() {
+        let bloat = GoodputConfig::default().with_scenario(Scenario::BbrBufferbloat);
+        assert_eq!(bloat.bandwidth_bps, 5_000_000);
+        assert_eq!(bloat.base_rtt(), Some(Duration::from_millis(100)));
+        // 500 ms of queue at the link rate.
+        let queue_s = bloat.queue_bytes.unwrap() as f64 * 8.0 / bloat.bandwidth_bps as f64;
+        assert!((queue_s - 0.5).abs() < 1e-9);
+        bloat.validate().unwrap();
+        let loss = GoodputConfig::default().with_scenario(Scenario::BbrLoss);
+        assert_eq!(loss.base_rtt(), Some(Duration::from_millis(20)));
+        assert_eq!(loss.loss_percent, 1.0);
+        loss.validate().unwrap();
+        for cfg in [bloat, loss] {
+            let secs = cfg.size_bytes as f64 * 8.0 / cfg.bandwidth_bps as f64;
+            assert!(
+                secs <= 20.0,
+                "{}: {secs} s at the link rate",
+                cfg.case_name()
+            );
+            assert_eq!(
+                cfg.expectation().unwrap().name,
+                cfg.scenario.unwrap().name()
+            );
+        }
     }
 
     #[test]

@@ -1,7 +1,16 @@
 //! Bulk goodput (`specs/benchmarks.md` §C): one connection transfers N bytes
 //! **client → server** over loopback or through the emulator's `p2p` link, with
 //! Petrel RUDP, the Petrel QUIC transport (a Petrel controller, or quinn's own), or
-//! kernel TCP as a reference.
+//! kernel TCP as a reference; or, with QUIC peers (aioquic, ngtcp2 as child
+//! processes, alone or paired with Petrel QUIC), the client downloads N bytes
+//! **server → client**, as the QUIC interop runner measures it.
+//!
+//! The `p2p` link can add random loss (`loss_percent`, each direction), and named
+//! [`Scenario`]s set a link, sweep the controllers and check each against the
+//! outcome the scenario expects. Each repetition also reports the RTT under load
+//! (p50/p99 of the sender's srtt, when the sender is Petrel's) with the queueing
+//! delay it implies (RTT − twice the one-way delay), and the CPU seconds per GB
+//! moved (this process without the relay thread, plus the peers' processes).
 //!
 //! Per repetition it reports goodput two ways, both in Mbit/s of verified
 //! application bytes (10^6 bit/s):
@@ -27,6 +36,7 @@
 
 mod config;
 mod pattern;
+mod scenario;
 mod transfer;
 
 use std::collections::BTreeMap;
@@ -34,10 +44,15 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::record::goodput::{GoodputCase, GoodputParameters, TransportSettings};
-pub use crate::record::goodput::{GoodputRound, RelayFigures};
+pub use crate::record::goodput::{GoodputRound, RelayFigures, ScenarioExpectation};
 
-pub use config::{tcp_congestion, ConfigError, GoodputConfig, GoodputProfile, GoodputTransport};
+pub use config::{
+    aioquic_congestion, ngtcp2_congestion, tcp_congestion, ConfigError, GoodputConfig,
+    GoodputProfile, GoodputTransport,
+};
 pub use petrel_proto::cc::CongestionKind;
+pub use scenario::{Scenario, ScenarioLink, UnknownScenario};
+pub use transfer::peer::{peer_required, PeerMissing, PYTHON_ENV, REQUIRE_ENV};
 pub use transfer::{SenderStats, TransferError};
 
 use crate::record::{RecordError, ResultRecord, Spread};
@@ -47,11 +62,16 @@ use transfer::{Transfer, CHUNK, SOCKET_BUFFER};
 pub const BENCHMARK: &str = "goodput";
 
 /// Headline figures, in table order.
-pub const FIGURES: [&str; 4] = [
+pub const FIGURES: [&str; 9] = [
     "goodput_mbps",
     "wall_goodput_mbps",
     "efficiency_percent",
     "wall_efficiency_percent",
+    "rtt_p50_ms",
+    "rtt_p99_ms",
+    "queue_delay_p50_ms",
+    "queue_delay_p99_ms",
+    "cpu_s_per_gb",
 ];
 
 impl GoodputRound {
@@ -61,6 +81,11 @@ impl GoodputRound {
             "wall_goodput_mbps" => self.wall_goodput_mbps,
             "efficiency_percent" => self.efficiency_percent,
             "wall_efficiency_percent" => self.wall_efficiency_percent,
+            "rtt_p50_ms" => self.rtt_p50_ms,
+            "rtt_p99_ms" => self.rtt_p99_ms,
+            "queue_delay_p50_ms" => self.queue_delay_p50_ms,
+            "queue_delay_p99_ms" => self.queue_delay_p99_ms,
+            "cpu_s_per_gb" => self.cpu_s_per_gb,
             _ => None,
         }
     }
@@ -81,7 +106,19 @@ impl GoodputRound {
         let goodput_mbps = transfer_s.and_then(mbps);
         let wall_goodput_mbps = wall_s.and_then(mbps);
         let efficiency = |g: Option<f64>| Some(g? * 1e6 / cfg.link_rate_bps()? as f64 * 100.0);
-        Self {
+        let rtt = t
+            .rtt
+            .as_ref()
+            .filter(|h| !h.is_empty())
+            .map(|h| h.percentiles());
+        let ms = |us: u64| us as f64 / 1e3;
+        let rtt_p50_ms = rtt.map(|p| ms(p.p50_us));
+        let rtt_p99_ms = rtt.map(|p| ms(p.p99_us));
+        let base_ms = cfg.base_rtt().map(|d| d.as_secs_f64() * 1e3);
+        let queue_delay = |rtt: Option<f64>| Some(rtt? - base_ms?);
+        let cpu_s = t.cpu.map(|d| d.as_secs_f64());
+        let gigabytes = v.received as f64 / 1e9;
+        let mut round = Self {
             repetition,
             seed,
             ok,
@@ -95,6 +132,14 @@ impl GoodputRound {
             wall_goodput_mbps,
             efficiency_percent: efficiency(goodput_mbps),
             wall_efficiency_percent: efficiency(wall_goodput_mbps),
+            rtt_p50_ms,
+            rtt_p99_ms,
+            rtt_samples: rtt.map_or(0, |p| p.count),
+            queue_delay_p50_ms: queue_delay(rtt_p50_ms),
+            queue_delay_p99_ms: queue_delay(rtt_p99_ms),
+            cpu_s,
+            cpu_s_per_gb: cpu_s.filter(|_| gigabytes > 0.0).map(|c| c / gigabytes),
+            verdict: None,
             sender: t.sender,
             relay: t.relay.as_ref().map(|r| RelayFigures {
                 upstream_forwarded_bytes: r.upstream_total.forwarded_bytes,
@@ -103,8 +148,12 @@ impl GoodputRound {
                 downstream_queue_drops: r.downstream_total.dropped.queue,
                 relay_send_dropped: r.send_dropped,
                 lateness_max_us: r.lateness.max_us,
+                upstream_random_drops: r.upstream_total.dropped.random,
+                downstream_random_drops: r.downstream_total.dropped.random,
             }),
-        }
+        };
+        round.verdict = cfg.verdict(&round).map(str::to_owned);
+        round
     }
 
     fn failed(repetition: u32, seed: u64, error: &TransferError) -> Self {
@@ -124,6 +173,14 @@ impl GoodputRound {
             wall_goodput_mbps: None,
             efficiency_percent: None,
             wall_efficiency_percent: None,
+            rtt_p50_ms: None,
+            rtt_p99_ms: None,
+            rtt_samples: 0,
+            queue_delay_p50_ms: None,
+            queue_delay_p99_ms: None,
+            cpu_s: None,
+            cpu_s_per_gb: None,
+            verdict: None,
             sender: SenderStats::default(),
             relay: None,
         }
@@ -187,9 +244,78 @@ pub enum GoodputError {
     /// The record could not be built.
     #[error(transparent)]
     Record(#[from] RecordError),
+    /// A peer program the case needs is not installed (skip the case unless
+    /// [`peer_required`]).
+    #[error(transparent)]
+    PeerMissing(#[from] PeerMissing),
 }
 
-fn parameters(cfg: &GoodputConfig) -> GoodputParameters {
+/// The versions of the client and server programs of a peer pair, e.g.
+/// `("aioquic 1.7.2 (Python 3.11.2)", "petrel-quic")`; `None` for Petrel's own
+/// transports.
+///
+/// # Errors
+/// [`PeerMissing`] naming the install command when a program cannot run.
+pub fn peer_programs(transport: GoodputTransport) -> Result<Option<(String, String)>, PeerMissing> {
+    let petrel = || "petrel-quic (quinn 0.11)".to_owned();
+    Ok(match transport {
+        GoodputTransport::Aioquic => {
+            let v = transfer::peer::aioquic_version()?;
+            Some((v.clone(), v))
+        }
+        GoodputTransport::AioquicQuic => Some((transfer::peer::aioquic_version()?, petrel())),
+        GoodputTransport::QuicAioquic => Some((petrel(), transfer::peer::aioquic_version()?)),
+        GoodputTransport::Ngtcp2 => {
+            let v = transfer::peer::ngtcp2_version()?;
+            Some((v.clone(), v))
+        }
+        _ => None,
+    })
+}
+
+/// The settings of a peer pair (see [`TransportSettings::Peer`]).
+fn peer_settings(cfg: &GoodputConfig, client: String, server: String) -> TransportSettings {
+    let (alpn, sender_controller, settings) = match cfg.transport {
+        GoodputTransport::Ngtcp2 => (
+            "h3",
+            ngtcp2_congestion(cfg.cc).unwrap_or("-").to_owned(),
+            format!(
+                "gtlsclient --max-data={w} --max-stream-data-bidi-local={w} (window auto-tuning on); gtlsserver defaults",
+                w = transfer::NGTCP2_WINDOW
+            ),
+        ),
+        GoodputTransport::AioquicQuic => (
+            "hq-interop",
+            cfg.cc.as_str().to_owned(),
+            "aioquic client max_data = max_stream_data = 16 MiB; Petrel QUIC server with the transport's default windows".to_owned(),
+        ),
+        _ => (
+            "hq-interop",
+            aioquic_congestion(cfg.cc).unwrap_or("-").to_owned(),
+            "aioquic max_data = max_stream_data = 16 MiB".to_owned(),
+        ),
+    };
+    TransportSettings::Peer {
+        client_program: client,
+        server_program: server,
+        alpn: alpn.to_owned(),
+        sender_controller,
+        settings,
+    }
+}
+
+/// Whether the sender of `transport` is Petrel's (so its srtt is sampled).
+fn petrel_sends(transport: GoodputTransport) -> bool {
+    matches!(
+        transport,
+        GoodputTransport::Rudp
+            | GoodputTransport::Quic
+            | GoodputTransport::Quinn
+            | GoodputTransport::AioquicQuic
+    )
+}
+
+fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> GoodputParameters {
     let transport_settings = match cfg.transport {
         GoodputTransport::Rudp => TransportSettings::Rudp {
             mtu_bytes: transfer::rudp::MTU,
@@ -216,6 +342,13 @@ fn parameters(cfg: &GoodputConfig) -> GoodputParameters {
             tcp_congestion: tcp_congestion(cfg.cc).map(str::to_owned),
             socket_buffer_bytes: "kernel autotuning".to_owned(),
         },
+        GoodputTransport::Aioquic
+        | GoodputTransport::AioquicQuic
+        | GoodputTransport::QuicAioquic
+        | GoodputTransport::Ngtcp2 => {
+            let (client, server) = programs.unwrap_or_default();
+            peer_settings(cfg, client, server)
+        }
     };
     GoodputParameters {
         protocol: cfg.transport.name().to_owned(),
@@ -230,11 +363,26 @@ fn parameters(cfg: &GoodputConfig) -> GoodputParameters {
             bandwidth_bps: cfg.bandwidth_bps,
             delay: cfg.delay.as_secs_f64() * 1e3,
             queue_packets: cfg.queue_packets,
+            queue_bytes: cfg.queue_bytes,
+            loss_percent: cfg.loss_percent,
             size_bytes: cfg.size_bytes,
             repetitions: cfg.repetitions,
             seed: cfg.seed,
         },
-        direction: "client to server".to_owned(),
+        direction: if cfg.transport.is_download() {
+            "server to client"
+        } else {
+            "client to server"
+        }
+        .to_owned(),
+        rtt_source: if petrel_sends(cfg.transport) {
+            transfer::RTT_SOURCE
+        } else {
+            "none (the sender is not Petrel's)"
+        }
+        .to_owned(),
+        cpu_source: transfer::CPU_SOURCE.to_owned(),
+        scenario: cfg.expectation(),
         link_rate_bps: cfg.link_rate_bps(),
         chunk_bytes: CHUNK,
         transfer_timeout_s: cfg.transfer_timeout().as_secs_f64(),
@@ -246,14 +394,16 @@ fn parameters(cfg: &GoodputConfig) -> GoodputParameters {
 /// Runs every repetition of `cfg`; `on_round` sees each as it finishes.
 ///
 /// # Errors
-/// [`GoodputError::Config`] for an invalid configuration. A repetition that fails is
-/// recorded as a failed round and makes the record not `ok`.
+/// [`GoodputError::Config`] for an invalid configuration, [`GoodputError::PeerMissing`]
+/// when a peer program is not installed. A repetition that fails is recorded as a
+/// failed round and makes the record not `ok`.
 pub fn run_goodput(
     cfg: &GoodputConfig,
     mut on_round: impl FnMut(&GoodputRound),
 ) -> Result<GoodputReport, GoodputError> {
     cfg.validate()?;
-    let mut record = ResultRecord::begin(BENCHMARK, &cfg.case_name(), &parameters(cfg))?;
+    let programs = peer_programs(cfg.transport)?;
+    let mut record = ResultRecord::begin(BENCHMARK, &cfg.case_name(), &parameters(cfg, programs))?;
     let mut rounds = Vec::new();
     for repetition in 0..cfg.repetitions {
         let seed = cfg.seed.wrapping_add(u64::from(repetition));
@@ -285,6 +435,7 @@ pub fn run_goodput(
     let failed = rounds.iter().filter(|r| r.error.is_some()).count() as u64;
     let mismatched = rounds.iter().filter(|r| r.mismatched_bytes > 0).count() as u64;
     record.errors.insert("incomplete_transfers".into(), failed);
+
     record
         .errors
         .insert("content_mismatches".into(), mismatched);

@@ -7,13 +7,21 @@ use serde::{Deserialize, Serialize};
 /// Every parameter of a goodput case, as recorded in `parameters`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GoodputParameters {
-    /// Transport under test: `"rudp"`, `"quic"`, `"quinn"` or `"tcp"`
-    /// (`petrel report` draws one bar per transport).
+    /// Transport under test: `"rudp"`, `"quic"`, `"quinn"`, `"tcp"`, or a QUIC
+    /// peer pair `"aioquic"`, `"aioquic-quic"`, `"quic-aioquic"`, `"ngtcp2"`
+    /// (`<client>-<server>`; `petrel report` draws one bar per transport).
     pub protocol: String,
     /// The case as configured.
     pub case: GoodputCase,
-    /// Which way the bytes flow: always `"client to server"`.
+    /// Which way the bytes flow: `"client to server"` (Petrel's own transports) or
+    /// `"server to client"` (the peers' file download).
     pub direction: String,
+    /// Where the RTT figures come from, in words (`"none"` when not measured).
+    pub rtt_source: String,
+    /// What the CPU figures count, in words.
+    pub cpu_source: String,
+    /// The named scenario this case belongs to, with its expected outcome.
+    pub scenario: Option<ScenarioExpectation>,
     /// Link rate goodput is compared with, bit/s; `None` over loopback.
     pub link_rate_bps: Option<u64>,
     /// Bytes per application write, bytes.
@@ -41,7 +49,11 @@ pub struct GoodputCase {
     pub delay: f64,
     /// Drop-tail queue of each direction with `p2p`, packets.
     pub queue_packets: usize,
-    /// Bytes transferred client → server, bytes.
+    /// Drop-tail queue limit of each direction with `p2p`, bytes (null: packets only).
+    pub queue_bytes: Option<usize>,
+    /// Random loss of each direction with `p2p`, % of packets.
+    pub loss_percent: f64,
+    /// Bytes transferred (in `direction`), bytes.
     pub size_bytes: u64,
     /// Transfers (repetitions) per case.
     pub repetitions: u32,
@@ -77,6 +89,19 @@ pub enum TransportSettings {
         /// The controller quinn runs (`None`: quinn has none by that name).
         controller: Option<String>,
     },
+    /// A QUIC peer pair with at least one external program (child processes).
+    Peer {
+        /// The client program and its version, e.g. `"aioquic 1.7.2"`, `"petrel-quic"`.
+        client_program: String,
+        /// The server (sending) program and its version.
+        server_program: String,
+        /// The application protocol (`"hq-interop"` or `"h3"`).
+        alpn: String,
+        /// The sender's controller by the sender's own name (e.g. `"cubic"`, `"bbr2"`).
+        sender_controller: String,
+        /// Flow-control and other settings passed to the programs, in words.
+        settings: String,
+    },
     /// Kernel TCP.
     Tcp {
         /// The Linux congestion-control module (`TCP_CONGESTION`).
@@ -101,6 +126,22 @@ pub struct RelayFigures {
     pub relay_send_dropped: u64,
     /// Latest release after its deadline, µs (the relay's own lateness).
     pub lateness_max_us: f64,
+    /// Client → server packets dropped by the random loss (`--loss`).
+    pub upstream_random_drops: u64,
+    /// Server → client packets dropped by the random loss (`--loss`).
+    pub downstream_random_drops: u64,
+}
+
+/// A named scenario's expectation for one case (`bench goodput --scenario`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScenarioExpectation {
+    /// Scenario name, e.g. `"bbr-bufferbloat"`.
+    pub name: String,
+    /// What the scenario expects of this controller, in words.
+    pub expected: String,
+    /// The check each repetition's numbers must pass, in words (e.g.
+    /// `"rtt_p50_ms <= 150"`).
+    pub criterion: String,
 }
 
 /// One repetition.
@@ -130,6 +171,25 @@ pub struct GoodputRound {
     pub efficiency_percent: Option<f64>,
     /// `wall_goodput_mbps` ÷ link rate, % (`p2p` only).
     pub wall_efficiency_percent: Option<f64>,
+    /// RTT during the transfer: median, ms (`parameters.rtt_source` says whose).
+    pub rtt_p50_ms: Option<f64>,
+    /// RTT during the transfer: 99th percentile, ms.
+    pub rtt_p99_ms: Option<f64>,
+    /// RTT samples taken.
+    pub rtt_samples: u64,
+    /// `rtt_p50_ms` − base RTT (twice the one-way delay): the queueing delay the
+    /// transfer causes, ms (`p2p` only).
+    pub queue_delay_p50_ms: Option<f64>,
+    /// `rtt_p99_ms` − base RTT, ms (`p2p` only).
+    pub queue_delay_p99_ms: Option<f64>,
+    /// CPU time (user + system) of the transport over the repetition, s:
+    /// this process minus the relay thread, plus child processes (peers).
+    pub cpu_s: Option<f64>,
+    /// `cpu_s` per 10^9 bytes received, s/GB.
+    pub cpu_s_per_gb: Option<f64>,
+    /// With `--scenario`: `"pass"` when this repetition meets the scenario's
+    /// criterion, `"concern"` when it does not (null without a scenario or figures).
+    pub verdict: Option<String>,
     /// The sender's counters.
     pub sender: SenderStats,
     /// The relay's counters (`p2p` only).

@@ -6,8 +6,18 @@
 //! server), send [`GoodputConfig::size_bytes`] of the [`pattern`](super::pattern) in
 //! chunks of [`CHUNK`] bytes, and let the server time the first and last byte it
 //! reads. The client's start (before connecting) is the start of the wall time.
+//!
+//! The QUIC peer pairs ([`aioquic`], [`ngtcp2`]) run the other way, as the
+//! programs do it: the client downloads a file of the pattern from the server; a
+//! child-process client is timed by its download file's growth and the file is
+//! checked afterwards.
 
+mod aioquic;
+mod hq_interop;
+mod ngtcp2;
+pub(crate) mod peer;
 mod quic;
+mod rtt;
 pub(crate) mod rudp;
 mod tcp;
 
@@ -20,6 +30,11 @@ use petrel_netem::{LinkConfig, Relay, RelayConfig, RelayStats, RouteCapacity, Ro
 
 use super::config::{GoodputConfig, GoodputProfile, GoodputTransport};
 use super::pattern::Verifier;
+use crate::measure::LatencyHistogram;
+use petrel_sys::proc::{children_cpu_time, process_cpu_time};
+
+pub(crate) use ngtcp2::WINDOW as NGTCP2_WINDOW;
+pub(crate) use rtt::SOURCE as RTT_SOURCE;
 
 /// Bytes per write (and per RUDP message): large enough that per-call costs vanish,
 /// small enough that the first byte's timestamp is within 0.1 ms of the first packet.
@@ -89,6 +104,41 @@ pub(crate) struct Transfer {
     pub receipt: Receipt,
     pub sender: SenderStats,
     pub relay: Option<RelayStats>,
+    /// The sender's srtt during the transfer, when the sender is Petrel's.
+    pub rtt: Option<LatencyHistogram>,
+    /// CPU time of the transport ([`CpuMeter`]).
+    pub cpu: Option<Duration>,
+}
+
+/// CPU time (user + system) spent on a transfer: this process's, less the relay
+/// thread's (the emulated link is not the transport), plus that of the child
+/// processes that ended and were waited for meanwhile (the peers).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CpuMeter {
+    process: Option<Duration>,
+    children: Option<Duration>,
+}
+
+/// What [`CpuMeter`] counts, in the result's words.
+pub(crate) const CPU_SOURCE: &str = "getrusage user + system: this process (both Petrel sides, pattern generation and checking) minus the relay thread, plus the peer child processes (RUSAGE_CHILDREN)";
+
+impl CpuMeter {
+    pub(crate) fn start() -> Self {
+        Self {
+            process: process_cpu_time(),
+            children: children_cpu_time(),
+        }
+    }
+
+    /// The CPU time since [`start`](Self::start); `relay` is the stopped relay's stats.
+    pub(crate) fn stop(&self, relay: Option<&RelayStats>) -> Option<Duration> {
+        let process = process_cpu_time()?.checked_sub(self.process?)?;
+        let children = children_cpu_time()?.checked_sub(self.children?)?;
+        let relay = relay.map_or(Duration::ZERO, |r| {
+            Duration::from_secs_f64(r.thread_cpu_ms.max(0.0) / 1e3)
+        });
+        Some(process.saturating_sub(relay) + children)
+    }
 }
 
 /// Runs one transfer of `cfg` with `seed` on its own tokio runtime (two workers:
@@ -109,6 +159,14 @@ pub(crate) fn run(cfg: &GoodputConfig, seed: u64) -> Result<Transfer, TransferEr
                     quic::run(cfg, seed, &progress).await
                 }
                 GoodputTransport::Tcp => tcp::run(cfg, &progress).await,
+                GoodputTransport::Aioquic => aioquic::self_pair(cfg, seed, &progress).await,
+                GoodputTransport::AioquicQuic => {
+                    aioquic::to_petrel_server(cfg, seed, &progress).await
+                }
+                GoodputTransport::QuicAioquic => {
+                    aioquic::from_petrel_client(cfg, seed, &progress).await
+                }
+                GoodputTransport::Ngtcp2 => ngtcp2::self_pair(cfg, seed, &progress).await,
             }
         };
         // Dropping the transfer on timeout drops its relay (which stops it) and
@@ -139,9 +197,11 @@ pub(crate) fn start_relay(
         return Ok(None);
     }
     let link = LinkConfig {
+        random_loss: cfg.loss_percent / 100.0,
         delay: cfg.delay,
         rate_bps: Some(cfg.bandwidth_bps),
         queue_packets: Some(cfg.queue_packets),
+        queue_bytes: cfg.queue_bytes,
         ..LinkConfig::default()
     };
     // The route must hold a full queue in both directions plus a delay line's worth

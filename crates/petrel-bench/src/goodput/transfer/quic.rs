@@ -12,7 +12,7 @@ use petrel_netem::Relay;
 use petrel_quic::transport::{self as quic, QuicCongestion, QuicTransportConfig, SelfSigned};
 
 use super::{chunks, loopback, setup, start_relay, transport, Receipt, SenderStats, Transfer};
-use super::{TransferError, SOCKET_BUFFER};
+use super::{rtt::RttSampler, CpuMeter, TransferError, SOCKET_BUFFER};
 use crate::goodput::config::{GoodputConfig, GoodputTransport};
 use crate::goodput::pattern;
 
@@ -68,6 +68,7 @@ pub(super) async fn run(
     });
 
     let started = Instant::now();
+    let cpu = CpuMeter::start();
     let client = quic::client(loopback(), &identity, &config).map_err(setup)?;
     let conn = client
         .endpoint
@@ -76,16 +77,21 @@ pub(super) async fn run(
         .await
         .map_err(transport)?;
     let mut stream = conn.open_uni().await.map_err(transport)?;
+    let sampled = conn.clone();
+    let rtt = RttSampler::start(move || Some(sampled.rtt()));
     for (offset, len) in chunks(cfg.size_bytes) {
         let chunk = Bytes::from(pattern::chunk(offset, len));
         stream.write_chunk(chunk).await.map_err(transport)?;
     }
     stream.finish().map_err(transport)?;
     let (receipt, _server) = receiver.await.map_err(transport)??;
+    let rtt = rtt.finish().await;
     let stats = conn.stats();
     conn.close(0u32.into(), b"bye");
     let relay = relay.map(Relay::stop).transpose().map_err(transport)?;
     Ok(Transfer {
+        rtt: Some(rtt),
+        cpu: cpu.stop(relay.as_ref()),
         started,
         receipt,
         sender: SenderStats {

@@ -8,14 +8,14 @@
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use petrel::{Endpoint, EndpointConfig, KcpConfig};
 use petrel_netem::Relay;
 
 use super::{chunks, loopback, setup, start_relay, transport, Receipt, SenderStats, Transfer};
-use super::{TransferError, CHUNK, SOCKET_BUFFER};
+use super::{rtt::RttSampler, CpuMeter, TransferError, CHUNK, SOCKET_BUFFER};
 use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
 
@@ -70,6 +70,7 @@ pub(super) async fn run(
     });
 
     let started = Instant::now();
+    let cpu = CpuMeter::start();
     let client = Endpoint::bind(loopback(), endpoint_config(cfg, false))
         .await
         .map_err(setup)?;
@@ -80,6 +81,12 @@ pub(super) async fn run(
             conn.max_message_size()
         )));
     }
+    let sampled = conn.clone();
+    let rtt = RttSampler::start(move || {
+        let srtt_us = sampled.stats().kcp.srtt_us;
+        // KCP has no estimate before its first acknowledgement.
+        (srtt_us > 0).then(|| Duration::from_micros(srtt_us))
+    });
     for (offset, len) in chunks(cfg.size_bytes) {
         let chunk = Bytes::from(pattern::chunk(offset, len));
         conn.send(chunk).await.map_err(transport)?;
@@ -88,9 +95,12 @@ pub(super) async fn run(
     // which ends its `recv` loop.
     conn.close().await.map_err(transport)?;
     let receipt = receiver.await.map_err(transport)??;
+    let rtt = rtt.finish().await;
     let stats = conn.stats();
     let relay = relay.map(Relay::stop).transpose().map_err(transport)?;
     Ok(Transfer {
+        rtt: Some(rtt),
+        cpu: cpu.stop(relay.as_ref()),
         started,
         receipt,
         sender: SenderStats {

@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 
 use super::{chunks, loopback, setup, transport, Receipt, SenderStats, Transfer};
-use super::{TransferError, CHUNK};
+use super::{CpuMeter, TransferError, CHUNK};
 use crate::goodput::config::{tcp_congestion, GoodputConfig};
 use crate::goodput::pattern;
 
@@ -41,6 +41,7 @@ pub(super) async fn run(
     });
 
     let started = Instant::now();
+    let cpu = CpuMeter::start();
     let socket = TcpSocket::new_v4().map_err(setup)?;
     SockRef::from(&socket)
         .set_tcp_congestion(algorithm.as_bytes())
@@ -63,5 +64,7 @@ pub(super) async fn run(
             ..SenderStats::default()
         },
         relay: None,
+        rtt: None,
+        cpu: cpu.stop(None),
     })
 }
