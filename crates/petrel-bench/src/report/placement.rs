@@ -68,14 +68,27 @@ pub(super) struct Placement {
 /// peer's name for an external peer such as kcptun); goodput has one panel
 /// per link (and loss or scenario, when set), grouped by controller, with a
 /// bar per transport.
+/// A fixed FEC group's shape as `D+P` (`parameters.fec_shape`), so 8+2 and 10+3
+/// runs of one profile are separate bars.
+fn fec_shape(r: &ResultRecord) -> Option<String> {
+    let shape = r.parameters.get("fec_shape")?;
+    let data = shape.get("data_shards")?.as_u64()?;
+    let parity = shape.get("parity_shards")?.as_u64()?;
+    Some(format!("{data}+{parity}"))
+}
+
 pub(super) fn placement(r: &ResultRecord) -> Placement {
     let param = |k: &str| r.parameters.get(k).and_then(|v| v.as_str());
     match (r.benchmark.as_str(), param("profile"), param("fec")) {
         ("rudp", Some(profile), Some(fec)) => {
-            let fec = if fec == "none" { "arq" } else { fec };
+            let fec = match (fec, fec_shape(r)) {
+                ("none", _) => "arq".to_owned(),
+                ("fixed", Some(shape)) => format!("fixed {shape}"),
+                (fec, _) => fec.to_owned(),
+            };
             let series = match peer(r).split(' ').next() {
                 Some(name) if !name.is_empty() => format!("{name} {fec}"),
-                _ => fec.to_owned(),
+                _ => fec,
             };
             let shape = case_shape(r).unwrap_or_else(|| shape(r));
             Placement {
