@@ -47,6 +47,10 @@ pub struct Link {
     next_id: u64,
     pub sent: u64,
     pub dropped: u64,
+    /// A datagram is not dropped within this time after the previous drop (the
+    /// random draw still happens), so every loss is a single one; zero by default.
+    pub min_loss_gap: Duration,
+    last_drop: Option<Instant>,
 }
 
 impl Link {
@@ -58,13 +62,19 @@ impl Link {
             next_id: 0,
             sent: 0,
             dropped: 0,
+            min_loss_gap: Duration::ZERO,
+            last_drop: None,
         }
     }
 
     pub fn send(&mut self, now: Instant, datagram: &[u8]) {
         self.sent += 1;
-        if self.rng.gen_bool(self.config.loss) {
+        let spaced = self
+            .last_drop
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.min_loss_gap);
+        if self.rng.gen_bool(self.config.loss) && spaced {
             self.dropped += 1;
+            self.last_drop = Some(now);
             return;
         }
         let copies = if self.rng.gen_bool(self.config.duplicate) {
