@@ -47,17 +47,12 @@ fn spike(congestion: CongestionKind) -> Outcome {
     let spike_at = start + Duration::from_secs(2);
     let spike_end = spike_at + SPIKE;
     let end = spike_end + Duration::from_secs(1);
+    // During the spike both directions hold what is sent until it ends.
+    sim.ab.hold = Some(spike_at..spike_end);
+    sim.ba.hold = Some(spike_at..spike_end);
     let mut before = 0;
     let mut lowest = u64::MAX;
     while sim.now < end {
-        // During the spike both directions hold what is sent until it ends.
-        let hold = if sim.now >= spike_at && sim.now < spike_end {
-            spike_end - sim.now
-        } else {
-            Duration::ZERO
-        };
-        sim.ab.config.delay = BASE + hold;
-        sim.ba.config.delay = BASE + hold;
         while sim.a.can_send(message.len()) {
             sim.a.send(&message).unwrap();
         }

@@ -326,8 +326,9 @@ impl Kcp {
                 .retransmit_ts
                 .is_none_or(|rts| (rts.wrapping_sub(ts) as i32) > 0);
             if spurious {
-                self.stats.spurious_rto_undone += 1;
-                self.cc.on_spurious_timeout(now);
+                let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
+                let sample = (ms >= 0).then(|| Duration::from_millis(ms as u64));
+                self.undo_timeout(now, sample);
             }
         }
         let index = self.snd.index(sn)?;
@@ -354,6 +355,29 @@ impl Kcp {
         }
         self.acked(index, rtt, now);
         Some(sent)
+    }
+
+    /// The response to a spurious timeout (after RFC 4015 §3): the controller
+    /// restores its window, the RTO is reinitialised from `sample` (the original
+    /// transmission's RTT), segments the timeout declared lost and that were not
+    /// resent yet go back into flight, and every pending timer is pushed to
+    /// at least one new RTO after its transmission — the path is slow, not lossy,
+    /// so nothing more is resent for it.
+    fn undo_timeout(&mut self, now: Instant, sample: Option<Duration>) {
+        self.stats.spurious_rto_undone += 1;
+        self.cc.on_spurious_timeout(now);
+        if let Some(rtt) = sample {
+            self.rtt.on_spurious_timeout(rtt);
+        }
+        let rto = self.rtt.rto();
+        for index in 0..self.snd.buf.len() {
+            self.snd.unmark_timed_out(index, now + rto);
+            let seg = &mut self.snd.buf[index];
+            if let (Some(at), Some(sent)) = (seg.resend_at, seg.last_sent) {
+                seg.rto = seg.rto.max(rto);
+                seg.resend_at = Some(at.max(sent + rto));
+            }
+        }
     }
 
     fn acked(&mut self, index: usize, rtt: Option<Duration>, now: Instant) {

@@ -155,6 +155,7 @@ impl Kcp {
                 self.snd.in_flight_bytes += seg.wire_len;
             }
             seg.fastack = 0;
+            seg.timed_out = false;
             seg.ts = ts;
             seg.last_sent = Some(now);
             let app_limited = self.rate.is_app_limited();
@@ -243,6 +244,7 @@ impl Kcp {
                 self.rate.on_lost(&mut event, &stamp);
             }
             let sn = self.snd.snd_una.wrapping_add(index as u32);
+            seg.timed_out = true;
             self.snd.mark_lost(index);
             self.stats.retransmissions_timeout += 1;
             let decided = self

@@ -51,6 +51,9 @@ pub struct Link {
     /// random draw still happens), so every loss is a single one; zero by default.
     pub min_loss_gap: Duration,
     last_drop: Option<Instant>,
+    /// A delay spike: datagrams sent within `from..until` are held until `until`,
+    /// then take the normal delay, in the order they were sent.
+    pub hold: Option<std::ops::Range<Instant>>,
 }
 
 impl Link {
@@ -64,6 +67,7 @@ impl Link {
             dropped: 0,
             min_loss_gap: Duration::ZERO,
             last_drop: None,
+            hold: None,
         }
     }
 
@@ -84,7 +88,8 @@ impl Link {
         };
         for _ in 0..copies {
             let jitter = self.config.jitter.mul_f64(self.rng.gen::<f64>());
-            let at = now + self.config.delay + jitter;
+            let held = self.hold.as_ref().filter(|h| h.contains(&now));
+            let at = held.map_or(now, |h| h.end) + self.config.delay + jitter;
             self.queue
                 .push(Reverse((at, self.next_id, datagram.to_vec())));
             self.next_id += 1;
