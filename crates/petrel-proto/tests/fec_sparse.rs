@@ -210,3 +210,100 @@ fn policy_with_small_reports_settles() {
     assert!(policy.changes() <= 3, "{} changes", policy.changes());
     assert!(settled.iter().all(|&p| p == 2), "{settled:?}");
 }
+
+mod encoder {
+    use std::time::{Duration, Instant};
+
+    use petrel_proto::fec::{FecConfig, FecDecoder, FecEncoder, FecScheme, Framing};
+
+    use super::FIXED;
+
+    fn drain(enc: &mut FecEncoder, now: Instant) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut all = Vec::new();
+        while enc.poll_transmit(now, &mut out) {
+            all.push(out.clone());
+        }
+        all
+    }
+
+    /// One datagram every 20 ms: each flush closes its one-shard group with two
+    /// parity shards (fixed 8+2); losing the data shard, the decoder rebuilds it
+    /// from either parity shard at once.
+    #[test]
+    fn sparse_flush_closes_a_one_shard_group_at_once() {
+        let cfg = FecConfig {
+            scheme: FIXED,
+            ..FecConfig::default()
+        };
+        let mut enc = FecEncoder::new(&cfg, Framing::Native).unwrap();
+        let mut dec = FecDecoder::new(&cfg, Framing::Native).unwrap();
+        let t0 = Instant::now();
+        for i in 0..20u8 {
+            let now = t0 + Duration::from_millis(20) * u32::from(i);
+            enc.push(now, &[i; 64]).unwrap();
+            assert!(enc.is_sparse());
+            assert_eq!(enc.group_size(), 1);
+            assert!(enc.flush(now), "datagram {i}");
+            assert_eq!(enc.poll_timeout(), None, "no group left open");
+            let shards = drain(&mut enc, now);
+            assert_eq!(shards.len(), 3, "data + 2 parity");
+            // The data shard is lost; the first parity shard alone rebuilds it.
+            dec.input(now, &shards[1]).unwrap();
+            let mut got = Vec::new();
+            assert!(dec.poll_datagram(&mut got));
+            assert_eq!(got, vec![i; 64]);
+        }
+        let s = enc.stats();
+        assert_eq!((s.groups_closed_sparse, s.groups_encoded), (20, 20));
+        assert_eq!(dec.stats().shards_recovered, 20);
+    }
+
+    /// Dense traffic (8 datagrams per ms) is not sparse: flush leaves the group
+    /// open to fill, and groups close full.
+    #[test]
+    fn dense_traffic_keeps_groups_open_until_full() {
+        let cfg = FecConfig {
+            scheme: FIXED,
+            ..FecConfig::default()
+        };
+        let mut enc = FecEncoder::new(&cfg, Framing::Native).unwrap();
+        let t0 = Instant::now();
+        for ms in 0..50u32 {
+            let now = t0 + Duration::from_millis(1) * ms;
+            for _ in 0..8 {
+                enc.push(now, &[1; 500]).unwrap();
+                assert!(!enc.flush(now));
+            }
+            drain(&mut enc, now);
+        }
+        assert!(!enc.is_sparse());
+        assert_eq!(enc.group_size(), 8);
+        assert_eq!(enc.stats().groups_closed_sparse, 0);
+    }
+
+    /// kcp-go framing never closes a group early: kcp-go decodes only its fixed
+    /// shape, so the bytes on the wire stay what kcp-go sends.
+    #[test]
+    fn kcp_go_framing_never_closes_early() {
+        let cfg = FecConfig {
+            scheme: FecScheme::Fixed {
+                data_shards: 10,
+                parity_shards: 3,
+            },
+            ..FecConfig::default()
+        };
+        let mut enc = FecEncoder::new(&cfg, Framing::KcpGo { crypt_header: true }).unwrap();
+        let t0 = Instant::now();
+        for i in 0..9u32 {
+            let now = t0 + Duration::from_millis(50) * i;
+            enc.push(now, &[7; 100]).unwrap();
+            assert!(!enc.flush(now));
+            assert_eq!(drain(&mut enc, now).len(), 1, "data shard only");
+        }
+        let now = t0 + Duration::from_secs(1);
+        enc.push(now, &[7; 100]).unwrap();
+        assert_eq!(drain(&mut enc, now).len(), 4, "the full group's parity");
+        assert_eq!(enc.stats().groups_closed_sparse, 0);
+    }
+}
