@@ -326,9 +326,7 @@ impl Kcp {
                 .retransmit_ts
                 .is_none_or(|rts| (rts.wrapping_sub(ts) as i32) > 0);
             if spurious {
-                let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
-                let sample = (ms >= 0).then(|| Duration::from_millis(ms as u64));
-                self.undo_timeout(now, sample);
+                self.undo_timeout(now);
             }
         }
         let index = self.snd.index(sn)?;
@@ -357,18 +355,17 @@ impl Kcp {
         Some(sent)
     }
 
-    /// The response to a spurious timeout (after RFC 4015 §3): the controller
-    /// restores its window, the RTO is reinitialised from `sample` (the original
-    /// transmission's RTT), segments the timeout declared lost and that were not
-    /// resent yet go back into flight, and every pending timer is pushed to
-    /// at least one new RTO after its transmission — the path is slow, not lossy,
-    /// so nothing more is resent for it.
-    fn undo_timeout(&mut self, now: Instant, sample: Option<Duration>) {
+    /// The response to a spurious timeout (after RFC 4015 §3, without its RTO
+    /// reinitialisation: the RTT sample of the original transmission already
+    /// went into the RFC 6298 estimator, and inflating the RTO further delays the
+    /// repair of real losses on a path that reorders): the controller restores
+    /// its window, segments the timeout declared lost that were not resent yet go
+    /// back into flight, and every pending timer is pushed to at least one RTO
+    /// after its transmission — the path is slow, not lossy, so nothing more is
+    /// resent for it.
+    fn undo_timeout(&mut self, now: Instant) {
         self.stats.spurious_rto_undone += 1;
         self.cc.on_spurious_timeout(now);
-        if let Some(rtt) = sample {
-            self.rtt.on_spurious_timeout(rtt);
-        }
         let rto = self.rtt.rto();
         for index in 0..self.snd.buf.len() {
             self.snd.unmark_timed_out(index, now + rto);

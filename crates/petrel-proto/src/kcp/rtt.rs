@@ -49,18 +49,6 @@ impl RttEstimator {
         self.rto = (srtt + self.granularity.max(self.rttvar * 4)).clamp(self.min_rto, MAX_RTO);
     }
 
-    /// A retransmission timeout proved spurious; `rtt` is the sample of the
-    /// original transmission that proved it. SRTT and RTTVAR become at least
-    /// `rtt` and `rtt/2`, as RFC 4015's response reinitialises them from that
-    /// sample, so the RTO (≥ 3·`rtt`) covers the delay that fooled it.
-    pub(crate) fn on_spurious_timeout(&mut self, rtt: Duration) {
-        let rtt = rtt.min(MAX_RTO);
-        let srtt = self.srtt.unwrap_or_default().max(rtt);
-        self.srtt = Some(srtt);
-        self.rttvar = self.rttvar.max(rtt / 2);
-        self.rto = (srtt + self.granularity.max(self.rttvar * 4)).clamp(self.min_rto, MAX_RTO);
-    }
-
     pub(crate) fn rto(&self) -> Duration {
         self.rto
     }
@@ -116,21 +104,6 @@ mod tests {
             e.on_sample(5 * MS);
         }
         assert_eq!(e.rto(), 15 * MS);
-    }
-
-    #[test]
-    fn a_spurious_timeout_raises_srtt_to_its_sample() {
-        let mut e = RttEstimator::new(30 * MS, 10 * MS);
-        for _ in 0..50 {
-            e.on_sample(8 * MS);
-        }
-        assert_eq!(e.rto(), 30 * MS);
-        e.on_spurious_timeout(300 * MS);
-        assert_eq!((e.srtt(), e.rttvar()), (300 * MS, 150 * MS));
-        assert_eq!(e.rto(), 900 * MS);
-        // Never lowered by it.
-        e.on_spurious_timeout(10 * MS);
-        assert_eq!(e.rto(), 900 * MS);
     }
 
     #[test]
