@@ -170,7 +170,8 @@ fn adaptive_fec_sends_no_parity_without_loss() {
 }
 
 /// Steady 5 % loss (not spaced) over about 30 s of a window-1 exchange: each
-/// side's policy settles after a few changes instead of flapping.
+/// side's policy changes parity at most once per 5 s on average instead of
+/// flapping several times a second.
 #[test]
 fn adaptive_policy_does_not_flap_under_steady_loss() {
     for seed in [8, 9] {
@@ -179,7 +180,7 @@ fn adaptive_policy_does_not_flap_under_steady_loss() {
         assert!(echo.sim.elapsed() >= Duration::from_secs(25));
         for s in [echo.sim.a.stats(), echo.sim.b.stats()] {
             let e = s.fec.unwrap().encoder;
-            assert!(e.policy_changes <= 4, "seed {seed}: {e:?}");
+            assert!(e.policy_changes <= 6, "seed {seed}: {e:?}");
             assert!(e.parity_shards_sent > 0, "seed {seed}: {e:?}");
         }
         // Most losses are repaired by FEC, not by the ARQ.
@@ -189,9 +190,10 @@ fn adaptive_policy_does_not_flap_under_steady_loss() {
 }
 
 /// The policy alone, fed what a sparse sender sees: a report of ~20 shards every
-/// 100 ms at 5 % Bernoulli loss, groups of one data shard. 60 s of it move the
-/// parity a few times at most; the settled parity is what one-shard groups need
-/// at 5 % (2: the data shard and two copies).
+/// 100 ms at 5 % Bernoulli loss. 60 s of it move the full-group parity a few
+/// times at most (the old per-report smoothing and no dwell time flapped tens of
+/// times); a one-shard group closed early gets two parity shards (a single copy
+/// is not enough for the 1e-3 target at 5 %).
 #[test]
 fn policy_with_small_reports_settles() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
@@ -202,13 +204,18 @@ fn policy_with_small_reports_settles() {
         let now = t0 + Duration::from_millis(100) * i;
         let expected = rng.gen_range(15..=25u32);
         let received = (0..expected).filter(|_| rng.gen::<f64>() >= 0.05).count() as u32;
-        policy.on_report(now, &LossReport { expected, received }, 1);
+        policy.on_report(now, &LossReport { expected, received });
         if i >= 300 {
-            settled.push(policy.parity());
+            settled.push((policy.parity(), policy.parity_for(1)));
         }
     }
     assert!(policy.changes() <= 3, "{} changes", policy.changes());
-    assert!(settled.iter().all(|&p| p == 2), "{settled:?}");
+    assert!(
+        settled
+            .iter()
+            .all(|&(full, one)| (3..=4).contains(&full) && one == 2),
+        "{settled:?}"
+    );
 }
 
 mod encoder {
@@ -243,7 +250,6 @@ mod encoder {
             let now = t0 + Duration::from_millis(20) * u32::from(i);
             enc.push(now, &[i; 64]).unwrap();
             assert!(enc.is_sparse());
-            assert_eq!(enc.group_size(), 1);
             assert!(enc.flush(now), "datagram {i}");
             assert_eq!(enc.poll_timeout(), None, "no group left open");
             let shards = drain(&mut enc, now);
@@ -273,12 +279,12 @@ mod encoder {
             let now = t0 + Duration::from_millis(1) * ms;
             for _ in 0..8 {
                 enc.push(now, &[1; 500]).unwrap();
-                assert!(!enc.flush(now));
+                // The first datagrams are taken as sparse until the rate is known.
+                assert!(ms < 10 || !enc.flush(now), "ms {ms}");
             }
             drain(&mut enc, now);
         }
         assert!(!enc.is_sparse());
-        assert_eq!(enc.group_size(), 8);
         assert_eq!(enc.stats().groups_closed_sparse, 0);
     }
 

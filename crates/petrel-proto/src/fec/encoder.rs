@@ -167,11 +167,10 @@ impl FecEncoder {
     }
 
     /// Feeds the peer's loss report, received at `now`, to the adaptive policy
-    /// (ignored otherwise), with the traffic shape: [`FecEncoder::group_size`].
+    /// (ignored otherwise).
     pub fn handle_loss_report(&mut self, now: Instant, report: &LossReport) {
-        let group_size = self.group_size();
         if let Some(p) = &mut self.policy {
-            if p.on_report(now, report, group_size) {
+            if p.on_report(now, report) {
                 self.stats.policy_changes = p.changes();
             }
         }
@@ -194,20 +193,11 @@ impl FecEncoder {
         self.datagrams_per_group_wait() < 1.0
     }
 
-    /// Data shards a group holds at the current traffic shape, in packets:
-    /// `data_shards` for dense traffic, 1 + the datagrams expected within
-    /// `group_wait` (rounded) for sparse and moderate traffic; always 1..=`data_shards`.
-    pub fn group_size(&self) -> u8 {
-        let per_wait = self.datagrams_per_group_wait();
-        let size = (1.0 + per_wait).floor().min(f64::from(self.data_shards));
-        // Within 1..=data_shards (≤ 64) by the min above.
-        (size as u8).max(1)
-    }
-
     /// Tells the encoder the caller has nothing more to push now (e.g. the ARQ's
     /// `poll_transmit` returned false). In native framing, when the traffic is
     /// sparse ([`FecEncoder::is_sparse`]), the open group closes at once with its
-    /// parity (a copy for a one-shard group, Reed–Solomon for more; counted in
+    /// parity (a copy for a one-shard group, Reed–Solomon for more; adaptive
+    /// schemes give it [`ParityPolicy::parity_for`] its size; counted in
     /// `groups_closed_sparse`), so one loss is repaired within one inter-packet
     /// gap instead of waiting for the ARQ's timeout. Returns whether a group was
     /// closed (its parity waits in [`FecEncoder::poll_transmit`]).
@@ -434,8 +424,9 @@ impl FecEncoder {
     /// whole group within the budget.
     fn capped_parity(&self, g: &OpenGroup, sparse: bool) -> u8 {
         let mut p = usize::from(g.parity);
-        if self.policy.is_some() && !sparse {
-            p = p.min(g.data_bytes / (2 * g.max_len));
+        match &self.policy {
+            Some(_) if !sparse => p = p.min(g.data_bytes / (2 * g.max_len)),
+            _ => {}
         }
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
         // p ≤ g.parity, a u8.
@@ -452,8 +443,12 @@ impl FecEncoder {
         let Some(g) = self.open.take() else { return };
         self.shared_budget.release(g.data_bytes);
         let k = g.count;
-        let p = self.capped_parity(&g, sparse);
-        if p < g.parity {
+        let wanted = match &self.policy {
+            Some(policy) if sparse => policy.parity_for(k).min(g.parity),
+            _ => g.parity,
+        };
+        let p = self.capped_parity(&g, sparse).min(wanted);
+        if p < wanted {
             self.stats.parity_capped += 1;
         }
         // The group owns seq base..base+k+p; a kcp-go group always owns its full

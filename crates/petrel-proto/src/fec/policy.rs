@@ -11,12 +11,16 @@
 //!    a few reports, sparse traffic (a few shards per report) averages over about
 //!    [`HALF_LIFE_SHARDS`] shards, so the estimate of a 5 % loss rate does not
 //!    swing between 2 % and 8 % from one report to the next.
-//! 3. Traffic shape: the encoder tells the policy how many data shards its groups
-//!    hold — `max_data` for dense traffic, fewer for sparse traffic, whose groups
-//!    close early (see [`super::FecEncoder::flush`]). The policy needs the smallest
-//!    parity `p ∈ 0..=max_parity` whose binomial tail `P(X > p)`,
-//!    `X ~ Bin(group_size + p, loss)` — the probability that a group loses more
-//!    shards than parity can repair — is below `target`; if none is, `max_parity`.
+//! 3. It needs the smallest parity `p ∈ 0..=max_parity` whose binomial tail
+//!    `P(X > p), X ~ Bin(max_data + p, loss)` — the probability that a full group
+//!    loses more shards than parity can repair — is below `target`; if none is,
+//!    `max_parity`. That is the parity of dense traffic's full groups, and the
+//!    one [`ParityPolicy::parity`] reports and [`ParityPolicy::changes`] counts.
+//!    Traffic shape: sparse traffic's groups close early with `k < max_data`
+//!    data shards (see [`super::FecEncoder::flush`]) and carry
+//!    [`ParityPolicy::parity_for`]`(k)`: the same rule for `k + p` shards at the
+//!    smoothed loss, at least 1 and at most the full-group parity — a copy of a
+//!    one-shard group below about 3 % loss, two copies above.
 //! 4. Hysteresis, with separate up and down thresholds and a dwell time: parity
 //!    rises at once when `target` is missed (loss hurts now). It falls by one step
 //!    only when even the stricter target `target × LOWER_MARGIN` is met with less
@@ -169,11 +173,19 @@ impl ParityPolicy {
         self.changes
     }
 
-    /// Feeds one report received at `now` from traffic whose groups hold
-    /// `group_size` data shards (clamped to `1..=max_data`); returns whether the
-    /// parity changed. Reports with `expected == 0` carry no information and are
-    /// ignored.
-    pub fn on_report(&mut self, now: Instant, r: &LossReport, group_size: u8) -> bool {
+    /// Parity for a group of `data` data shards closed early for sparse traffic
+    /// (rule 3 of the module docs): 0 while [`ParityPolicy::parity`] is 0,
+    /// otherwise within `1..=parity()`.
+    pub fn parity_for(&self, data: u8) -> u8 {
+        if self.parity == 0 {
+            return 0;
+        }
+        required_parity(data.max(1), self.parity, self.target, self.loss()).max(1)
+    }
+
+    /// Feeds one report received at `now`; returns whether the parity changed.
+    /// Reports with `expected == 0` carry no information and are ignored.
+    pub fn on_report(&mut self, now: Instant, r: &LossReport) -> bool {
         if r.expected == 0 {
             return false;
         }
@@ -182,7 +194,7 @@ impl ParityPolicy {
         self.lost_s = self.lost_s * decay + f64::from(r.lost());
         self.expected_s = self.expected_s * decay + expected;
         let loss = self.loss();
-        let k = group_size.clamp(1, self.max_data);
+        let k = self.max_data;
         let want = required_parity(k, self.max_parity, self.target, loss);
         let strict = self.target * LOWER_MARGIN;
         let dwelt = self
@@ -247,16 +259,14 @@ mod tests {
             &LossReport {
                 expected: 0,
                 received: 0
-            },
-            8
+            }
         ));
         assert!(p.on_report(
             now,
             &LossReport {
                 expected: 1000,
                 received: 900
-            },
-            8
+            }
         ));
         assert_eq!(p.parity(), 4);
         let clean = LossReport {
@@ -266,13 +276,14 @@ mod tests {
         let mut reports = 0;
         while p.parity() > 0 {
             now += Duration::from_millis(100);
-            p.on_report(now, &clean, 8);
+            p.on_report(now, &clean);
             reports += 1;
             assert!(reports < 500, "never settled back to 0");
         }
         assert!(reports >= 4 * LOWER_AFTER as usize);
         assert_eq!(p.changes(), 5);
         // Each step down waited the dwell time after the previous change.
+        assert_eq!(p.parity_for(1), 0);
         assert!(now - t0 >= 4 * MIN_DWELL, "{:?}", now - t0);
     }
 
