@@ -6,13 +6,14 @@
 //! deterministic simulation.
 //!
 //! What lives here:
-//! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO,
-//!   fragmentation, window probing, dead-link detection);
+//! - [`kcp`]: the KCP-compatible ARQ (segment codec, windows, acks, RTO and the
+//!   undo of spurious timeouts, fragmentation, window probing, dead-link detection);
 //! - [`cc`]: congestion control: the trait the ARQ calls, delivery-rate sampling, the
 //!   pacer, the controllers (none, NewReno, CUBIC with HyStart++, BBRv1/v2/v3), their
 //!   registry, and the factory trait a user-supplied controller plugs in through;
 //! - [`fec`]: Reed–Solomon forward error correction below the ARQ (native and kcp-go
-//!   framing, fixed and adaptive parity, memory budget);
+//!   framing, fixed and adaptive parity, early-closed groups for sparse traffic,
+//!   memory budget);
 //! - [`handshake`]: native (cookie), legacy (SYN/SYN-ACK/FIN) and raw connection
 //!   establishment, plus the per-connection keepalive / idle / close control plane;
 //! - [`session`]: one connection after its handshake — KCP over optional FEC plus

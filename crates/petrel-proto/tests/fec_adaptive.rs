@@ -38,7 +38,7 @@ fn simulate(loss: f64, seed: u64) -> (Vec<u8>, EncoderStats, u64) {
         }
         if ms % 20 == 19 {
             if let Some(r) = dec.take_loss_report() {
-                enc.handle_loss_report(&r);
+                enc.handle_loss_report(now, &r);
             }
             if ms >= 2000 {
                 settled.push(enc.current_parity());

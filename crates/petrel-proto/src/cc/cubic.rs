@@ -10,6 +10,10 @@
 //! - Multiplicative decrease `β_cubic = 0.7` once per recovery period, with fast
 //!   convergence (§4.6–4.7); a retransmission timeout also collapses the window to
 //!   2·mds (RFC 9002 §7.6.2, as [`NewReno`](super::NewReno)).
+//! - A timeout the ARQ later finds spurious (RFC 3522 Eifel detection) is undone:
+//!   window, `ssthresh`, `W_max` and the recovery period return to their values
+//!   before it (a new epoch starts from there), unless another congestion event
+//!   came in between.
 //! - No growth on acks of segments sent while application-limited (§5.8, RFC 7661).
 //! - Pacing as [`NewReno`](super::NewReno): 2·cwnd/srtt in slow start, 1.25·cwnd/srtt
 //!   after.
@@ -53,6 +57,25 @@ pub struct Cubic {
     carry: f64,
     recovery_start: Option<Instant>,
     srtt: Option<Duration>,
+    /// State before the latest run of timeouts reduced the window, for
+    /// [`CongestionController::on_spurious_timeout`]; dropped by a congestion
+    /// event that is not a timeout.
+    before_timeout: Option<CubicState>,
+    /// Whether a segment sent after the latest timeout's recovery began was
+    /// acknowledged: a further timeout then starts a new run.
+    delivered_since_timeout: bool,
+}
+
+/// The part of [`Cubic`] a congestion event changes.
+#[derive(Debug, Clone)]
+struct CubicState {
+    cwnd: u64,
+    ssthresh: u64,
+    hystart: Option<HyStart>,
+    w_max: f64,
+    cwnd_prior: f64,
+    w_est: f64,
+    recovery_start: Option<Instant>,
 }
 
 impl Cubic {
@@ -72,6 +95,8 @@ impl Cubic {
             carry: 0.0,
             recovery_start: None,
             srtt: None,
+            before_timeout: None,
+            delivered_since_timeout: false,
         }
     }
 
@@ -169,6 +194,9 @@ impl CongestionController for Cubic {
 
     fn on_ack(&mut self, event: &AckEvent) {
         self.srtt = event.srtt.or(self.srtt);
+        if !self.in_recovery(event.sent_time) {
+            self.delivered_since_timeout = true;
+        }
         if self.in_recovery(event.sent_time) || event.app_limited {
             return;
         }
@@ -183,6 +211,23 @@ impl CongestionController for Cubic {
         if self.in_recovery(event.sent_time) {
             return;
         }
+        // Timeouts of retransmissions before anything sent since the first one
+        // was delivered (RTO backoff) belong to the same run: keep its state.
+        let same_run = self.before_timeout.is_some() && !self.delivered_since_timeout;
+        if event.kind != LossKind::Timeout {
+            self.before_timeout = None;
+        } else if !same_run {
+            self.before_timeout = Some(CubicState {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                hystart: self.hystart.clone(),
+                w_max: self.w_max,
+                cwnd_prior: self.cwnd_prior,
+                w_est: self.w_est,
+                recovery_start: self.recovery_start,
+            });
+        }
+        self.delivered_since_timeout = false;
         self.recovery_start = Some(event.now);
         self.hystart = None;
         let cwnd = self.segments(self.cwnd);
@@ -201,6 +246,21 @@ impl CongestionController for Cubic {
         if event.kind == LossKind::Timeout {
             self.cwnd = self.min_window();
         }
+    }
+
+    fn on_spurious_timeout(&mut self, _now: Instant) {
+        let Some(prior) = self.before_timeout.take() else {
+            return;
+        };
+        self.cwnd = self.cwnd.max(prior.cwnd);
+        self.ssthresh = prior.ssthresh;
+        self.hystart = prior.hystart;
+        self.w_max = prior.w_max;
+        self.cwnd_prior = prior.cwnd_prior;
+        self.w_est = prior.w_est;
+        self.recovery_start = prior.recovery_start;
+        self.epoch = None;
+        self.carry = 0.0;
     }
 
     fn cwnd(&self) -> u64 {
@@ -224,6 +284,7 @@ impl CongestionController for Cubic {
         self.cwnd_prior *= scale;
         self.w_est *= scale;
         self.epoch = None;
+        self.before_timeout = None;
         self.cwnd = self.cwnd.max(self.min_window());
     }
 

@@ -7,7 +7,8 @@
 //! versions (BBRv1, BBRv2, BBRv3 per draft-ietf-ccwg-bbr).
 //!
 //! The ARQ (`crate::kcp`) reports every transmission, every newly acknowledged
-//! segment and every loss it decides, and never sends new data while the bytes in
+//! segment, every loss it decides and every retransmission timeout it finds
+//! spurious afterwards ([`CongestionController::on_spurious_timeout`]), and never sends new data while the bytes in
 //! flight reach [`CongestionController::cwnd`]. Retransmissions are not limited by the
 //! window (as the reference KCP). When [`CongestionController::pacing_rate`] is `Some`,
 //! the ARQ releases datagrams through a [`Pacer`] at that rate, in bursts of at most
@@ -266,6 +267,18 @@ pub trait CongestionController: Send + Debug {
     fn on_ack(&mut self, event: &AckEvent);
     /// A segment was declared lost.
     fn on_loss(&mut self, event: &LossEvent);
+    /// The latest retransmission timeout was spurious: the ARQ saw the original
+    /// transmission of the timed-out segment acknowledged (Eifel detection, RFC
+    /// 3522 §2), so nothing was lost and the path only delayed it. A controller
+    /// that reduced its window for that timeout restores the window and
+    /// `ssthresh` it had just before, unless a congestion event since then made
+    /// the reduction a real one (the full undo of Linux's
+    /// `tcp_undo_cwnd_reduction`, stronger than RFC 4015's response, which
+    /// restores `ssthresh` and re-grows `cwnd` in slow start). Default: nothing to
+    /// undo.
+    fn on_spurious_timeout(&mut self, now: Instant) {
+        let _ = now;
+    }
     /// Congestion window, bytes; `u64::MAX` for unlimited.
     fn cwnd(&self) -> u64;
     /// Pacing rate, bytes/s; `None` when the controller does not pace (then the ARQ

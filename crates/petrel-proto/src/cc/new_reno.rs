@@ -5,6 +5,10 @@
 //! window). KCP has no probe timeout, so an RTO is the persistent-congestion signal;
 //! further timeouts of segments sent before that recovery began change nothing.
 //!
+//! A timeout the ARQ later finds spurious (RFC 3522 Eifel detection) is undone:
+//! `cwnd`, `ssthresh` and the recovery period return to their values before it,
+//! unless another congestion event came in between.
+//!
 //! The window does not grow on acks of segments sent while the connection was
 //! application-limited (RFC 9002 §7.8). Once an RTT sample exists it paces at
 //! 2·cwnd/srtt in slow start and 1.25·cwnd/srtt after (RFC 9002 §7.7).
@@ -26,6 +30,22 @@ pub struct NewReno {
     acked_in_avoidance: u64,
     recovery_start: Option<Instant>,
     srtt: Option<Duration>,
+    /// State before the latest run of timeouts reduced the window, for
+    /// [`CongestionController::on_spurious_timeout`]; dropped by a congestion
+    /// event that is not a timeout.
+    before_timeout: Option<RenoState>,
+    /// Whether a segment sent after the latest timeout's recovery began was
+    /// acknowledged: a further timeout then starts a new run.
+    delivered_since_timeout: bool,
+}
+
+/// The part of [`NewReno`] a timeout changes.
+#[derive(Debug, Clone, Copy)]
+struct RenoState {
+    cwnd: u64,
+    ssthresh: u64,
+    acked_in_avoidance: u64,
+    recovery_start: Option<Instant>,
 }
 
 impl NewReno {
@@ -40,6 +60,8 @@ impl NewReno {
             acked_in_avoidance: 0,
             recovery_start: None,
             srtt: None,
+            before_timeout: None,
+            delivered_since_timeout: false,
         }
     }
 
@@ -71,6 +93,9 @@ impl CongestionController for NewReno {
 
     fn on_ack(&mut self, event: &AckEvent) {
         self.srtt = event.srtt.or(self.srtt);
+        if !self.in_recovery(event.sent_time) {
+            self.delivered_since_timeout = true;
+        }
         if self.in_recovery(event.sent_time) || event.app_limited {
             return;
         }
@@ -90,10 +115,34 @@ impl CongestionController for NewReno {
         if self.in_recovery(event.sent_time) {
             return;
         }
+        // Timeouts of retransmissions before anything sent since the first one
+        // was delivered (RTO backoff) belong to the same run: keep its state.
+        let same_run = self.before_timeout.is_some() && !self.delivered_since_timeout;
+        if event.kind != LossKind::Timeout {
+            self.before_timeout = None;
+        } else if !same_run {
+            self.before_timeout = Some(RenoState {
+                cwnd: self.cwnd,
+                ssthresh: self.ssthresh,
+                acked_in_avoidance: self.acked_in_avoidance,
+                recovery_start: self.recovery_start,
+            });
+        }
+        self.delivered_since_timeout = false;
         self.congestion_event(event.now);
         if event.kind == LossKind::Timeout {
             self.cwnd = self.min_window();
         }
+    }
+
+    fn on_spurious_timeout(&mut self, _now: Instant) {
+        let Some(prior) = self.before_timeout.take() else {
+            return;
+        };
+        self.cwnd = self.cwnd.max(prior.cwnd);
+        self.ssthresh = prior.ssthresh;
+        self.acked_in_avoidance = prior.acked_in_avoidance;
+        self.recovery_start = prior.recovery_start;
     }
 
     fn cwnd(&self) -> u64 {
@@ -195,6 +244,38 @@ mod tests {
         assert_eq!(cc.cwnd(), cwnd);
         cc.on_ack(&ack(sent, MDS, sent));
         assert_eq!(cc.cwnd(), cwnd + MDS);
+    }
+
+    #[test]
+    fn spurious_timeout_is_undone_but_not_after_a_real_loss() {
+        let t0 = Instant::now();
+        let mut cc = NewReno::new(MDS);
+        for _ in 0..100 {
+            cc.on_ack(&ack(t0, MDS, t0));
+        }
+        let (cwnd, ssthresh) = (cc.cwnd(), cc.ssthresh());
+        let t1 = t0 + Duration::from_secs(1);
+        cc.on_loss(&LossEvent::new(t1, LossKind::Timeout, MDS, t0));
+        assert_eq!(cc.cwnd(), 2 * MDS);
+        cc.on_spurious_timeout(t1 + Duration::from_millis(300));
+        assert_eq!((cc.cwnd(), cc.ssthresh()), (cwnd, ssthresh));
+        // Nothing left to undo.
+        cc.on_spurious_timeout(t1 + Duration::from_millis(301));
+        assert_eq!(cc.cwnd(), cwnd);
+        // A timeout followed by a real congestion event stays reduced.
+        let t2 = t1 + Duration::from_secs(1);
+        cc.on_loss(&LossEvent::new(t2, LossKind::Timeout, MDS, t1));
+        let t3 = t2 + Duration::from_millis(100);
+        cc.on_loss(&LossEvent::new(
+            t3,
+            LossKind::FastRetransmit,
+            MDS,
+            t3 - Duration::from_millis(10),
+        ));
+        let reduced = cc.cwnd();
+        cc.on_spurious_timeout(t3);
+        assert_eq!(cc.cwnd(), reduced);
+        assert!(reduced < cwnd);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Sender side: frames ARQ datagrams as data shards at once and adds parity
-//! shards when a group closes (full, or `group_wait` after its first datagram).
+//! shards when a group closes (full, `group_wait` after its first datagram, or —
+//! native framing, sparse traffic — as soon as the caller has nothing more to
+//! send, see [`FecEncoder::flush`]).
 
 use super::budget::FecBudget;
 use super::config::{ConfigError, FecConfig, FecScheme};
@@ -33,6 +35,10 @@ struct OpenGroup {
     data_bytes: usize,
 }
 
+/// Weight of the newest inter-datagram gap in the smoothed gap (1/8, as RFC
+/// 6298's `alpha`).
+const GAP_WEIGHT: f64 = 1.0 / 8.0;
+
 /// Sans-IO FEC encoder. Feed it datagrams with [`FecEncoder::push`], drain
 /// [`FecEncoder::poll_transmit`], and call [`FecEncoder::handle_timeout`] at
 /// [`FecEncoder::poll_timeout`].
@@ -56,6 +62,11 @@ pub struct FecEncoder {
     queue: DatagramQueue,
     codecs: Codecs,
     nonce: u64,
+    /// When the previous datagram was pushed.
+    last_push: Option<Instant>,
+    /// Smoothed gap between pushed datagrams, seconds; each sample is capped at
+    /// `4·group_wait` so one idle period does not hide a burst that follows.
+    gap_s: f64,
     stats: EncoderStats,
 }
 
@@ -131,6 +142,8 @@ impl FecEncoder {
             queue: DatagramQueue::new(TX_QUEUE_LIMIT, config.budget),
             codecs: Codecs::new(budget.clone()),
             nonce: 0x9E37_79B9_7F4A_7C15,
+            last_push: None,
+            gap_s: 0.0,
             stats: EncoderStats::default(),
         })
     }
@@ -153,13 +166,67 @@ impl FecEncoder {
             .map_or(self.fixed_parity, ParityPolicy::parity)
     }
 
-    /// Feeds the peer's loss report to the adaptive policy (ignored otherwise).
-    pub fn handle_loss_report(&mut self, report: &LossReport) {
+    /// Feeds the peer's loss report, received at `now`, to the adaptive policy
+    /// (ignored otherwise).
+    pub fn handle_loss_report(&mut self, now: Instant, report: &LossReport) {
         if let Some(p) = &mut self.policy {
-            if p.on_report(report) {
+            if p.on_report(now, report) {
                 self.stats.policy_changes = p.changes();
             }
         }
+    }
+
+    /// Traffic shape: datagrams pushed per `group_wait` at the smoothed rate
+    /// (`group_wait / smoothed gap`); infinite before the second datagram or with
+    /// a zero gap. Below 1 the traffic is *sparse*: a group would wait for
+    /// datagrams that are unlikely to come.
+    pub fn datagrams_per_group_wait(&self) -> f64 {
+        if self.last_push.is_none() || self.gap_s <= 0.0 {
+            return f64::INFINITY;
+        }
+        self.group_wait.as_secs_f64() / self.gap_s
+    }
+
+    /// Whether the traffic is sparse (fewer than one datagram per `group_wait`):
+    /// then [`FecEncoder::flush`] closes the open group at once.
+    pub fn is_sparse(&self) -> bool {
+        self.datagrams_per_group_wait() < 1.0
+    }
+
+    /// Tells the encoder the caller has nothing more to push now (e.g. the ARQ's
+    /// `poll_transmit` returned false). In native framing, when the traffic is
+    /// sparse ([`FecEncoder::is_sparse`]), the open group closes at once with its
+    /// parity (a copy for a one-shard group, Reed–Solomon for more; adaptive
+    /// schemes give it [`ParityPolicy::parity_for`] its size; counted in
+    /// `groups_closed_sparse`), so one loss is repaired within one inter-packet
+    /// gap instead of waiting for the ARQ's timeout. Returns whether a group was
+    /// closed (its parity waits in [`FecEncoder::poll_transmit`]).
+    ///
+    /// kcp-go framing never closes early: kcp-go derives a group from
+    /// `seqid / (data_shards + parity_shards)` and decodes only full fixed-shape
+    /// groups, so a partial group's parity would be useless to it (spec `kcp.md`
+    /// §2); its groups keep closing only when full.
+    pub fn flush(&mut self, now: Instant) -> bool {
+        self.handle_timeout(now);
+        if self.framing != Framing::Native || self.open.is_none() || !self.is_sparse() {
+            return false;
+        }
+        self.stats.groups_closed_sparse += 1;
+        self.close_group_with(true);
+        self.update_retained();
+        true
+    }
+
+    fn record_push(&mut self, now: Instant) {
+        if let Some(last) = self.last_push {
+            let cap = 4.0 * self.group_wait.as_secs_f64();
+            let gap = now.saturating_duration_since(last).as_secs_f64().min(cap);
+            self.gap_s += GAP_WEIGHT * (gap - self.gap_s);
+        } else {
+            // First datagram: assume sparse until a second one says otherwise.
+            self.gap_s = 4.0 * self.group_wait.as_secs_f64();
+        }
+        self.last_push = Some(now);
     }
 
     /// Frames `datagram` as a data shard (sent at once by the next
@@ -172,6 +239,7 @@ impl FecEncoder {
             return Err(EncodeError::TooLarge(datagram.len()));
         }
         self.handle_timeout(now);
+        self.record_push(now);
         let parity = self.current_parity();
         let len = datagram.len() + 2;
         if self.open.is_some() && !self.shared_budget.try_reserve(len) {
@@ -253,6 +321,7 @@ impl FecEncoder {
         if !direct {
             return self.push(now, datagram).map(|()| false);
         }
+        self.record_push(now);
         let seq = self.take_seq(1);
         wire::append_native_ungrouped(seq, datagram, out);
         self.stats.data_shards_sent += 1;
@@ -350,11 +419,14 @@ impl FecEncoder {
     }
 
     /// Parity for this group after the caps: parity bytes ≤ 50 % of data bytes
-    /// (adaptive only: fixed means fixed) and the whole group within the budget.
-    fn capped_parity(&self, g: &OpenGroup) -> u8 {
+    /// (adaptive only: fixed means fixed; not for a group closed early for
+    /// sparse traffic, whose few bytes the idle link carries anyway) and the
+    /// whole group within the budget.
+    fn capped_parity(&self, g: &OpenGroup, sparse: bool) -> u8 {
         let mut p = usize::from(g.parity);
-        if self.policy.is_some() {
-            p = p.min(g.data_bytes / (2 * g.max_len));
+        match &self.policy {
+            Some(_) if !sparse => p = p.min(g.data_bytes / (2 * g.max_len)),
+            _ => {}
         }
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
         // p ≤ g.parity, a u8.
@@ -362,11 +434,21 @@ impl FecEncoder {
     }
 
     fn close_group(&mut self) {
+        self.close_group_with(false);
+    }
+
+    /// Closes the open group with its parity; `sparse`: closed early by
+    /// [`FecEncoder::flush`].
+    fn close_group_with(&mut self, sparse: bool) {
         let Some(g) = self.open.take() else { return };
         self.shared_budget.release(g.data_bytes);
         let k = g.count;
-        let p = self.capped_parity(&g);
-        if p < g.parity {
+        let wanted = match &self.policy {
+            Some(policy) if sparse => policy.parity_for(k).min(g.parity),
+            _ => g.parity,
+        };
+        let p = self.capped_parity(&g, sparse).min(wanted);
+        if p < wanted {
             self.stats.parity_capped += 1;
         }
         // The group owns seq base..base+k+p; a kcp-go group always owns its full

@@ -7,7 +7,13 @@
 //! - **Groups.** The encoder sends every datagram at once as a *data shard* and
 //!   collects up to `data_shards` of them in a group; the group closes when full or
 //!   `group_wait` (default 2 ms) after its first datagram, and its Reed–Solomon
-//!   *parity shards* follow. Data is never delayed by FEC; only parity waits. With
+//!   *parity shards* follow. Data is never delayed by FEC; only parity waits.
+//!   Sparse traffic (fewer than one datagram per `group_wait`, native framing)
+//!   does not wait: when the caller has nothing more to send
+//!   ([`FecEncoder::flush`]) the group closes at once, one data shard and a copy
+//!   as parity, or two or three shards and Reed–Solomon parity; the parity
+//!   header's `data_count` tells the decoder the group's real size. kcp-go
+//!   framing keeps its fixed shapes (kcp-go decodes nothing else). With
 //!   parity 0 there is no group and no wait (pass-through), and
 //!   [`FecEncoder::push_or_append`] / [`FecDecoder::input_direct`] skip the
 //!   queues and their copies too.
@@ -36,8 +42,9 @@
 //!   nothing until it has proven the peer's shape to be ours, and stops for good
 //!   at the first shard that contradicts it ([`shape`]).
 //! - **Adaptive parity** ([`ParityPolicy`], [`LossReport`]): parity 0..=`max_parity`
-//!   from the receiver's loss reports, keeping the binomial probability of an
-//!   unrecoverable group below `target`; see [`policy`] for the exact rule.
+//!   from the receiver's loss reports and the traffic shape (group size), keeping
+//!   the binomial probability of an unrecoverable group below `target`, with
+//!   hysteresis and a dwell time; see [`policy`] for the exact rule.
 //! - **Config** ([`FecConfig`]): scheme, `group_wait`, `budget`, validated, with an
 //!   8-byte descriptor for the handshake.
 //!

@@ -5,20 +5,35 @@
 //!    the highest `seq` seen) and *received* (distinct shards), and sends a
 //!    [`LossReport`]; the session decides the interval (e.g. every 100 ms or RTT).
 //! 2. The sender smooths the loss rate as a ratio of exponentially weighted sums,
-//!    `lost_s ← 7/8·lost_s + lost`, `expected_s ← 7/8·expected_s + expected`, so
-//!    busy intervals weigh more than quiet ones.
+//!    `lost_s ← d·lost_s + lost`, `expected_s ← d·expected_s + expected`, so busy
+//!    intervals weigh more than quiet ones. The decay `d` is the larger of 7/8 per
+//!    report and `0.5^(expected / HALF_LIFE_SHARDS)`: dense traffic forgets within
+//!    a few reports, sparse traffic (a few shards per report) averages over about
+//!    [`HALF_LIFE_SHARDS`] shards, so the estimate of a 5 % loss rate does not
+//!    swing between 2 % and 8 % from one report to the next.
 //! 3. It needs the smallest parity `p ∈ 0..=max_parity` whose binomial tail
 //!    `P(X > p), X ~ Bin(max_data + p, loss)` — the probability that a full group
 //!    loses more shards than parity can repair — is below `target`; if none is,
-//!    `max_parity`.
-//! 4. Hysteresis: parity rises at once (loss hurts now). It falls by one step
-//!    only after [`LOWER_AFTER`] consecutive reports in which even the stricter
-//!    target `target × LOWER_MARGIN` is met with less parity, so a loss rate near
-//!    a threshold does not make it flap. Every change is counted.
+//!    `max_parity`. That is the parity of dense traffic's full groups, and the
+//!    one [`ParityPolicy::parity`] reports and [`ParityPolicy::changes`] counts.
+//!    Traffic shape: sparse traffic's groups close early with `k < max_data`
+//!    data shards (see [`super::FecEncoder::flush`]) and carry
+//!    [`ParityPolicy::parity_for`]`(k)`: the same rule for `k + p` shards at the
+//!    smoothed loss, at least 1 and at most the full-group parity — a copy of a
+//!    one-shard group below about 3 % loss, two copies above.
+//! 4. Hysteresis, with separate up and down thresholds and a dwell time: parity
+//!    rises at once when `target` is missed (loss hurts now). It falls by one step
+//!    only when even the stricter target `target × LOWER_MARGIN` is met with less
+//!    parity in [`LOWER_AFTER`] consecutive reports *and* at least [`MIN_DWELL`]
+//!    after the previous change, so a loss rate near a threshold does not make it
+//!    flap. Every change is counted.
 //! 5. The encoder then caps each group's parity so parity bytes stay ≤ 50 % of the
-//!    group's data bytes and the group fits the memory budget
-//!    (see [`super::FecEncoder`]). At zero loss the policy asks for no parity, and
-//!    a group without parity adds no wait.
+//!    group's data bytes (groups closed early for sparse traffic are exempt: their
+//!    bytes are few by definition) and the group fits the memory budget (see
+//!    [`super::FecEncoder`]). At zero loss the policy asks for no parity, and a
+//!    group without parity adds no wait.
+
+use std::time::{Duration, Instant};
 
 use super::wire::{WireError, NATIVE_REPORT};
 
@@ -26,6 +41,11 @@ use super::wire::{WireError, NATIVE_REPORT};
 pub const LOWER_AFTER: u32 = 3;
 /// Factor applied to `target` when deciding whether parity may fall.
 pub const LOWER_MARGIN: f64 = 0.5;
+/// Shortest time between a parity change and a following decrease.
+pub const MIN_DWELL: Duration = Duration::from_secs(2);
+/// Shards after which a loss observation weighs half in the smoothed loss rate
+/// (when that forgets more slowly than 7/8 per report).
+pub const HALF_LIFE_SHARDS: f64 = 512.0;
 
 /// Receiver → sender loss report for one interval.
 ///
@@ -113,6 +133,8 @@ pub struct ParityPolicy {
     expected_s: f64,
     parity: u8,
     lower_streak: u32,
+    /// When the parity last changed.
+    changed_at: Option<Instant>,
     changes: u64,
 }
 
@@ -127,6 +149,7 @@ impl ParityPolicy {
             expected_s: 0.0,
             parity: 0,
             lower_streak: 0,
+            changed_at: None,
             changes: 0,
         }
     }
@@ -150,23 +173,39 @@ impl ParityPolicy {
         self.changes
     }
 
-    /// Feeds one report; returns whether the parity changed. Reports with
-    /// `expected == 0` carry no information and are ignored.
-    pub fn on_report(&mut self, r: &LossReport) -> bool {
+    /// Parity for a group of `data` data shards closed early for sparse traffic
+    /// (rule 3 of the module docs): 0 while [`ParityPolicy::parity`] is 0,
+    /// otherwise within `1..=parity()`.
+    pub fn parity_for(&self, data: u8) -> u8 {
+        if self.parity == 0 {
+            return 0;
+        }
+        required_parity(data.max(1), self.parity, self.target, self.loss()).max(1)
+    }
+
+    /// Feeds one report received at `now`; returns whether the parity changed.
+    /// Reports with `expected == 0` carry no information and are ignored.
+    pub fn on_report(&mut self, now: Instant, r: &LossReport) -> bool {
         if r.expected == 0 {
             return false;
         }
-        self.lost_s = self.lost_s * 7.0 / 8.0 + f64::from(r.lost());
-        self.expected_s = self.expected_s * 7.0 / 8.0 + f64::from(r.expected);
+        let expected = f64::from(r.expected);
+        let decay = (7.0 / 8.0f64).max(0.5f64.powf(expected / HALF_LIFE_SHARDS));
+        self.lost_s = self.lost_s * decay + f64::from(r.lost());
+        self.expected_s = self.expected_s * decay + expected;
         let loss = self.loss();
-        let want = required_parity(self.max_data, self.max_parity, self.target, loss);
+        let k = self.max_data;
+        let want = required_parity(k, self.max_parity, self.target, loss);
         let strict = self.target * LOWER_MARGIN;
+        let dwelt = self
+            .changed_at
+            .is_none_or(|t| now.saturating_duration_since(t) >= MIN_DWELL);
         let next = if want > self.parity {
             self.lower_streak = 0;
             want
-        } else if required_parity(self.max_data, self.max_parity, strict, loss) < self.parity {
-            self.lower_streak += 1;
-            if self.lower_streak >= LOWER_AFTER {
+        } else if required_parity(k, self.max_parity, strict, loss) < self.parity {
+            self.lower_streak = self.lower_streak.saturating_add(1);
+            if self.lower_streak >= LOWER_AFTER && dwelt {
                 self.lower_streak = 0;
                 self.parity - 1
             } else {
@@ -180,6 +219,7 @@ impl ParityPolicy {
         if changed {
             self.parity = next;
             self.changes += 1;
+            self.changed_at = Some(now);
         }
         changed
     }
@@ -212,14 +252,22 @@ mod tests {
     #[test]
     fn rises_at_once_and_falls_with_hysteresis() {
         let mut p = ParityPolicy::new(8, 4, 1e-3);
-        assert!(!p.on_report(&LossReport {
-            expected: 0,
-            received: 0
-        }));
-        assert!(p.on_report(&LossReport {
-            expected: 1000,
-            received: 900
-        }));
+        let t0 = Instant::now();
+        let mut now = t0;
+        assert!(!p.on_report(
+            now,
+            &LossReport {
+                expected: 0,
+                received: 0
+            }
+        ));
+        assert!(p.on_report(
+            now,
+            &LossReport {
+                expected: 1000,
+                received: 900
+            }
+        ));
         assert_eq!(p.parity(), 4);
         let clean = LossReport {
             expected: 1000,
@@ -227,12 +275,16 @@ mod tests {
         };
         let mut reports = 0;
         while p.parity() > 0 {
-            p.on_report(&clean);
+            now += Duration::from_millis(100);
+            p.on_report(now, &clean);
             reports += 1;
-            assert!(reports < 200, "never settled back to 0");
+            assert!(reports < 500, "never settled back to 0");
         }
         assert!(reports >= 4 * LOWER_AFTER as usize);
         assert_eq!(p.changes(), 5);
+        // Each step down waited the dwell time after the previous change.
+        assert_eq!(p.parity_for(1), 0);
+        assert!(now - t0 >= 4 * MIN_DWELL, "{:?}", now - t0);
     }
 
     #[test]

@@ -17,6 +17,10 @@ pub struct EncoderStats {
     /// retained-memory budget ([`super::FecBudget`]) had no room for the next shard
     /// (kcp-go framing: abandoned without parity, as its groups have a fixed shape).
     pub groups_closed_for_budget: u64,
+    /// Native framing: groups closed before full or before `group_wait` because
+    /// the traffic was sparse and the caller had nothing more to send
+    /// ([`super::FecEncoder::flush`]).
+    pub groups_closed_sparse: u64,
     /// Datagrams sent without parity protection (outside any group) because the
     /// shared budget had no room even with no group open, in packets.
     pub ungrouped_for_budget: u64,

@@ -59,7 +59,22 @@ pub struct Kcp {
     /// When the pacer lets the next waiting datagram go.
     pub(super) pacing_deadline: Option<Instant>,
     pub(super) error: Option<KcpError>,
+    /// The retransmission timeout whose spuriousness is still to be decided.
+    pub(super) timeout_check: Option<TimeoutCheck>,
     pub(super) stats: KcpStats,
+}
+
+/// Eifel detection (RFC 3522 §2) of the latest retransmission timeout: the
+/// first segment it declared lost and the `ts` of that segment's first
+/// retransmission (RFC 3522 `RetransmitTS`), `None` until it is sent. The first
+/// selective ACK of that segment decides: when it echoes an older `ts`, the
+/// original transmission arrived and the timeout was spurious. When no such ACK
+/// comes (lost; the segment acknowledged cumulatively), the check is replaced
+/// by the next timeout's and the reduction stays.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct TimeoutCheck {
+    pub(super) sn: u32,
+    pub(super) retransmit_ts: Option<u32>,
 }
 
 impl Kcp {
@@ -94,6 +109,7 @@ impl Kcp {
             pacer: Pacer::new(),
             pacing_deadline: None,
             error: None,
+            timeout_check: None,
             stats: KcpStats::default(),
             config,
         })
@@ -297,15 +313,25 @@ impl Kcp {
         }
     }
 
-    /// Selective ack of `sn`, echoing our transmission's `ts`. Returns when the acked
-    /// segment was last sent, if it is still in the send window.
+    /// Selective ack of `sn`, echoing our transmission's `ts`. Returns when the
+    /// acknowledged transmission was sent, if the segment is still in the send window.
     fn on_ack(&mut self, sn: u32, ts: u32, now: Instant) -> Option<Instant> {
+        // Decided on the first ACK of the segment, even when an earlier `una`
+        // already acknowledged it cumulatively.
+        if let Some(check) = self.timeout_check.filter(|c| c.sn == sn) {
+            self.timeout_check = None;
+            // The echo is of a transmission older than the retransmission (or the
+            // retransmission has not left yet): the original arrived.
+            let spurious = check
+                .retransmit_ts
+                .is_none_or(|rts| (rts.wrapping_sub(ts) as i32) > 0);
+            if spurious {
+                self.undo_timeout(now);
+            }
+        }
         let index = self.snd.index(sn)?;
         let seg = &self.snd.buf[index];
         let last_sent = seg.last_sent?;
-        if seg.acked {
-            return Some(last_sent);
-        }
         // The echoed ts names the transmission. For the latest one, measure with µs
         // precision from our own send time; for an earlier one, use the ms echo.
         let rtt = if seg.ts == ts {
@@ -314,17 +340,48 @@ impl Kcp {
             let ms = self.ts_ms(now).wrapping_sub(ts) as i32;
             (ms >= 0).then(|| Duration::from_millis(ms as u64))
         };
+        // When the acknowledged transmission left: an ACK of an original that was
+        // retransmitted since must not count as an ACK of the retransmission.
+        let sent = rtt
+            .and_then(|r| now.checked_sub(r))
+            .map_or(last_sent, |t| t.min(last_sent));
+        if seg.acked {
+            return Some(sent);
+        }
         if let Some(sample) = rtt {
             self.rtt.on_sample(sample);
         }
         self.acked(index, rtt, now);
-        Some(last_sent)
+        Some(sent)
+    }
+
+    /// The response to a spurious timeout (after RFC 4015 §3, without its RTO
+    /// reinitialisation: the RTT sample of the original transmission already
+    /// went into the RFC 6298 estimator, and inflating the RTO further delays the
+    /// repair of real losses on a path that reorders): the controller restores
+    /// its window, segments the timeout declared lost that were not resent yet go
+    /// back into flight, and every pending timer is pushed to at least one RTO
+    /// after its transmission — the path is slow, not lossy, so nothing more is
+    /// resent for it.
+    fn undo_timeout(&mut self, now: Instant) {
+        self.stats.spurious_rto_undone += 1;
+        self.cc.on_spurious_timeout(now);
+        let rto = self.rtt.rto();
+        for index in 0..self.snd.buf.len() {
+            self.snd.unmark_timed_out(index, now + rto);
+            let seg = &mut self.snd.buf[index];
+            if let (Some(at), Some(sent)) = (seg.resend_at, seg.last_sent) {
+                seg.rto = seg.rto.max(rto);
+                seg.resend_at = Some(at.max(sent + rto));
+            }
+        }
     }
 
     fn acked(&mut self, index: usize, rtt: Option<Duration>, now: Instant) {
         let Some((bytes, sent)) = self.snd.mark_acked(index) else {
             return;
         };
+
         // A segment acked before we sent it (a lying peer) is not a delivery.
         let Some((sent_time, stamp)) = sent else {
             return;

@@ -12,6 +12,11 @@
 //!   `poll_transmit` and acks right after `input` (`ack_nodelay`);
 //! - RTT is measured with µs precision from our own send times (the `ts` echo picks
 //!   the transmission), the RTO follows RFC 6298 with the reference's floor and cap;
+//! - a retransmission timeout is undone when the timed-out segment's ACK echoes
+//!   the `ts` of its original transmission (Eifel detection, RFC 3522 §2): the
+//!   controller restores its window and timed-out segments not yet resent go
+//!   back into flight (after RFC 4015),
+//!   counted in [`KcpStats::spurious_rto_undone`];
 //! - congestion control is pluggable ([`crate::cc`]), limiting bytes in flight; each
 //!   transmission is stamped for delivery-rate sampling, and when the controller
 //!   paces, data leaves through a token-bucket [`Pacer`](crate::cc::Pacer) at its

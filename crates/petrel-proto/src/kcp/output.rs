@@ -6,7 +6,7 @@ use std::time::Instant;
 use crate::cc::{LossEvent, LossKind, SentEvent};
 
 use super::config::MAX_RTO;
-use super::connection::Kcp;
+use super::connection::{Kcp, TimeoutCheck};
 use super::error::KcpError;
 use super::rtt::backoff;
 use super::segment::{encode_segment, Command, Header, HEADER_LEN};
@@ -155,6 +155,7 @@ impl Kcp {
                 self.snd.in_flight_bytes += seg.wire_len;
             }
             seg.fastack = 0;
+            seg.timed_out = false;
             seg.ts = ts;
             seg.last_sent = Some(now);
             let app_limited = self.rate.is_app_limited();
@@ -174,6 +175,11 @@ impl Kcp {
                 self.stats.data_segments_sent += 1;
             } else {
                 seg.resend_at = Some(now + seg.rto);
+                if let Some(check) = self.timeout_check.as_mut() {
+                    if check.sn == sn && check.retransmit_ts.is_none() {
+                        check.retransmit_ts = Some(ts);
+                    }
+                }
             }
             self.stats.segments_sent += 1;
             let mut event =
@@ -237,8 +243,19 @@ impl Kcp {
             if let Some(stamp) = seg.stamp {
                 self.rate.on_lost(&mut event, &stamp);
             }
+            let sn = self.snd.snd_una.wrapping_add(index as u32);
+            seg.timed_out = true;
             self.snd.mark_lost(index);
             self.stats.retransmissions_timeout += 1;
+            let decided = self
+                .timeout_check
+                .is_none_or(|c| self.snd.index(c.sn).is_none_or(|i| self.snd.buf[i].acked));
+            if decided {
+                self.timeout_check = Some(TimeoutCheck {
+                    sn,
+                    retransmit_ts: None,
+                });
+            }
             self.cc.on_loss(&event);
         }
     }

@@ -44,6 +44,8 @@ pub(crate) struct InFlight {
     pub(crate) acked: bool,
     /// Waiting in the due list for (re)transmission.
     pub(crate) due: bool,
+    /// Declared lost by its retransmission timer and not resent since.
+    pub(crate) timed_out: bool,
     /// Whether `wire_len` is part of `in_flight_bytes` (not while declared lost).
     pub(crate) counted: bool,
 }
@@ -123,6 +125,7 @@ impl SendBuffer {
             xmit: 0,
             acked: false,
             due: true,
+            timed_out: false,
             counted: false,
         });
         self.snd_nxt = self.snd_nxt.wrapping_add(1);
@@ -178,6 +181,24 @@ impl SendBuffer {
                 seg.due = true;
                 seg.resend_at = None;
                 self.due.push_back(self.snd_una.wrapping_add(index as u32));
+            }
+        }
+    }
+
+    /// Takes `buf[index]` back into flight: declared lost by a timeout that
+    /// proved spurious and not resent since, it is no longer due; its timer
+    /// restarts at `resend_at`.
+    pub(crate) fn unmark_timed_out(&mut self, index: usize, resend_at: Instant) {
+        if let Some(seg) = self.buf.get_mut(index) {
+            if seg.acked || !seg.due || !seg.timed_out {
+                return;
+            }
+            seg.due = false;
+            seg.timed_out = false;
+            seg.resend_at = Some(resend_at);
+            if !seg.counted {
+                seg.counted = true;
+                self.in_flight_bytes += seg.wire_len;
             }
         }
     }

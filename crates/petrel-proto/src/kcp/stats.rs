@@ -28,6 +28,11 @@ pub struct KcpStats {
     pub data_segments_sent: u64,
     /// Retransmissions decided by a retransmission timeout.
     pub retransmissions_timeout: u64,
+    /// Retransmission timeouts found spurious and undone: the timed-out segment's
+    /// ACK echoed the `ts` of a transmission older than its retransmission (Eifel
+    /// detection, RFC 3522 §2), so the controller restored its window
+    /// ([`crate::cc::CongestionController::on_spurious_timeout`]).
+    pub spurious_rto_undone: u64,
     /// Fast retransmissions (skipped by `fast_resend` later acks).
     pub retransmissions_fast: u64,
     /// ACK segments written.

@@ -125,6 +125,12 @@ impl FecLink {
         direct
     }
 
+    /// The ARQ has nothing more to send now: closes a sparse group at once (see
+    /// [`FecEncoder::flush`]); returns whether parity was queued.
+    pub(super) fn flush(&mut self, now: Instant) -> bool {
+        self.encoder.flush(now)
+    }
+
     /// Writes the next loss report or shard, conv-prefixed, into `out`.
     pub(super) fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
         if let Some(report) = self.report.take() {
@@ -160,7 +166,7 @@ impl FecLink {
         };
         let passed = match self.decoder.input_direct(now, body)? {
             Decoded::Report(report) => {
-                self.encoder.handle_loss_report(&report);
+                self.encoder.handle_loss_report(now, &report);
                 return Ok(None);
             }
             Decoded::PassThrough(d) => Some(d),

@@ -38,6 +38,11 @@
 //!   the last one; the peer's decoder hands it to its encoder's
 //!   [`crate::fec::ParityPolicy`]. Reports are periodic, not piggybacked: they
 //!   need no change to the KCP wire format and cost ≤ 10 datagrams/s.
+//! - **Sparse traffic** (native framing): when KCP has nothing more to send and
+//!   the encoder measures fewer than one datagram per `group_wait`, the open group
+//!   closes at once with its parity ([`crate::fec::FecEncoder::flush`]): a
+//!   window-1 exchange gets each datagram protected within the same
+//!   `poll_transmit` round instead of after `group_wait` or an RTO.
 //!
 //! # Timers and idleness
 //!
@@ -290,7 +295,8 @@ impl Session {
                 return true;
             }
             if !self.kcp.poll_transmit(now, &mut self.scratch) {
-                return false;
+                // Nothing more from the ARQ now: a sparse group gets its parity at once.
+                return fec.flush(now) && fec.poll_transmit(now, out);
             }
             if fec.push(now, &self.scratch, out) {
                 return true;

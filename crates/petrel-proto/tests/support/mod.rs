@@ -47,6 +47,13 @@ pub struct Link {
     next_id: u64,
     pub sent: u64,
     pub dropped: u64,
+    /// A datagram is not dropped within this time after the previous drop (the
+    /// random draw still happens), so every loss is a single one; zero by default.
+    pub min_loss_gap: Duration,
+    last_drop: Option<Instant>,
+    /// A delay spike: datagrams sent within `from..until` are held until `until`,
+    /// then take the normal delay, in the order they were sent.
+    pub hold: Option<std::ops::Range<Instant>>,
 }
 
 impl Link {
@@ -58,13 +65,20 @@ impl Link {
             next_id: 0,
             sent: 0,
             dropped: 0,
+            min_loss_gap: Duration::ZERO,
+            last_drop: None,
+            hold: None,
         }
     }
 
     pub fn send(&mut self, now: Instant, datagram: &[u8]) {
         self.sent += 1;
-        if self.rng.gen_bool(self.config.loss) {
+        let spaced = self
+            .last_drop
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.min_loss_gap);
+        if self.rng.gen_bool(self.config.loss) && spaced {
             self.dropped += 1;
+            self.last_drop = Some(now);
             return;
         }
         let copies = if self.rng.gen_bool(self.config.duplicate) {
@@ -74,7 +88,8 @@ impl Link {
         };
         for _ in 0..copies {
             let jitter = self.config.jitter.mul_f64(self.rng.gen::<f64>());
-            let at = now + self.config.delay + jitter;
+            let held = self.hold.as_ref().filter(|h| h.contains(&now));
+            let at = held.map_or(now, |h| h.end) + self.config.delay + jitter;
             self.queue
                 .push(Reverse((at, self.next_id, datagram.to_vec())));
             self.next_id += 1;

@@ -165,6 +165,9 @@ pub struct Bbr {
     app_limited_until: u64,
     idle_restart: bool,
     recovery_start: Option<Instant>,
+    /// Whether the current recovery began with a retransmission timeout (so
+    /// [`CongestionController::on_spurious_timeout`] may end it).
+    timeout_recovery: bool,
     packet_conservation: bool,
     conservation_round_end: u64,
 }
@@ -240,6 +243,7 @@ impl Bbr {
             app_limited_until: 0,
             idle_restart: false,
             recovery_start: None,
+            timeout_recovery: false,
             packet_conservation: false,
             conservation_round_end: 0,
         };
@@ -356,11 +360,26 @@ impl CongestionController for Bbr {
             self.prior_cwnd = self.save_cwnd();
             self.cwnd = self.in_flight.saturating_add(self.mds).max(floor);
             self.recovery_start = Some(event.now);
+            self.timeout_recovery = event.kind == LossKind::Timeout;
             self.packet_conservation = event.kind == LossKind::FastRetransmit;
             self.conservation_round_end = self.delivered;
         } else {
             self.cwnd = self.cwnd.saturating_sub(event.lost_bytes).max(floor);
         }
+    }
+
+    /// Ends the recovery the timeout began and restores the window saved when
+    /// it began (as the end of a recovery does). The model's bounds the loss
+    /// fed (BBRv2/v3 `inflight_hi`) stay: they follow the loss rate of whole
+    /// rounds, not one event.
+    fn on_spurious_timeout(&mut self, _now: Instant) {
+        if !self.timeout_recovery || self.recovery_start.is_none() {
+            return;
+        }
+        self.timeout_recovery = false;
+        self.recovery_start = None;
+        self.packet_conservation = false;
+        self.restore_cwnd();
     }
 
     fn cwnd(&self) -> u64 {
