@@ -258,6 +258,95 @@ impl SendBatch {
         }
     }
 
+    /// Sends `segments` to `destination` (`None` on a connected socket), in order,
+    /// as one train of datagrams: by GSO when every segment but the last has the
+    /// length of the first and the last is not longer — one `sendmsg` per
+    /// [`MAX_GSO_SEGMENTS`] segments ([`MAX_UDP_PAYLOAD`] bytes), gathered from
+    /// the segments' own buffers with one iovec each, so nothing is copied —
+    /// otherwise, or where GSO is off, `capacity` per `sendmmsg`. Returns the
+    /// segments sent.
+    ///
+    /// # Errors
+    /// As [`SendBatch::send`], counted in segments.
+    pub fn send_train<'s, S, P: AsRef<[u8]>>(
+        &mut self,
+        socket: &'s S,
+        destination: Option<SocketAddr>,
+        segments: &[P],
+    ) -> io::Result<usize>
+    where
+        SockRef<'s>: From<&'s S>,
+    {
+        let socket = SockRef::from(socket);
+        #[cfg(target_os = "linux")]
+        let sent = self.send_train_gso(&socket, destination, segments)?;
+        #[cfg(not(target_os = "linux"))]
+        let sent = 0;
+        if sent == segments.len() {
+            return Ok(sent);
+        }
+        match self.send_indexed(
+            &socket,
+            segments.len() - sent,
+            |i| segments[sent + i].as_ref(),
+            |_| destination,
+        ) {
+            Ok(n) => Ok(sent + n),
+            Err(_) if sent > 0 => Ok(sent),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The GSO part of [`SendBatch::send_train`]: the segments sent by GSO before
+    /// it finished, stopped (the next call reports why) or was found unusable
+    /// (uneven sizes, GSO off or refused: the caller sends the rest as a batch).
+    #[cfg(target_os = "linux")]
+    fn send_train_gso<P: AsRef<[u8]>>(
+        &mut self,
+        socket: &socket2::Socket,
+        destination: Option<SocketAddr>,
+        segments: &[P],
+    ) -> io::Result<usize> {
+        let Some(first) = segments.first() else {
+            return Ok(0);
+        };
+        let size = first.as_ref().len();
+        let even = segments.iter().enumerate().all(|(i, s)| {
+            s.as_ref().len() == size || (i + 1 == segments.len() && s.as_ref().len() <= size)
+        });
+        let per_call = MAX_GSO_SEGMENTS.min(MAX_UDP_PAYLOAD / size.max(1));
+        if !self.gso || !even || segments.len() < 2 || per_call < 2 || size == 0 {
+            return Ok(0);
+        }
+        let dest = destination.map(SockAddr::from);
+        let mut sent = 0;
+        while sent < segments.len() {
+            let k = per_call.min(segments.len() - sent);
+            self.iovs.clear();
+            self.iovs
+                .extend(segments[sent..sent + k].iter().map(|s| libc::iovec {
+                    // sendmsg only reads through this pointer.
+                    iov_base: s.as_ref().as_ptr() as *mut libc::c_void,
+                    iov_len: s.as_ref().len(),
+                }));
+            // per_call ≥ 2 bounds size by MAX_UDP_PAYLOAD / 2, within u16.
+            let gso_size = (k > 1).then_some(size as u16);
+            let r = sys::sendmsg_gathered(socket, dest.as_ref(), &mut self.iovs, gso_size);
+            // Drop the pointers into the segments before their borrow ends.
+            self.iovs.clear();
+            match r {
+                Ok(()) => sent += k,
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) => {
+                    self.gso = false;
+                    return Ok(sent);
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
+            }
+        }
+        Ok(sent)
+    }
+
     /// GSO sends of whole chunks while the kernel takes them. Returns the segments
     /// sent and whether the call is finished: `false` leaves the rest to the batch
     /// path (GSO off, just refused, or no help with one segment per call); `true`
@@ -416,11 +505,22 @@ mod sys {
         chunk: &[u8],
         gso_size: Option<u16>,
     ) -> io::Result<()> {
-        let mut iov = libc::iovec {
+        let mut iov = [libc::iovec {
             // sendmsg only reads through this pointer.
             iov_base: chunk.as_ptr() as *mut libc::c_void,
             iov_len: chunk.len(),
-        };
+        }];
+        sendmsg_gathered(socket, dest, &mut iov, gso_size)
+    }
+
+    /// One `sendmsg` of the bytes the iovecs point to, in order, as one payload
+    /// split into `gso_size`-byte datagrams when `gso_size` is set.
+    pub(super) fn sendmsg_gathered(
+        socket: &socket2::Socket,
+        dest: Option<&SockAddr>,
+        iovs: &mut [libc::iovec],
+        gso_size: Option<u16>,
+    ) -> io::Result<()> {
         // Room for one cmsghdr plus a u16, 8-byte aligned as cmsghdr requires.
         let mut control = [0u64; 4];
         // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
@@ -429,8 +529,8 @@ mod sys {
             msg.msg_name = a.as_ptr() as *mut libc::c_void;
             msg.msg_namelen = a.len();
         }
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
+        msg.msg_iov = iovs.as_mut_ptr();
+        msg.msg_iovlen = iovs.len() as _;
         if let Some(size) = gso_size {
             // SAFETY: CMSG_SPACE/CMSG_LEN are arithmetic on a constant length.
             let (space, len) = unsafe {
@@ -456,8 +556,8 @@ mod sys {
         }
         let fd = socket.as_raw_fd();
         loop {
-            // SAFETY: `msg` points to `iov`, `control` and `dest`, and `iov` to
-            // `chunk`, all alive for the call; `fd` is an open socket.
+            // SAFETY: `msg` points to `iovs`, `control` and `dest`, and the iovecs
+            // to buffers the caller keeps alive for the call; `fd` is an open socket.
             let r = unsafe { libc::sendmsg(fd, &msg, 0) };
             if r >= 0 {
                 return Ok(());
