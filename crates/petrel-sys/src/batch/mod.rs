@@ -34,6 +34,13 @@ mod send;
 pub use recv::{enable_gro, Received, RecvBatch};
 pub use send::{SendBatch, SendReport, Transmit};
 
+/// Whether a send failed because the device queue below the socket is full
+/// (`ENOBUFS`): transient like a full socket buffer, but no socket readiness
+/// reports its end, so the caller retries after a pause.
+pub fn is_device_queue_full(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 /// Largest UDP payload over IPv4 (65 535 − 20 − 8 bytes): the most one GSO send
 /// carries.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;

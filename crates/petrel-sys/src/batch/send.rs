@@ -57,6 +57,7 @@ impl SendReport {
 pub struct SendBatch {
     capacity: usize,
     gso: bool,
+    calls: u64,
     dests: Vec<Option<SockAddr>>,
     targets: Vec<SocketAddr>,
     #[cfg(target_os = "linux")]
@@ -86,6 +87,7 @@ impl SendBatch {
         Self {
             capacity,
             gso: cfg!(target_os = "linux"),
+            calls: 0,
             dests: Vec::with_capacity(capacity),
             targets: Vec::new(),
             #[cfg(target_os = "linux")]
@@ -98,6 +100,13 @@ impl SendBatch {
     /// Datagrams per system call.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// System calls this batch made that the kernel accepted (`sendmmsg`, GSO
+    /// `sendmsg`, or one `send_to` per datagram where those are missing), since it
+    /// was created: with the datagrams sent, the batching actually achieved.
+    pub fn system_calls(&self) -> u64 {
+        self.calls
     }
 
     /// Whether [`SendBatch::send_segments`] still uses GSO (false off Linux and
@@ -151,6 +160,30 @@ impl SendBatch {
             payloads.len(),
             |i| payloads[i].as_ref(),
             |_| destination,
+        )
+    }
+
+    /// Sends `payloads[i]` to `destinations[i]`, in order, `capacity` per system
+    /// call: [`SendBatch::send`] for payloads kept in separate buffers. Only the
+    /// first `min(payloads.len(), destinations.len())` are sent.
+    ///
+    /// # Errors
+    /// As [`SendBatch::send`].
+    pub fn send_slices<'s, S, P: AsRef<[u8]>>(
+        &mut self,
+        socket: &'s S,
+        payloads: &[P],
+        destinations: &[SocketAddr],
+    ) -> io::Result<usize>
+    where
+        SockRef<'s>: From<&'s S>,
+    {
+        let socket = SockRef::from(socket);
+        self.send_indexed(
+            &socket,
+            payloads.len().min(destinations.len()),
+            |i| payloads[i].as_ref(),
+            |i| Some(destinations[i]),
         )
     }
 
@@ -335,7 +368,10 @@ impl SendBatch {
             // Drop the pointers into the segments before their borrow ends.
             self.iovs.clear();
             match r {
-                Ok(()) => sent += k,
+                Ok(()) => {
+                    self.calls += 1;
+                    sent += k;
+                }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) => {
                     self.gso = false;
                     return Ok(sent);
@@ -376,7 +412,10 @@ impl SendBatch {
             // per_call ≥ 2 bounds segment_size by MAX_UDP_PAYLOAD / 2, within u16.
             let gso_size = (k > 1).then_some(segment_size as u16);
             match sys::sendmsg_segments(socket, dest.as_ref(), chunk, gso_size) {
-                Ok(()) => sent += k,
+                Ok(()) => {
+                    self.calls += 1;
+                    sent += k;
+                }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) => {
                     self.gso = false;
                     return Ok((sent, false));
@@ -457,6 +496,7 @@ impl SendBatch {
             // unmoved for the call; `fd` is an open socket borrowed from `socket`.
             let r = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), k as libc::c_uint, 0) };
             if r >= 0 {
+                self.calls += 1;
                 break Ok(r as usize);
             }
             let e = io::Error::last_os_error();
@@ -485,6 +525,7 @@ impl SendBatch {
             if let Err(e) = r {
                 return if j == 0 { Err(e) } else { Ok(j) };
             }
+            self.calls += 1;
         }
         Ok(self.dests.len())
     }

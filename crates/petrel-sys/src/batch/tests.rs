@@ -293,3 +293,21 @@ fn send_train_gathers_separate_buffers_with_gso_and_without() {
     assert_eq!(batch.send_train(&tx, Some(addr(&r)), &uneven).unwrap(), 3);
     assert_eq!(read_n(&r, 3), uneven);
 }
+
+#[test]
+fn send_slices_reaches_each_destination_and_counts_system_calls() {
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let rxs = [rx(), rx()];
+    let payloads = [vec![1u8; 3], vec![2u8; 4], vec![3u8; 5]];
+    let dests = [addr(&rxs[0]), addr(&rxs[1]), addr(&rxs[0])];
+    let mut batch = SendBatch::new(2);
+    assert_eq!(batch.send_slices(&tx, &payloads, &dests).unwrap(), 3);
+    assert_eq!(
+        read_n(&rxs[0], 2),
+        [payloads[0].clone(), payloads[2].clone()]
+    );
+    assert_eq!(read_n(&rxs[1], 1), [payloads[1].clone()]);
+    // Capacity 2: two sendmmsg calls on Linux, one send_to each elsewhere.
+    let expected = if cfg!(target_os = "linux") { 2 } else { 3 };
+    assert_eq!(batch.system_calls(), expected);
+}
