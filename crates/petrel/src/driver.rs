@@ -267,39 +267,41 @@ impl Driver {
     /// Returns how many were filled.
     async fn send_filled(&mut self) -> usize {
         let n = self.filled;
-        let gso = self.send.gso_enabled();
-        let mut off = 0;
-        while off < n {
-            let run = self.run_len(off, n);
-            let (end, train) = if gso && run >= GSO_MIN_RUN {
-                (off + run, true)
-            } else {
-                let mut end = off + run;
-                while end < n {
-                    let next = self.run_len(end, n);
-                    if gso && next >= GSO_MIN_RUN {
-                        break;
-                    }
-                    end += next;
-                }
-                (end, false)
-            };
-            self.send_piece(off, end, train).await;
-            off = end;
-        }
+        let router = self.router.clone();
+        send_batch(
+            &router.io.shards[self.shard].socket,
+            &mut self.send,
+            Filled {
+                slots: &self.slots[..n],
+                dests: &self.dests,
+                owners: &self.owners,
+            },
+            &router.io.counters,
+        )
+        .await;
         self.filled = 0;
         self.dests.clear();
         self.owners.clear();
         n
     }
+}
 
+/// A filled send batch: datagram `i` is `slots[i]`, to `dests[i]`, from `owners[i]`.
+#[derive(Clone, Copy)]
+struct Filled<'a> {
+    slots: &'a [Vec<u8>],
+    dests: &'a [SocketAddr],
+    owners: &'a [Option<Arc<ConnShared>>],
+}
+
+impl Filled<'_> {
     /// Length of the run starting at `start`: datagrams to the same peer, each as
     /// long as the first but the last, which may be shorter (a GSO train).
-    fn run_len(&self, start: usize, end: usize) -> usize {
+    fn run_len(&self, start: usize) -> usize {
         let size = self.slots[start].len();
         let dest = self.dests[start];
         let mut i = start + 1;
-        while i < end && self.dests[i] == dest {
+        while i < self.slots.len() && self.dests[i] == dest {
             let len = self.slots[i].len();
             if len > size {
                 break;
@@ -311,72 +313,284 @@ impl Driver {
         }
         i - start
     }
+}
 
-    /// Sends slots `start..end` (one train when `train`), resending from where the
-    /// kernel stopped: a full buffer waits for writability, another error skips that
-    /// one datagram and counts it.
-    async fn send_piece(&mut self, start: usize, end: usize, train: bool) {
-        let router = self.router.clone();
-        let io = &router.io.shards[self.shard];
-        let counters = &router.io.counters;
-        let mut off = start;
-        let mut waited = false;
-        while off < end {
-            let calls = self.send.system_calls();
-            let send = &mut self.send;
-            let (slots, dests) = (&self.slots[off..end], &self.dests[off..end]);
-            let mut attempt = || {
-                if train {
-                    send.send_train(&io.socket, Some(dests[0]), slots)
-                } else {
-                    send.send_slices(&io.socket, slots, dests)
-                }
-            };
+/// What the send loop needs of a socket: a non-blocking batched send and a wait
+/// for writability. The driver's is its tokio socket.
+trait SendSocket {
+    /// Sends `slots` (one GSO train to `dests[0]` when `train`) with `batch`;
+    /// `after_wait` says a writability wait came before (tokio then checks and
+    /// clears its readiness around the call).
+    fn send(
+        &self,
+        batch: &mut SendBatch,
+        slots: &[Vec<u8>],
+        dests: &[SocketAddr],
+        train: bool,
+        after_wait: bool,
+    ) -> std::io::Result<usize>;
+
+    /// Waits until the socket may take more; `Err` when it never will (runtime
+    /// shutting down).
+    fn writable(&self) -> impl std::future::Future<Output = std::io::Result<()>>;
+}
+
+impl SendSocket for tokio::net::UdpSocket {
+    fn send(
+        &self,
+        batch: &mut SendBatch,
+        slots: &[Vec<u8>],
+        dests: &[SocketAddr],
+        train: bool,
+        after_wait: bool,
+    ) -> std::io::Result<usize> {
+        let mut attempt = || {
+            if train {
+                batch.send_train(self, Some(dests[0]), slots)
+            } else {
+                batch.send_slices(self, slots, dests)
+            }
+        };
+        if after_wait {
+            self.try_io(Interest::WRITABLE, attempt)
+        } else {
             // The first try goes straight to the socket: tokio reports a new socket
             // as not writable until its reactor has polled it once.
-            let result = if waited {
-                io.socket.try_io(Interest::WRITABLE, attempt)
-            } else {
-                attempt()
-            };
-            match result {
-                Ok(k) => {
-                    let bytes: usize = self.slots[off..off + k].iter().map(Vec::len).sum();
-                    EndpointCounters::add(&counters.datagrams_sent, k as u64);
-                    EndpointCounters::add(&counters.bytes_sent, bytes as u64);
-                    EndpointCounters::add(
-                        &counters.send_syscalls,
-                        self.send.system_calls() - calls,
-                    );
-                    if train {
-                        EndpointCounters::add(&counters.datagrams_sent_gso, k as u64);
-                    }
-                    off += k;
-                    waited = false;
+            attempt()
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        tokio::net::UdpSocket::writable(self).await
+    }
+}
+
+/// Sends a filled batch in order: runs of at least [`GSO_MIN_RUN`] same-size
+/// datagrams to one peer as GSO trains (when the batch has GSO), everything between
+/// them in one `sendmmsg`.
+async fn send_batch<S: SendSocket>(
+    socket: &S,
+    batch: &mut SendBatch,
+    filled: Filled<'_>,
+    counters: &EndpointCounters,
+) {
+    let n = filled.slots.len();
+    let gso = batch.gso_enabled();
+    let mut off = 0;
+    while off < n {
+        let run = filled.run_len(off);
+        let (end, train) = if gso && run >= GSO_MIN_RUN {
+            (off + run, true)
+        } else {
+            let mut end = off + run;
+            while end < n {
+                let next = filled.run_len(end);
+                if gso && next >= GSO_MIN_RUN {
+                    break;
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    EndpointCounters::add(&counters.send_waits, 1);
-                    if io.socket.writable().await.is_err() {
-                        // The runtime is shutting down.
-                        return;
-                    }
-                    waited = true;
+                end += next;
+            }
+            (end, false)
+        };
+        if !send_piece(socket, batch, filled, off..end, train, counters).await {
+            return;
+        }
+        off = end;
+    }
+}
+
+/// Sends datagrams `range` of `filled` (one train when `train`), resending from
+/// where the kernel stopped: a full socket buffer waits for writability, a full
+/// device queue for [`ENOBUFS_BACKOFF`] (both counted in `send_waits`), another
+/// error skips that one datagram and counts it. `false` when the socket will never
+/// be writable again (the runtime is shutting down).
+async fn send_piece<S: SendSocket>(
+    socket: &S,
+    batch: &mut SendBatch,
+    filled: Filled<'_>,
+    range: std::ops::Range<usize>,
+    train: bool,
+    counters: &EndpointCounters,
+) -> bool {
+    let mut off = range.start;
+    let mut waited = false;
+    while off < range.end {
+        let calls = batch.system_calls();
+        let slots = &filled.slots[off..range.end];
+        let dests = &filled.dests[off..range.end];
+        match socket.send(batch, slots, dests, train, waited) {
+            Ok(k) => {
+                let bytes: usize = slots[..k].iter().map(Vec::len).sum();
+                EndpointCounters::add(&counters.datagrams_sent, k as u64);
+                EndpointCounters::add(&counters.bytes_sent, bytes as u64);
+                EndpointCounters::add(&counters.send_syscalls, batch.system_calls() - calls);
+                if train {
+                    EndpointCounters::add(&counters.datagrams_sent_gso, k as u64);
                 }
-                Err(e) if is_device_queue_full(&e) => {
-                    EndpointCounters::add(&counters.send_waits, 1);
-                    tokio::time::sleep(ENOBUFS_BACKOFF).await;
+                off += k;
+                waited = false;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                EndpointCounters::add(&counters.send_waits, 1);
+                if socket.writable().await.is_err() {
+                    return false;
                 }
-                Err(e) => {
-                    EndpointCounters::add(&counters.send_errors, 1);
-                    if let Some(owner) = &self.owners[off] {
-                        owner.count_send_error();
-                    } else {
-                        EndpointCounters::add(&counters.unattached_send_errors, 1);
-                    }
-                    tracing::debug!(error = %e, "udp send error");
-                    off += 1;
+                waited = true;
+            }
+            Err(e) if is_device_queue_full(&e) => {
+                EndpointCounters::add(&counters.send_waits, 1);
+                tokio::time::sleep(ENOBUFS_BACKOFF).await;
+            }
+            Err(e) => {
+                EndpointCounters::add(&counters.send_errors, 1);
+                match &filled.owners[off] {
+                    Some(owner) => owner.count_send_error(),
+                    None => EndpointCounters::add(&counters.unattached_send_errors, 1),
                 }
+                tracing::debug!(error = %e, "udp send error");
+                off += 1;
             }
         }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    //! The send loop against a simulated socket whose buffer fills: deterministic,
+    //! where a loopback socket never fills (Linux frees a loopback datagram's
+    //! send-buffer charge as soon as it is handed to the receiver).
+
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+
+    /// Takes `room` datagrams, then answers `WouldBlock` until `writable` drains it
+    /// (which makes room for `per_drain` more). Records every call and datagram.
+    struct SimulatedSocket {
+        room: Cell<usize>,
+        per_drain: usize,
+        accepted: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
+        /// (train, datagrams offered) per call that sent something.
+        calls: RefCell<Vec<(bool, usize)>>,
+        waits: Cell<usize>,
+    }
+
+    impl SimulatedSocket {
+        fn new(room: usize, per_drain: usize) -> Self {
+            Self {
+                room: Cell::new(room),
+                per_drain,
+                accepted: RefCell::default(),
+                calls: RefCell::default(),
+                waits: Cell::new(0),
+            }
+        }
+    }
+
+    impl SendSocket for SimulatedSocket {
+        fn send(
+            &self,
+            _batch: &mut SendBatch,
+            slots: &[Vec<u8>],
+            dests: &[SocketAddr],
+            train: bool,
+            _after_wait: bool,
+        ) -> std::io::Result<usize> {
+            let k = self.room.get().min(slots.len());
+            if k == 0 {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            self.room.set(self.room.get() - k);
+            self.calls.borrow_mut().push((train, slots.len()));
+            let mut accepted = self.accepted.borrow_mut();
+            for (i, slot) in slots[..k].iter().enumerate() {
+                let dest = if train { dests[0] } else { dests[i] };
+                accepted.push((dest, slot.clone()));
+            }
+            Ok(k)
+        }
+
+        async fn writable(&self) -> std::io::Result<()> {
+            self.waits.set(self.waits.get() + 1);
+            self.room.set(self.per_drain);
+            Ok(())
+        }
+    }
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[tokio::test]
+    async fn a_full_socket_makes_the_sender_wait_and_loses_nothing() {
+        let socket = SimulatedSocket::new(10, 7);
+        let counters = EndpointCounters::default();
+        let mut batch = SendBatch::new(SEND_BATCH);
+        let mut expected = Vec::new();
+        // Four batches of 64 datagrams, numbered, to three peers, sizes varying.
+        for round in 0..4u32 {
+            let slots: Vec<Vec<u8>> = (0..64u32)
+                .map(|i| {
+                    let n = round * 64 + i;
+                    let mut d = n.to_be_bytes().to_vec();
+                    d.resize(100 + (n as usize % 3) * 400, n as u8);
+                    d
+                })
+                .collect();
+            let dests: Vec<SocketAddr> = (0..64u16).map(|i| peer(1000 + i / 30)).collect();
+            let owners = vec![None; 64];
+            expected.extend(dests.iter().copied().zip(slots.iter().cloned()));
+            let filled = Filled {
+                slots: &slots,
+                dests: &dests,
+                owners: &owners,
+            };
+            send_batch(&socket, &mut batch, filled, &counters).await;
+        }
+        assert_eq!(
+            *socket.accepted.borrow(),
+            expected,
+            "every datagram, in order"
+        );
+        let stats = counters.snapshot(0, &petrel_proto::fec::FecBudget::new(0));
+        assert_eq!(stats.datagrams_sent, 256);
+        assert!(stats.send_waits > 30, "{stats:?}");
+        assert_eq!(stats.send_waits, socket.waits.get() as u64);
+        assert_eq!(stats.send_errors, 0);
+    }
+
+    #[tokio::test]
+    async fn runs_to_one_peer_go_as_gso_trains_and_the_rest_in_one_sendmmsg() {
+        // A×6 (1000 B, the last 500 B), B×2, A×1, C×5 (800 B).
+        let mut slots = vec![vec![1u8; 1000]; 5];
+        slots.push(vec![1u8; 500]);
+        slots.extend([vec![2u8; 1000], vec![2u8; 1000], vec![3u8; 1000]]);
+        slots.extend(vec![vec![4u8; 800]; 5]);
+        let mut dests = vec![peer(1); 6];
+        dests.extend([peer(2), peer(2), peer(1)]);
+        dests.extend([peer(3); 5]);
+        let owners = vec![None; slots.len()];
+        let filled = Filled {
+            slots: &slots,
+            dests: &dests,
+            owners: &owners,
+        };
+        let counters = EndpointCounters::default();
+        let socket = SimulatedSocket::new(usize::MAX, 0);
+        let mut batch = SendBatch::new(SEND_BATCH);
+        batch.set_gso(true);
+        if batch.gso_enabled() {
+            send_batch(&socket, &mut batch, filled, &counters).await;
+            assert_eq!(*socket.calls.borrow(), [(true, 6), (false, 3), (true, 5)]);
+            let stats = counters.snapshot(0, &petrel_proto::fec::FecBudget::new(0));
+            assert_eq!(stats.datagrams_sent_gso, 11);
+        }
+        let socket = SimulatedSocket::new(usize::MAX, 0);
+        batch.set_gso(false);
+        send_batch(&socket, &mut batch, filled, &counters).await;
+        assert_eq!(*socket.calls.borrow(), [(false, 14)]);
+        let sent: Vec<_> = socket.accepted.borrow().iter().map(|(d, _)| *d).collect();
+        assert_eq!(sent, dests);
     }
 }
