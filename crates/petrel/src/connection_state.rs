@@ -29,23 +29,48 @@ use crate::stats::{ConnectionStats, EndpointCounters};
 ///
 /// Bounded by the connections of the shard (at most `EndpointConfig::max_connections`):
 /// a connection is in it at most once, guarded by its [`ConnShared::dirty`] flag.
-#[derive(Debug, Default)]
+/// Closed when the endpoint shuts down (it then holds and takes nothing, so no
+/// connection stays referenced from a set nobody drains).
+#[derive(Debug)]
 pub(crate) struct ReadySet {
-    queue: Mutex<VecDeque<Arc<ConnShared>>>,
+    /// `None` once closed.
+    queue: Mutex<Option<VecDeque<Arc<ConnShared>>>>,
+}
+
+impl Default for ReadySet {
+    fn default() -> Self {
+        Self {
+            queue: Mutex::new(Some(VecDeque::new())),
+        }
+    }
 }
 
 impl ReadySet {
+    fn queue(&self) -> MutexGuard<'_, Option<VecDeque<Arc<ConnShared>>>> {
+        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Moves every ready connection to `into` (oldest first), leaving the set empty.
     pub(crate) fn take(&self, into: &mut VecDeque<Arc<ConnShared>>) {
-        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        into.append(&mut queue);
+        if let Some(queue) = self.queue().as_mut() {
+            into.append(queue);
+        }
+    }
+
+    /// Whether no connection waits.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue().as_ref().is_none_or(VecDeque::is_empty)
+    }
+
+    /// Empties the set for good: later connections are not kept.
+    pub(crate) fn close(&self) {
+        self.queue().take();
     }
 
     fn push(&self, conn: Arc<ConnShared>) {
-        self.queue
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push_back(conn);
+        if let Some(queue) = self.queue().as_mut() {
+            queue.push_back(conn);
+        }
     }
 }
 
@@ -184,7 +209,7 @@ impl ConnShared {
         }
         self.ready.push(self.clone());
         if let Some(shard) = self.io.shards.get(self.home) {
-            shard.wake.notify_one();
+            shard.wake_driver();
         }
     }
 

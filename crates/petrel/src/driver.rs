@@ -20,7 +20,8 @@
 //!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
 //!  │    for writability (send_waits) and resend from where the kernel stopped   │
 //!  │ 5. nothing read and nothing sent: sleep until the socket is readable or a  │
-//!  │    connection or handshake wakes the shard (ShardIo::wake)                 │
+//!  │    connection or handshake wakes the shard (ShardIo::wake_driver; marks    │
+//!  │    made while the driver is awake wake nothing, it looks before it sleeps) │
 //!  └────────────────────────────────────────────────────────────────────────────┘
 //!      ▲ mark_dirty (+ wake)              ▲ mark_dirty               ▲ send_unattached
 //!  Connection::send / recv / close    timer task (deadline)     handshakes (copied once)
@@ -147,16 +148,21 @@ impl Driver {
         }
         let router = self.router.clone();
         let shard = &router.io.shards[self.shard];
+        let ready = &router.ready[self.shard];
         loop {
-            let notified = shard.wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
             let received = self.receive();
             if received > 0 {
                 tokio::task::yield_now().await;
             }
             let sent = self.flush().await;
             if received > 0 || sent > 0 {
+                continue;
+            }
+            // About to sleep: from here on, queuing work wakes us. Work queued
+            // before this store is seen by the check below.
+            shard.set_awake(false);
+            if !ready.is_empty() || shard.has_unattached() {
+                shard.set_awake(true);
                 continue;
             }
             tokio::select! {
@@ -166,8 +172,9 @@ impl Driver {
                         return;
                     }
                 }
-                () = &mut notified => {}
+                () = shard.woken() => {}
             }
+            shard.set_awake(true);
             EndpointCounters::add(&self.counters().driver_wakeups, 1);
         }
     }

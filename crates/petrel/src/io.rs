@@ -34,12 +34,44 @@ pub(crate) const UNATTACHED_QUEUE: usize = 1024;
 pub(crate) struct ShardIo {
     pub(crate) socket: tokio::net::UdpSocket,
     /// Woken when a connection of this shard has something to send, or an
-    /// unattached datagram was queued (see the `driver` module).
-    pub(crate) wake: tokio::sync::Notify,
+    /// unattached datagram was queued, while the driver sleeps (see the `driver`
+    /// module).
+    wake: tokio::sync::Notify,
+    /// False only while the driver is about to sleep or sleeping: work queued while
+    /// it is awake needs no wake-up, as the driver looks at its queues again before
+    /// it sleeps.
+    awake: AtomicBool,
     unattached: Mutex<VecDeque<(SocketAddr, Vec<u8>)>>,
 }
 
 impl ShardIo {
+    /// Wakes the driver if it sleeps or is about to (call after queuing work).
+    pub(crate) fn wake_driver(&self) {
+        if !self.awake.load(Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The driver's side: whether it is awake (see [`ShardIo::wake_driver`]).
+    /// Before it sleeps it sets false, then looks at its queues once more.
+    pub(crate) fn set_awake(&self, awake: bool) {
+        self.awake.store(awake, Ordering::SeqCst);
+    }
+
+    /// The driver's side: waits for [`ShardIo::wake_driver`].
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Whether unattached datagrams wait.
+    pub(crate) fn has_unattached(&self) -> bool {
+        !self
+            .unattached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
     /// Takes the queued unattached datagrams (appended to `into`, oldest first).
     pub(crate) fn take_unattached(&self, into: &mut VecDeque<(SocketAddr, Vec<u8>)>) {
         let mut queue = self.unattached.lock().unwrap_or_else(|e| e.into_inner());
@@ -78,6 +110,7 @@ impl EndpointIo {
                 .map(|socket| ShardIo {
                     socket,
                     wake: tokio::sync::Notify::new(),
+                    awake: AtomicBool::new(true),
                     unattached: Mutex::default(),
                 })
                 .collect(),
@@ -130,7 +163,7 @@ impl EndpointIo {
             queue.push_back((peer, buf.to_vec()));
         }
         EndpointCounters::add(&self.counters.bytes_copied, buf.len() as u64);
-        io.wake.notify_one();
+        io.wake_driver();
     }
 }
 

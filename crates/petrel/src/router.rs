@@ -323,6 +323,9 @@ impl Router {
 
     pub(crate) fn shutdown(&self) {
         self.io.mark_gone();
+        for ready in &self.ready {
+            ready.close();
+        }
         let conns: Vec<_> = lock(&self.registry).conns.values().cloned().collect();
         for conn in conns {
             conn.abort(crate::error::ConnectionError::EndpointGone);
