@@ -19,9 +19,9 @@
 //!  │ 4. send the batch: runs of ≥ GSO_MIN_RUN same-size datagrams to one peer   │
 //!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
 //!  │    for writability (send_waits) and resend from where the kernel stopped   │
-//!  │ 5. nothing read and nothing sent: sleep until the socket is readable or a  │
-//!  │    connection or handshake wakes the shard (ShardIo::wake_driver; marks    │
-//!  │    made while the driver is awake wake nothing, it looks before it sleeps) │
+//!  │ 5. nothing was read: clear `awake`, look at the queues once more, then     │
+//!  │    sleep until the socket is readable or ShardIo::wake_driver is called    │
+//!  │    (marks made while the driver is awake wake nothing: step 5 sees them)   │
 //!  └────────────────────────────────────────────────────────────────────────────┘
 //!      ▲ mark_dirty (+ wake)              ▲ mark_dirty               ▲ send_unattached
 //!  Connection::send / recv / close    timer task (deadline)     handshakes (copied once)
@@ -154,8 +154,9 @@ impl Driver {
             if received > 0 {
                 tokio::task::yield_now().await;
             }
-            let sent = self.flush().await;
-            if received > 0 || sent > 0 {
+            self.flush().await;
+            if received > 0 {
+                // More may be waiting (a full batch leaves the readiness set).
                 continue;
             }
             // About to sleep: from here on, queuing work wakes us. Work queued
@@ -232,14 +233,13 @@ impl Driver {
     }
 
     /// Polls every dirty connection of the shard and the queued handshake datagrams
-    /// into send batches and sends them. Returns the datagrams sent.
-    async fn flush(&mut self) -> usize {
+    /// into send batches and sends them.
+    async fn flush(&mut self) {
         self.router.ready[self.shard].take(&mut self.dirty);
         self.router.io.shards[self.shard].take_unattached(&mut self.unattached);
-        let mut sent = 0;
         while let Some((peer, datagram)) = self.unattached.pop_front() {
             if self.filled == SEND_BATCH {
-                sent += self.send_filled().await;
+                self.send_filled().await;
             }
             // The queued buffer becomes the slot: no second copy.
             self.slots[self.filled] = datagram;
@@ -250,7 +250,7 @@ impl Driver {
         while let Some(conn) = self.dirty.pop_front() {
             loop {
                 if self.filled == SEND_BATCH {
-                    sent += self.send_filled().await;
+                    self.send_filled().await;
                 }
                 let room = SEND_BATCH - self.filled;
                 let n = conn.poll_transmits(Instant::now(), &mut self.slots[self.filled..]);
@@ -265,14 +265,12 @@ impl Driver {
             }
         }
         if self.filled > 0 {
-            sent += self.send_filled().await;
+            self.send_filled().await;
         }
-        sent
     }
 
     /// Sends the filled slots in order, waiting while the socket buffer is full.
-    /// Returns how many were filled.
-    async fn send_filled(&mut self) -> usize {
+    async fn send_filled(&mut self) {
         let n = self.filled;
         let router = self.router.clone();
         send_batch(
@@ -289,7 +287,6 @@ impl Driver {
         self.filled = 0;
         self.dests.clear();
         self.owners.clear();
-        n
     }
 }
 
