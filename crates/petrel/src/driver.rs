@@ -53,7 +53,10 @@ use crate::io::ShardIo;
 use crate::router::{Arrival, Router};
 use crate::stats::EndpointCounters;
 
-/// Reads per `recvmmsg`.
+/// Reads per `recvmmsg` once traffic fills smaller batches. Every read slot holds
+/// 64 KiB (a GRO train), so a driver starts with one slot — an endpoint that only
+/// ever sees a few datagrams costs what one receive buffer costs — and grows to
+/// this many the first time a call fills its batch.
 const RECV_BATCH: usize = 32;
 /// `recvmmsg` calls per round before the driver flushes what they called for.
 const RECV_ROUNDS: usize = 8;
@@ -98,6 +101,8 @@ struct Driver {
     router: Arc<Router>,
     shard: usize,
     recv: RecvBatch,
+    /// Reads per call of `recv`: 1 until a call fills it, then [`RECV_BATCH`].
+    recv_batch: usize,
     send: SendBatch,
     /// The send batch: `filled` datagrams, each encoded into its own slot.
     slots: Vec<Vec<u8>>,
@@ -120,7 +125,8 @@ impl Driver {
         let slot = config.kcp.mtu;
         Self {
             shard,
-            recv: RecvBatch::new(RECV_BATCH),
+            recv: RecvBatch::new(1),
+            recv_batch: 1,
             send,
             slots: (0..SEND_BATCH).map(|_| Vec::with_capacity(slot)).collect(),
             dests: Vec::with_capacity(SEND_BATCH),
@@ -225,8 +231,12 @@ impl Driver {
                     router.dispatch(now, from, datagram, &mut self.reply);
                 }
             }
-            if reads < RECV_BATCH {
+            if reads < self.recv_batch {
                 break;
+            }
+            if self.recv_batch < RECV_BATCH {
+                self.recv = RecvBatch::new(RECV_BATCH);
+                self.recv_batch = RECV_BATCH;
             }
         }
         total
