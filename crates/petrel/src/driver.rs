@@ -56,7 +56,7 @@ use crate::stats::EndpointCounters;
 /// Reads per `recvmmsg` once traffic fills smaller batches. Every read slot holds
 /// 64 KiB (a GRO train), so a driver starts with one slot — an endpoint that only
 /// ever sees a few datagrams costs what one receive buffer costs — and grows to
-/// this many the first time a call fills its batch.
+/// this many the first time all [`RECV_ROUNDS`] reads of a round come back full.
 const RECV_BATCH: usize = 32;
 /// `recvmmsg` calls per round before the driver flushes what they called for.
 const RECV_ROUNDS: usize = 8;
@@ -193,6 +193,7 @@ impl Driver {
         let io = &router.io.shards[self.shard];
         let counters = &router.io.counters;
         let mut total = 0;
+        let mut full_rounds = 0;
         for _ in 0..RECV_ROUNDS {
             let recv = &mut self.recv;
             let reads = match io
@@ -200,7 +201,7 @@ impl Driver {
                 .try_io(Interest::READABLE, || recv.recv(&io.socket))
             {
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return total,
                 Err(e) => {
                     // ICMP errors surface here on some platforms; they say nothing
                     // about other peers, so count them and keep serving.
@@ -232,12 +233,14 @@ impl Driver {
                 }
             }
             if reads < self.recv_batch {
-                break;
+                return total;
             }
-            if self.recv_batch < RECV_BATCH {
-                self.recv = RecvBatch::new(RECV_BATCH);
-                self.recv_batch = RECV_BATCH;
-            }
+            full_rounds += 1;
+        }
+        // Every round filled its batch: traffic is heavy, read in full batches.
+        if full_rounds == RECV_ROUNDS && self.recv_batch < RECV_BATCH {
+            self.recv = RecvBatch::new(RECV_BATCH);
+            self.recv_batch = RECV_BATCH;
         }
         total
     }
