@@ -19,12 +19,14 @@
 //!
 //! # What lives here
 //!
-//! - [`socket`]: UDP socket creation with requested buffer sizes and the sizes the
+//! - [`socket`]: UDP socket creation with requested buffer sizes (and, on request,
+//!   `SO_REUSEPORT` groups of sockets sharing one address) and the sizes the
 //!   kernel granted ([`SocketBuffers`], one type for every crate; the benchmarks'
 //!   server + client pair is [`ServerClientBuffers`]).
 //! - [`batch`]: batched send — many payloads to many destinations (`sendmmsg`), one
 //!   payload split in segments for one destination (UDP GSO, falling back to
-//!   `sendmmsg` when the kernel refuses) — and batched receive (`recvmmsg`, UDP
+//!   `sendmmsg` when the kernel refuses), or a train of separate equal-size
+//!   buffers for one destination gathered into one GSO send — and batched receive (`recvmmsg`, UDP
 //!   GRO with the segment size reported); one `send_to`/`recv_from` per datagram
 //!   where these do not exist.
 //! - [`error_queue`]: ICMP errors for sent datagrams (`IP_RECVERR` /

@@ -125,6 +125,11 @@ pub struct UdpOptions {
     /// For an IPv6 `bind`, also accept IPv4-mapped peers (`IPV6_V6ONLY` off).
     /// Ignored for IPv4.
     pub dual_stack: bool,
+    /// `SO_REUSEPORT` (Unix): several sockets may bind the same address, and the
+    /// kernel spreads incoming datagrams over them by a hash of the 4-tuple, so
+    /// every datagram of one peer address lands on the same socket. Every socket
+    /// of such a group must set it, the first included.
+    pub reuse_port: bool,
 }
 
 impl UdpOptions {
@@ -136,13 +141,15 @@ impl UdpOptions {
             on_refusal: OnRefusal::Fail,
             nonblocking: false,
             dual_stack: false,
+            reuse_port: false,
         }
     }
 }
 
 /// Creates and binds a UDP socket per `options` and reports its buffers.
 ///
-/// Order: `IPV6_V6ONLY` (IPv6 only), buffer sizes, blocking mode, `bind`, read-back.
+/// Order: `IPV6_V6ONLY` (IPv6 only), `SO_REUSEPORT` (if asked), buffer sizes,
+/// blocking mode, `bind`, read-back.
 /// The result converts into a tokio or mio socket with `from_std`.
 ///
 /// # Errors
@@ -156,6 +163,9 @@ pub fn bind_udp(options: &UdpOptions) -> io::Result<(std::net::UdpSocket, Socket
     )?;
     if options.bind.is_ipv6() && options.dual_stack {
         socket.set_only_v6(false)?;
+    }
+    if options.reuse_port {
+        set_reuse_port(&socket)?;
     }
     let requested = request(&socket, options.buffers, options.on_refusal)?;
     socket.set_nonblocking(options.nonblocking)?;
@@ -191,6 +201,19 @@ where
     SockRef<'s>: From<&'s S>,
 {
     read_back(&SockRef::from(socket), BufferRequest::default())
+}
+
+#[cfg(unix)]
+fn set_reuse_port(socket: &Socket) -> io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+#[cfg(not(unix))]
+fn set_reuse_port(_: &Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "SO_REUSEPORT is not available on this platform",
+    ))
 }
 
 fn request(
@@ -241,6 +264,19 @@ mod tests {
         let mut buf = [0u8; 8];
         let e = socket.recv_from(&mut buf).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+    }
+
+    #[test]
+    fn reuse_port_lets_two_sockets_share_an_address() {
+        let mut options = UdpOptions::new("127.0.0.1:0".parse().unwrap());
+        options.reuse_port = true;
+        let (first, _) = bind_udp(&options).unwrap();
+        options.bind = first.local_addr().unwrap();
+        let (second, _) = bind_udp(&options).unwrap();
+        assert_eq!(second.local_addr().unwrap(), options.bind);
+        // Without the option on the newcomer the address is taken.
+        options.reuse_port = false;
+        assert!(bind_udp(&options).is_err());
     }
 
     #[test]

@@ -124,6 +124,21 @@ pub struct EndpointConfig {
     /// Seed for `conv` and cookie-secret generation. `None` draws from the OS; set it only
     /// for reproducible tests.
     pub seed: Option<u64>,
+    /// Socket shards, each with its own I/O driver task: more than 1 binds that many
+    /// `SO_REUSEPORT` sockets to the address (Unix), so a multi-thread tokio runtime
+    /// can receive and send on several cores. The kernel pins every peer address to
+    /// one shard (a hash of the 4-tuple); an incoming connection lives on the shard
+    /// its opening datagram arrived on and an outgoing one on shard 0, so one
+    /// connection's datagrams are never reordered by the sharding. Default 1;
+    /// allowed 1..=64.
+    pub io_threads: usize,
+    /// Send trains of equal-size datagrams to one peer with UDP GSO (`UDP_SEGMENT`,
+    /// Linux ≥ 4.18; a kernel that refuses it falls back to `sendmmsg` by itself).
+    /// Default true; false sends every batch with `sendmmsg`.
+    pub gso: bool,
+    /// Ask the kernel to coalesce received datagrams with UDP GRO (Linux ≥ 5.0); the
+    /// trains are split again before they reach a connection. Default true.
+    pub gro: bool,
 }
 
 impl Default for EndpointConfig {
@@ -146,6 +161,9 @@ impl Default for EndpointConfig {
             send_buffer: None,
             recv_buffer: None,
             seed: None,
+            io_threads: 1,
+            gso: true,
+            gro: true,
         }
     }
 }
@@ -212,6 +230,7 @@ impl EndpointConfig {
                 self.recv_reservation()
             )));
         }
+        check_range("io_threads", self.io_threads, &(1..=MAX_IO_THREADS)).map_err(range)?;
         if self.accept_queue == 0 {
             return Err(ConfigError("accept_queue must be ≥ 1".into()));
         }
@@ -242,6 +261,9 @@ impl EndpointConfig {
         }
     }
 }
+
+/// Most socket shards an endpoint may ask for ([`EndpointConfig::io_threads`]).
+pub const MAX_IO_THREADS: usize = 64;
 
 /// FEC framing per datagram: conv prefix + native shard overhead, bytes.
 const FEC_OVERHEAD: usize = CONV_PREFIX + petrel_proto::fec::wire::NATIVE_OVERHEAD;

@@ -1,8 +1,8 @@
 //! [`Endpoint`]: one UDP socket carrying many connections — the public handle.
 //!
-//! Binding builds the layers bottom-up: the socket and shared state
-//! ([`EndpointIo`](crate::io::EndpointIo)), then the router with its reader task
-//! ([`Router`], [`EndpointGuard`]); `connect` and `accept` hand out
+//! Binding builds the layers bottom-up: the sockets (one per shard) and shared state
+//! ([`EndpointIo`](crate::io::EndpointIo)), the router ([`Router`]), then one I/O
+//! driver task per shard ([`EndpointGuard`]); `connect` and `accept` hand out
 //! [`Connection`]s that keep the guard alive.
 
 use std::net::SocketAddr;
@@ -18,14 +18,17 @@ use rand::{Rng, SeedableRng};
 use tokio::sync::mpsc;
 
 use crate::config::{ConfigError, EndpointConfig, Mode};
-use crate::conn::ConnShared;
-use crate::connection::Connection;
+use crate::connection_handle::Connection;
+use crate::connection_state::ConnShared;
+use crate::driver::EndpointGuard;
 use crate::error::ConnectError;
 use crate::io::{self, EndpointIo};
-use crate::router::{lock, EndpointGuard, Router, ServerState};
+use crate::router::{lock, Router, ServerState};
 use crate::stats::{ConnectionStats, EndpointStats};
 
-/// A UDP socket that carries many reliable connections, as a client, a server or both.
+/// A UDP socket (or, with `EndpointConfig::io_threads` > 1, a group of
+/// `SO_REUSEPORT` sockets on one address) that carries many reliable connections, as
+/// a client, a server or both.
 ///
 /// Dropping the `Endpoint` and every [`Connection`] from it stops its tasks; connections
 /// still open then end with [`ConnectionError::EndpointGone`](crate::ConnectionError).
@@ -45,7 +48,12 @@ impl Endpoint {
         let mode = handshake_mode(&config);
         mode.validate()
             .map_err(|e| invalid_input(ConfigError(e.to_string())))?;
-        let (socket, buffers) = io::bind(addr, config.send_buffer, config.recv_buffer)?;
+        let (sockets, buffers) = io::bind(
+            addr,
+            config.io_threads,
+            config.send_buffer,
+            config.recv_buffer,
+        )?;
         let mut rng = match config.seed {
             Some(seed) => rand_chacha::ChaCha20Rng::seed_from_u64(seed),
             None => rand_chacha::ChaCha20Rng::from_entropy(),
@@ -58,7 +66,7 @@ impl Endpoint {
             None
         };
         let (accept_tx, accept_rx) = mpsc::channel(config.accept_queue);
-        let io = Arc::new(EndpointIo::new(socket, buffers, config, mode, rng)?);
+        let io = Arc::new(EndpointIo::new(sockets, buffers, config, mode, rng)?);
         let router = Arc::new(Router::new(io, server, accept_tx));
         Ok(Self {
             guard: Arc::new(EndpointGuard::start(router)),
@@ -71,7 +79,7 @@ impl Endpoint {
         self.guard.router.io.local_addr
     }
 
-    /// Socket buffer sizes requested and granted by the kernel.
+    /// Socket buffer sizes requested and granted by the kernel (the first shard's).
     pub fn socket_buffers(&self) -> SocketBuffers {
         self.guard.router.io.buffers
     }

@@ -1,11 +1,14 @@
-//! The bottom of the runtime: the endpoint's UDP socket, its configuration, counters
-//! and random numbers, and sending datagrams.
+//! The bottom of the runtime: the endpoint's UDP sockets (one per shard), its
+//! configuration, counters and random numbers, and the queue of datagrams that
+//! belong to no connection.
 //!
-//! Everything above shares one [`EndpointIo`] — connections (`conn`), the client
-//! handshake driver (`connect`), the datagram router (`router`) — and it knows
-//! nothing of them, so imports point one way:
-//! `io` ← `conn` ← `connect` ← `router` ← `connection` ← `endpoint`.
+//! Everything above shares one [`EndpointIo`] — connections (`connection_state`), the
+//! client handshake driver (`client_connect`), the datagram router (`router`), the
+//! I/O drivers (`driver`) — and it knows nothing of them, so imports point one way:
+//! `io` ← `connection_state` ← `client_connect` ← `router` ← `driver` ←
+//! `connection_handle` ← `endpoint`. Only the drivers call the sockets.
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -18,12 +21,68 @@ use rand::distributions::{Distribution, Standard};
 use rand::Rng;
 
 use crate::config::EndpointConfig;
-use crate::stats::{ConnectionStats, EndpointCounters};
+use crate::stats::EndpointCounters;
 
-/// The socket and what every part of the endpoint reads or counts.
+/// Most datagrams that belong to no connection (handshake replies, a client's
+/// opening datagrams) one shard holds for its driver; beyond it they are dropped
+/// and counted in `unattached_send_dropped` (the handshakes resend on their timers).
+pub(crate) const UNATTACHED_QUEUE: usize = 1024;
+
+/// One socket shard: a UDP socket, the wake-up of its driver, and its queue of
+/// datagrams that belong to no connection.
+#[derive(Debug)]
+pub(crate) struct ShardIo {
+    pub(crate) socket: tokio::net::UdpSocket,
+    /// Woken when a connection of this shard has something to send, or an
+    /// unattached datagram was queued, while the driver sleeps (see the `driver`
+    /// module).
+    wake: tokio::sync::Notify,
+    /// False only while the driver is about to sleep or sleeping: work queued while
+    /// it is awake needs no wake-up, as the driver looks at its queues again before
+    /// it sleeps.
+    awake: AtomicBool,
+    unattached: Mutex<VecDeque<(SocketAddr, Vec<u8>)>>,
+}
+
+impl ShardIo {
+    /// Wakes the driver if it sleeps or is about to (call after queuing work).
+    pub(crate) fn wake_driver(&self) {
+        if !self.awake.load(Ordering::SeqCst) {
+            self.wake.notify_one();
+        }
+    }
+
+    /// The driver's side: whether it is awake (see [`ShardIo::wake_driver`]).
+    /// Before it sleeps it sets false, then looks at its queues once more.
+    pub(crate) fn set_awake(&self, awake: bool) {
+        self.awake.store(awake, Ordering::SeqCst);
+    }
+
+    /// The driver's side: waits for [`ShardIo::wake_driver`].
+    pub(crate) async fn woken(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Whether unattached datagrams wait.
+    pub(crate) fn has_unattached(&self) -> bool {
+        !self
+            .unattached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_empty()
+    }
+
+    /// Takes the queued unattached datagrams (appended to `into`, oldest first).
+    pub(crate) fn take_unattached(&self, into: &mut VecDeque<(SocketAddr, Vec<u8>)>) {
+        let mut queue = self.unattached.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut queue);
+    }
+}
+
+/// The sockets and what every part of the endpoint reads or counts.
 #[derive(Debug)]
 pub(crate) struct EndpointIo {
-    socket: tokio::net::UdpSocket,
+    pub(crate) shards: Vec<ShardIo>,
     pub(crate) local_addr: SocketAddr,
     pub(crate) buffers: SocketBuffers,
     pub(crate) config: EndpointConfig,
@@ -35,15 +94,27 @@ pub(crate) struct EndpointIo {
 
 impl EndpointIo {
     pub(crate) fn new(
-        socket: tokio::net::UdpSocket,
+        sockets: Vec<tokio::net::UdpSocket>,
         buffers: SocketBuffers,
         config: EndpointConfig,
         mode: HandshakeMode,
         rng: rand_chacha::ChaCha20Rng,
     ) -> std::io::Result<Self> {
+        let local_addr = sockets
+            .first()
+            .ok_or_else(|| std::io::Error::other("an endpoint needs one socket"))?
+            .local_addr()?;
         Ok(Self {
-            local_addr: socket.local_addr()?,
-            socket,
+            shards: sockets
+                .into_iter()
+                .map(|socket| ShardIo {
+                    socket,
+                    wake: tokio::sync::Notify::new(),
+                    awake: AtomicBool::new(true),
+                    unattached: Mutex::default(),
+                })
+                .collect(),
+            local_addr,
             buffers,
             config,
             mode,
@@ -74,53 +145,57 @@ impl EndpointIo {
         self.gone.store(true, Ordering::Release);
     }
 
-    /// Waits for the next datagram.
-    pub(crate) async fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
-        self.socket.recv_from(buf).await
-    }
-
-    /// Sends one datagram; a full socket buffer drops it (counted in `stats`).
-    ///
-    /// The `sendto` goes straight to the non-blocking socket: tokio's `try_send_to` answers
-    /// `WouldBlock` from its cached readiness until the reactor has first polled a new
-    /// socket, which silently cost every fresh endpoint its first datagram.
-    pub(crate) fn send_datagram(&self, buf: &[u8], peer: SocketAddr, stats: &mut ConnectionStats) {
-        match socket2::SockRef::from(&self.socket).send_to(buf, &peer.into()) {
-            Ok(n) => {
-                EndpointCounters::add(&self.counters.datagrams_sent, 1);
-                EndpointCounters::add(&self.counters.bytes_sent, n as u64);
+    /// Queues a datagram that belongs to no connection (handshake traffic) for
+    /// shard `shard`'s driver. This is the one copy the runtime makes of a datagram
+    /// after it was encoded (counted in `bytes_copied`): the handshakes encode into
+    /// their own buffers, on tasks other than the driver's. A full queue drops it
+    /// (counted in `unattached_send_dropped`).
+    pub(crate) fn send_unattached(&self, shard: usize, buf: &[u8], peer: SocketAddr) {
+        let Some(io) = self.shards.get(shard) else {
+            return;
+        };
+        {
+            let mut queue = io.unattached.lock().unwrap_or_else(|e| e.into_inner());
+            if queue.len() >= UNATTACHED_QUEUE {
+                EndpointCounters::add(&self.counters.unattached_send_dropped, 1);
+                return;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => stats.send_dropped += 1,
-            Err(_) => stats.send_errors += 1,
+            queue.push_back((peer, buf.to_vec()));
         }
-    }
-
-    /// Sends a datagram that belongs to no connection (handshake traffic).
-    pub(crate) fn send_unattached(&self, buf: &[u8], peer: SocketAddr) {
-        let mut scratch = ConnectionStats::default();
-        self.send_datagram(buf, peer, &mut scratch);
-        EndpointCounters::add(&self.counters.unattached_send_dropped, scratch.send_dropped);
-        EndpointCounters::add(&self.counters.unattached_send_errors, scratch.send_errors);
+        EndpointCounters::add(&self.counters.bytes_copied, buf.len() as u64);
+        io.wake_driver();
     }
 }
 
-/// Binds the endpoint's non-blocking UDP socket with the requested buffer sizes; a
-/// size the kernel refuses fails the bind.
+/// Binds the endpoint's non-blocking UDP sockets: `shards` of them on one address
+/// (with `SO_REUSEPORT` when more than one; port 0 resolves to the first socket's
+/// port), each with the requested buffer sizes; a size the kernel refuses fails the
+/// bind. The buffers reported are the first socket's.
 pub(crate) fn bind(
     addr: SocketAddr,
+    shards: usize,
     send_buffer: Option<usize>,
     recv_buffer: Option<usize>,
-) -> std::io::Result<(tokio::net::UdpSocket, SocketBuffers)> {
-    let (socket, buffers) = bind_udp(&UdpOptions {
+) -> std::io::Result<(Vec<tokio::net::UdpSocket>, SocketBuffers)> {
+    let mut options = UdpOptions {
         buffers: BufferRequest {
             send: send_buffer,
             recv: recv_buffer,
         },
         on_refusal: OnRefusal::Fail,
         nonblocking: true,
+        reuse_port: shards > 1,
         ..UdpOptions::new(addr)
-    })?;
-    Ok((tokio::net::UdpSocket::from_std(socket)?, buffers))
+    };
+    let mut sockets = Vec::with_capacity(shards);
+    let (first, buffers) = bind_udp(&options)?;
+    options.bind = first.local_addr()?;
+    sockets.push(tokio::net::UdpSocket::from_std(first)?);
+    for _ in 1..shards {
+        let (socket, _) = bind_udp(&options)?;
+        sockets.push(tokio::net::UdpSocket::from_std(socket)?);
+    }
+    Ok((sockets, buffers))
 }
 
 /// Milliseconds since the Unix epoch (the handshake's timestamps), 0 before it.

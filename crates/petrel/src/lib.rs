@@ -3,7 +3,8 @@
 //! A thin layer over the sans-IO state machines of `petrel-proto` (one
 //! `petrel_proto::session::Session` per connection: KCP, optional FEC, keepalive and
 //! close; see [`EndpointConfig::fec`]): it owns the UDP socket, routes datagrams to
-//! connections, sleeps until each connection's next deadline
+//! connections, sends and receives many datagrams per system call through one I/O
+//! driver per socket shard, sleeps until each connection's next deadline
 //! (an idle connection has none, so it costs no wake-ups), and exposes an async message
 //! API with backpressure.
 //!
@@ -34,24 +35,28 @@
 //! # }
 //! ```
 //!
-//! What lives here: the socket, the datagram router, per-connection timer tasks, the
+//! What lives here: the sockets, the I/O drivers (batched send and receive, waiting on
+//! a full socket buffer), the datagram router, per-connection timer tasks, the
 //! application handles, and smux v1 stream multiplexing over a connection (what
 //! kcptun runs over kcp-go, see [`Mode::KcpGo`]). What does not: protocol logic (`petrel-proto`), system calls
 //! and socket creation (`petrel-sys`), impairment (`petrel-netem`), benchmarks
 //! (`petrel-bench`).
 //!
 //! Modules, bottom to top (each imports only those before it): `config`, `error`,
-//! `stats`; `io` (the socket, sending, counters); `limits` (per-prefix keys, the
-//! repeated-reply limiter); `conn` (one connection's state and
-//! timer task); `connect` (a client handshake in progress); `router` (connections by
-//! peer and conv, the server handshake, the reader task); `connection` (the
-//! application's [`Connection`]); `endpoint` (the public [`Endpoint`]); [`smux`]
-//! (smux v1 streams over a `Connection`, for kcptun peers).
+//! `stats`; `io` (the socket shards, the handshake send queue, counters); `limits`
+//! (per-prefix keys, the repeated-reply limiter); `connection_state` (one
+//! connection's state, its shard's ready set, its timer task); `client_connect` (a
+//! client handshake in progress); `router` (connections by peer and conv, the server
+//! handshake); `driver` (one I/O task per socket shard: batched receive, dispatch,
+//! flush of dirty connections, batched send — its file opens with the pipeline);
+//! `connection_handle` (the application's [`Connection`]); `endpoint` (the public
+//! [`Endpoint`]); [`smux`] (smux v1 streams over a `Connection`, for kcptun peers).
 
+mod client_connect;
 mod config;
-mod conn;
-mod connect;
-mod connection;
+mod connection_handle;
+mod connection_state;
+mod driver;
 mod endpoint;
 mod error;
 mod io;
@@ -60,8 +65,8 @@ mod router;
 pub mod smux;
 mod stats;
 
-pub use config::{ConfigError, EndpointConfig, Mode};
-pub use connection::Connection;
+pub use config::{ConfigError, EndpointConfig, Mode, MAX_IO_THREADS};
+pub use connection_handle::Connection;
 pub use endpoint::Endpoint;
 pub use error::{ConnectError, ConnectionError};
 pub use petrel_proto::fec::{FecConfig, FecScheme, ShapeMismatch};

@@ -1,12 +1,13 @@
-//! The datagram router: connections by peer and conv, the server handshake, the
-//! `connect`s in progress, and the reader task that feeds them.
+//! The datagram router: connections by peer and conv, the server handshake, and the
+//! `connect`s in progress.
 //!
-//! The reader task owns the receive side of the socket. It routes each datagram by
-//! its kind: KCP data to the connection keyed by `(peer address, conv)`, control
-//! datagrams to that connection's control plane, handshake replies to a pending
-//! `connect`, and opening datagrams to the stateless server handshake. Sending is
-//! done by whoever holds a connection's lock, straight on the shared socket
-//! ([`EndpointIo`]).
+//! Every shard's I/O driver hands each datagram it reads to [`Router::dispatch`],
+//! which routes it by its kind: KCP data to the connection keyed by `(peer address,
+//! conv)`, control datagrams to that connection's control plane, handshake replies
+//! to a pending `connect`, and opening datagrams to the stateless server handshake.
+//! One router serves all shards, so a datagram finds its connection whichever
+//! shard the kernel delivered it to. A connection accepted here lives on the shard
+//! that read its opening datagram; one opened by `connect` lives on shard 0.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -21,9 +22,9 @@ use petrel_proto::handshake::{
 use petrel_proto::session::{peek_conv, Session};
 use tokio::sync::mpsc;
 
+use crate::client_connect::{self, PendingConnect};
 use crate::config::EndpointConfig;
-use crate::conn::{run_timer, ConnShared};
-use crate::connect::{self, PendingConnect};
+use crate::connection_state::{run_timer, ConnShared, ReadySet};
 use crate::error::ConnectError;
 use crate::io::{wall_clock_ms, EndpointIo};
 use crate::limits::{prefix_of, ReplyLimiter};
@@ -41,29 +42,6 @@ const COOLDOWN_PEERS: usize = 4096;
 
 /// The cookie secret is replaced this often; cookies stay valid across one rotation.
 const SECRET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
-
-/// Keeps the endpoint's reader task alive while any handle exists; dropping the last
-/// one stops the reader and ends every connection.
-#[derive(Debug)]
-pub(crate) struct EndpointGuard {
-    pub(crate) router: Arc<Router>,
-    reader: tokio::task::JoinHandle<()>,
-}
-
-impl EndpointGuard {
-    /// Starts the reader task of `router`.
-    pub(crate) fn start(router: Arc<Router>) -> Self {
-        let reader = tokio::spawn(run_reader(router.clone()));
-        Self { router, reader }
-    }
-}
-
-impl Drop for EndpointGuard {
-    fn drop(&mut self) {
-        self.reader.abort();
-        self.router.shutdown();
-    }
-}
 
 /// Connections by `(peer, conv)`, and by `(peer, opening id)` — the nonce (native) or
 /// sync_id (legacy) of the datagram that opened them — to answer repeated openings in
@@ -163,6 +141,13 @@ impl Registry {
     }
 }
 
+/// Where a datagram came from: the peer, and the shard whose socket read it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival {
+    pub(crate) peer: SocketAddr,
+    pub(crate) shard: usize,
+}
+
 /// Which per-source limit refused an incoming connection.
 enum Refusal {
     Peer,
@@ -210,6 +195,8 @@ pub(crate) struct Router {
     pub(crate) server: Option<Mutex<ServerState>>,
     pending: Mutex<HashMap<SocketAddr, Vec<Arc<PendingConnect>>>>,
     accept_tx: mpsc::Sender<Arc<ConnShared>>,
+    /// Each shard's connections with something to send (index = shard).
+    pub(crate) ready: Vec<Arc<ReadySet>>,
     /// Retained FEC shards of every connection, bounded by `config.fec.budget`.
     pub(crate) fec_budget: FecBudget,
 }
@@ -245,6 +232,7 @@ impl Router {
             ..Registry::default()
         };
         Self {
+            ready: io.shards.iter().map(|_| Arc::default()).collect(),
             io,
             registry: Mutex::new(registry),
             server: server.map(Mutex::new),
@@ -254,10 +242,12 @@ impl Router {
         }
     }
 
-    /// Creates, registers and starts a connection for a finished handshake.
+    /// Creates, registers and starts a connection for a finished handshake, living
+    /// on shard `home`.
     pub(crate) fn create_connection(
         self: &Arc<Self>,
         now: Instant,
+        home: usize,
         peer: SocketAddr,
         established: &Established,
     ) -> Result<Arc<ConnShared>, ConnectError> {
@@ -273,6 +263,8 @@ impl Router {
             *established,
             session,
             self.io.clone(),
+            home,
+            self.ready[home].clone(),
         ));
         {
             let mut reg = lock(&self.registry);
@@ -331,6 +323,9 @@ impl Router {
 
     pub(crate) fn shutdown(&self) {
         self.io.mark_gone();
+        for ready in &self.ready {
+            ready.close();
+        }
         let conns: Vec<_> = lock(&self.registry).conns.values().cloned().collect();
         for conn in conns {
             conn.abort(crate::error::ConnectionError::EndpointGone);
@@ -344,20 +339,21 @@ impl Router {
     pub(crate) fn dispatch(
         self: &Arc<Self>,
         now: Instant,
-        peer: SocketAddr,
+        from: Arrival,
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) {
         match self.io.mode.classify(dg) {
-            DatagramKind::Data => self.on_data(now, peer, dg, reply),
-            DatagramKind::NativeControl => self.on_native_control(now, peer, dg, reply),
-            DatagramKind::LegacyControl => self.on_legacy_control(now, peer, dg, reply),
+            DatagramKind::Data => self.on_data(now, from, dg, reply),
+            DatagramKind::NativeControl => self.on_native_control(now, from, dg, reply),
+            DatagramKind::LegacyControl => self.on_legacy_control(now, from, dg, reply),
         }
     }
 
-    fn on_data(self: &Arc<Self>, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) {
+    fn on_data(self: &Arc<Self>, now: Instant, from: Arrival, dg: &[u8], reply: &mut Vec<u8>) {
+        let peer = from.peer;
         if let HandshakeMode::KcpGo(_) = self.io.mode {
-            return self.on_kcpgo_data(now, peer, dg, reply);
+            return self.on_kcpgo_data(now, from, dg, reply);
         }
         let Some(conv) = peek_conv(dg) else {
             EndpointCounters::add(&self.io.counters.dropped_malformed, 1);
@@ -367,7 +363,7 @@ impl Router {
             conn.on_data(now, dg);
         } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
             // Raw KCP has no handshake: the first datagram with our conv opens the connection.
-            if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
+            if let Some(conn) = self.server_handshake(now, from, dg, reply) {
                 conn.on_data(now, dg);
             }
         } else {
@@ -383,10 +379,11 @@ impl Router {
     fn on_kcpgo_data(
         self: &Arc<Self>,
         now: Instant,
-        peer: SocketAddr,
+        from: Arrival,
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) {
+        let peer = from.peer;
         let (conn, cooling) = {
             let mut reg = lock(&self.registry);
             let conn = reg
@@ -401,7 +398,7 @@ impl Router {
         } else if cooling {
             EndpointCounters::add(&self.io.counters.dropped_shape_cooldown, 1);
         } else if self.server.is_some() {
-            if let Some(conn) = self.server_handshake(now, peer, dg, reply) {
+            if let Some(conn) = self.server_handshake(now, from, dg, reply) {
                 conn.on_data(now, dg);
             }
         } else {
@@ -412,10 +409,11 @@ impl Router {
     fn on_native_control(
         self: &Arc<Self>,
         now: Instant,
-        peer: SocketAddr,
+        from: Arrival,
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) {
+        let peer = from.peer;
         match NativeMessage::decode(dg) {
             Ok(
                 NativeMessage::Keepalive(r)
@@ -433,10 +431,10 @@ impl Router {
             ) => self.to_pending(now, peer, dg),
             // INITIAL, and datagrams of versions we do not speak: the server decides.
             _ => {
-                if self.repeat_reply(now, peer, dg, reply) {
+                if self.repeat_reply(now, from, dg, reply) {
                     return;
                 }
-                self.server_handshake(now, peer, dg, reply);
+                self.server_handshake(now, from, dg, reply);
             }
         }
     }
@@ -444,14 +442,15 @@ impl Router {
     fn on_legacy_control(
         self: &Arc<Self>,
         now: Instant,
-        peer: SocketAddr,
+        from: Arrival,
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) {
+        let peer = from.peer;
         match LegacyMessage::decode(dg) {
             Ok(LegacyMessage::Syn { .. }) => {
-                if !self.repeat_reply(now, peer, dg, reply) {
-                    self.server_handshake(now, peer, dg, reply);
+                if !self.repeat_reply(now, from, dg, reply) {
+                    self.server_handshake(now, from, dg, reply);
                 }
             }
             Ok(LegacyMessage::SynAck { .. }) => self.to_pending(now, peer, dg),
@@ -471,7 +470,7 @@ impl Router {
             return;
         }
         for pending in pendings {
-            if pending.handle_input(now, dg, |e| self.create_connection(now, peer, e)) {
+            if pending.handle_input(now, dg, |e| self.create_connection(now, 0, peer, e)) {
                 return;
             }
         }
@@ -479,7 +478,8 @@ impl Router {
 
     /// Answers an opening datagram (INITIAL / SYN) repeated by a peer that is already
     /// connected because our ACCEPT / SYN-ACK was lost.
-    fn repeat_reply(&self, now: Instant, peer: SocketAddr, dg: &[u8], reply: &mut Vec<u8>) -> bool {
+    fn repeat_reply(&self, now: Instant, from: Arrival, dg: &[u8], reply: &mut Vec<u8>) -> bool {
+        let peer = from.peer;
         let Some(server) = self.server.as_ref() else {
             return false;
         };
@@ -507,7 +507,7 @@ impl Router {
         {
             return false;
         }
-        self.io.send_unattached(reply, peer);
+        self.io.send_unattached(from.shard, reply, peer);
         EndpointCounters::add(&self.io.counters.handshake_replies, 1);
         true
     }
@@ -517,10 +517,11 @@ impl Router {
     fn server_handshake(
         self: &Arc<Self>,
         now: Instant,
-        peer: SocketAddr,
+        from: Arrival,
         dg: &[u8],
         reply: &mut Vec<u8>,
     ) -> Option<Arc<ConnShared>> {
+        let peer = from.peer;
         let Some(server) = self.server.as_ref() else {
             EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
             return None;
@@ -540,7 +541,7 @@ impl Router {
                 None
             }
             ServerEvent::Reply(_) => {
-                self.io.send_unattached(reply, peer);
+                self.io.send_unattached(from.shard, reply, peer);
                 EndpointCounters::add(&self.io.counters.handshake_replies, 1);
                 None
             }
@@ -560,14 +561,16 @@ impl Router {
                         return None;
                     }
                 }
-                let conn = self.create_connection(now, peer, &established).ok()?;
+                let conn = self
+                    .create_connection(now, from.shard, peer, &established)
+                    .ok()?;
                 if self.accept_tx.try_send(conn.clone()).is_err() {
                     EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);
                     conn.abort(crate::error::ConnectionError::Closed);
                     return None;
                 }
                 if !reply.is_empty() {
-                    self.io.send_unattached(reply, peer);
+                    self.io.send_unattached(from.shard, reply, peer);
                 }
                 EndpointCounters::add(&self.io.counters.connections_accepted, 1);
                 Some(conn)
@@ -590,7 +593,7 @@ impl Router {
         if let Some(established) = handshake.established() {
             // Raw KCP: nothing to negotiate.
             let established = *established;
-            let conn = self.create_connection(now, peer, &established)?;
+            let conn = self.create_connection(now, 0, peer, &established)?;
             EndpointCounters::add(&io.counters.connections_connected, 1);
             return Ok(conn);
         }
@@ -599,7 +602,7 @@ impl Router {
             .entry(peer)
             .or_default()
             .push(pending.clone());
-        let result = connect::drive(io, peer, &pending).await;
+        let result = client_connect::drive(io, peer, &pending).await;
         {
             let mut map = lock(&self.pending);
             if let Some(list) = map.get_mut(&peer) {
@@ -613,26 +616,5 @@ impl Router {
             EndpointCounters::add(&io.counters.connections_connected, 1);
         }
         result
-    }
-}
-
-/// Reads datagrams until the endpoint is dropped.
-async fn run_reader(router: Arc<Router>) {
-    let mut buf = vec![0u8; 65_536];
-    let mut reply = Vec::with_capacity(2048);
-    loop {
-        match router.io.recv_from(&mut buf).await {
-            Ok((len, peer)) => {
-                EndpointCounters::add(&router.io.counters.datagrams_received, 1);
-                EndpointCounters::add(&router.io.counters.bytes_received, len as u64);
-                router.dispatch(Instant::now(), peer, &buf[..len], &mut reply);
-            }
-            Err(e) => {
-                // ICMP errors surface here on some platforms; they say nothing about other
-                // peers, so count them and keep serving.
-                EndpointCounters::add(&router.io.counters.recv_errors, 1);
-                tracing::debug!(error = %e, "udp recv error");
-            }
-        }
     }
 }

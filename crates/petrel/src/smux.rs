@@ -41,7 +41,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::connection::Connection;
+use crate::connection_handle::Connection;
 use crate::error::ConnectionError;
 
 /// smux protocol version spoken here.

@@ -17,7 +17,9 @@ pub struct ConnectionStats {
     pub fec: Option<FecStats>,
     /// Datagrams from the peer the ARQ or control plane rejected as malformed.
     pub input_errors: u64,
-    /// Datagrams not sent because the socket send buffer was full (the ARQ resends them).
+    /// Datagrams not sent because the socket send buffer was full. Since the I/O
+    /// driver waits for writability instead (`EndpointStats::send_waits`), this
+    /// stays 0; it is kept so result files keep their layout.
     pub send_dropped: u64,
     /// Datagrams the socket refused with an error other than a full buffer.
     pub send_errors: u64,
@@ -61,14 +63,34 @@ macro_rules! endpoint_counters {
 }
 
 endpoint_counters! {
-    /// Datagrams read from the socket.
+    /// Datagrams read from the socket (a GRO train counts each datagram in it).
     datagrams_received,
     /// Bytes read from the socket (UDP payload).
     bytes_received,
+    /// `recvmmsg` calls that returned datagrams (`datagrams_received / recv_syscalls`
+    /// is the receive batch size).
+    recv_syscalls,
     /// Datagrams written to the socket.
     datagrams_sent,
     /// Bytes written to the socket (UDP payload).
     bytes_sent,
+    /// `sendmmsg` / GSO `sendmsg` calls that sent datagrams (`datagrams_sent /
+    /// send_syscalls` is the send batch size).
+    send_syscalls,
+    /// Datagrams sent as part of a GSO train (one `sendmsg` for many datagrams).
+    datagrams_sent_gso,
+    /// Times an I/O driver found the socket send buffer full (`EAGAIN`) or the
+    /// device queue full (`ENOBUFS`) and waited before sending the rest; nothing
+    /// is dropped for it.
+    send_waits,
+    /// Bytes of datagrams the runtime copied after they were encoded or received:
+    /// connection datagrams are encoded into the driver's batch buffers and read
+    /// in place from its receive buffers (0 copies); only datagrams that belong to
+    /// no connection (handshakes) are copied once into the driver's queue.
+    bytes_copied,
+    /// Datagrams the socket refused with an error other than a full buffer
+    /// (each also counted in its connection's `send_errors` when it had one).
+    send_errors,
     /// Data datagrams for no known connection (unknown peer or `conv`), dropped.
     dropped_unknown,
     /// Datagrams too short or malformed to route, dropped.
@@ -110,6 +132,9 @@ endpoint_counters! {
     /// Times a connection's timer task woke for a deadline (retransmission, keepalive, …).
     /// Idle connections add nothing here.
     timer_wakeups,
+    /// Times an I/O driver woke up (datagrams to read, or connections or handshakes
+    /// with something to send). Idle connections add nothing here either.
+    driver_wakeups,
 }
 
 impl EndpointCounters {

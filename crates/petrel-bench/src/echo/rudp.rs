@@ -28,11 +28,23 @@ impl RudpTransport {
         Self { buffers, config }
     }
 
+    /// The server gets one socket shard per worker of the runtime it starts on
+    /// (`bench echo --io-threads N`), so its drivers can use every worker; each
+    /// client keeps its one socket.
     fn endpoint_config(&self, server: bool) -> EndpointConfig {
+        let io_threads = if server {
+            tokio::runtime::Handle::current()
+                .metrics()
+                .num_workers()
+                .clamp(1, petrel::MAX_IO_THREADS)
+        } else {
+            self.config.io_threads
+        };
         EndpointConfig {
             accept_incoming: server,
             send_buffer: self.buffers.send,
             recv_buffer: self.buffers.recv,
+            io_threads,
             ..self.config.clone()
         }
     }

@@ -8,6 +8,8 @@
 //! | many payloads → one destination ([`SendBatch::send_to`]) | `sendmmsg(2)` | one `send_to` each |
 //! | one payload → many destinations, every one tried ([`SendBatch::send_to_each`]) | `sendmmsg(2)` | one `send_to` each |
 //! | one large payload split in segments → one destination ([`SendBatch::send_segments`]) | `sendmsg(2)` with `UDP_SEGMENT` (GSO, Linux ≥ 4.18), else `sendmmsg` | one `send_to` each |
+//! | equal-size payloads in separate buffers → one destination ([`SendBatch::send_train`]) | `sendmsg(2)` with one iovec each and `UDP_SEGMENT`, else `sendmmsg` | one `send_to` each |
+//! | many payloads in separate buffers → many destinations ([`SendBatch::send_slices`]) | `sendmmsg(2)` | one `send_to` each |
 //! | many datagrams in ([`RecvBatch::recv`]) | `recvmmsg(2)`, with `UDP_GRO` coalescing if [`enable_gro`] succeeded | one `recv_from` |
 //!
 //! # Partial sends and `WouldBlock`
@@ -33,6 +35,13 @@ mod send;
 
 pub use recv::{enable_gro, Received, RecvBatch};
 pub use send::{SendBatch, SendReport, Transmit};
+
+/// Whether a send failed because the device queue below the socket is full
+/// (`ENOBUFS`): transient like a full socket buffer, but no socket readiness
+/// reports its end, so the caller retries after a pause.
+pub fn is_device_queue_full(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOBUFS)
+}
 
 /// Largest UDP payload over IPv4 (65 535 − 20 − 8 bytes): the most one GSO send
 /// carries.

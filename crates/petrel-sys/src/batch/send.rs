@@ -57,6 +57,7 @@ impl SendReport {
 pub struct SendBatch {
     capacity: usize,
     gso: bool,
+    calls: u64,
     dests: Vec<Option<SockAddr>>,
     targets: Vec<SocketAddr>,
     #[cfg(target_os = "linux")]
@@ -86,6 +87,7 @@ impl SendBatch {
         Self {
             capacity,
             gso: cfg!(target_os = "linux"),
+            calls: 0,
             dests: Vec::with_capacity(capacity),
             targets: Vec::new(),
             #[cfg(target_os = "linux")]
@@ -98,6 +100,13 @@ impl SendBatch {
     /// Datagrams per system call.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// System calls this batch made that the kernel accepted (`sendmmsg`, GSO
+    /// `sendmsg`, or one `send_to` per datagram where those are missing), since it
+    /// was created: with the datagrams sent, the batching actually achieved.
+    pub fn system_calls(&self) -> u64 {
+        self.calls
     }
 
     /// Whether [`SendBatch::send_segments`] still uses GSO (false off Linux and
@@ -151,6 +160,30 @@ impl SendBatch {
             payloads.len(),
             |i| payloads[i].as_ref(),
             |_| destination,
+        )
+    }
+
+    /// Sends `payloads[i]` to `destinations[i]`, in order, `capacity` per system
+    /// call: [`SendBatch::send`] for payloads kept in separate buffers. Only the
+    /// first `min(payloads.len(), destinations.len())` are sent.
+    ///
+    /// # Errors
+    /// As [`SendBatch::send`].
+    pub fn send_slices<'s, S, P: AsRef<[u8]>>(
+        &mut self,
+        socket: &'s S,
+        payloads: &[P],
+        destinations: &[SocketAddr],
+    ) -> io::Result<usize>
+    where
+        SockRef<'s>: From<&'s S>,
+    {
+        let socket = SockRef::from(socket);
+        self.send_indexed(
+            &socket,
+            payloads.len().min(destinations.len()),
+            |i| payloads[i].as_ref(),
+            |i| Some(destinations[i]),
         )
     }
 
@@ -258,6 +291,98 @@ impl SendBatch {
         }
     }
 
+    /// Sends `segments` to `destination` (`None` on a connected socket), in order,
+    /// as one train of datagrams: by GSO when every segment but the last has the
+    /// length of the first and the last is not longer — one `sendmsg` per
+    /// [`MAX_GSO_SEGMENTS`] segments ([`MAX_UDP_PAYLOAD`] bytes), gathered from
+    /// the segments' own buffers with one iovec each, so nothing is copied —
+    /// otherwise, or where GSO is off, `capacity` per `sendmmsg`. Returns the
+    /// segments sent.
+    ///
+    /// # Errors
+    /// As [`SendBatch::send`], counted in segments.
+    pub fn send_train<'s, S, P: AsRef<[u8]>>(
+        &mut self,
+        socket: &'s S,
+        destination: Option<SocketAddr>,
+        segments: &[P],
+    ) -> io::Result<usize>
+    where
+        SockRef<'s>: From<&'s S>,
+    {
+        let socket = SockRef::from(socket);
+        #[cfg(target_os = "linux")]
+        let sent = self.send_train_gso(&socket, destination, segments)?;
+        #[cfg(not(target_os = "linux"))]
+        let sent = 0;
+        if sent == segments.len() {
+            return Ok(sent);
+        }
+        match self.send_indexed(
+            &socket,
+            segments.len() - sent,
+            |i| segments[sent + i].as_ref(),
+            |_| destination,
+        ) {
+            Ok(n) => Ok(sent + n),
+            Err(_) if sent > 0 => Ok(sent),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The GSO part of [`SendBatch::send_train`]: the segments sent by GSO before
+    /// it finished, stopped (the next call reports why) or was found unusable
+    /// (uneven sizes, GSO off or refused: the caller sends the rest as a batch).
+    #[cfg(target_os = "linux")]
+    fn send_train_gso<P: AsRef<[u8]>>(
+        &mut self,
+        socket: &socket2::Socket,
+        destination: Option<SocketAddr>,
+        segments: &[P],
+    ) -> io::Result<usize> {
+        let Some(first) = segments.first() else {
+            return Ok(0);
+        };
+        let size = first.as_ref().len();
+        let even = segments.iter().enumerate().all(|(i, s)| {
+            s.as_ref().len() == size || (i + 1 == segments.len() && s.as_ref().len() <= size)
+        });
+        let per_call = MAX_GSO_SEGMENTS.min(MAX_UDP_PAYLOAD / size.max(1));
+        if !self.gso || !even || segments.len() < 2 || per_call < 2 || size == 0 {
+            return Ok(0);
+        }
+        let dest = destination.map(SockAddr::from);
+        let mut sent = 0;
+        while sent < segments.len() {
+            let k = per_call.min(segments.len() - sent);
+            self.iovs.clear();
+            self.iovs
+                .extend(segments[sent..sent + k].iter().map(|s| libc::iovec {
+                    // sendmsg only reads through this pointer.
+                    iov_base: s.as_ref().as_ptr() as *mut libc::c_void,
+                    iov_len: s.as_ref().len(),
+                }));
+            // per_call ≥ 2 bounds size by MAX_UDP_PAYLOAD / 2, within u16.
+            let gso_size = (k > 1).then_some(size as u16);
+            let r = sys::sendmsg_gathered(socket, dest.as_ref(), &mut self.iovs, gso_size);
+            // Drop the pointers into the segments before their borrow ends.
+            self.iovs.clear();
+            match r {
+                Ok(()) => {
+                    self.calls += 1;
+                    sent += k;
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) => {
+                    self.gso = false;
+                    return Ok(sent);
+                }
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
+            }
+        }
+        Ok(sent)
+    }
+
     /// GSO sends of whole chunks while the kernel takes them. Returns the segments
     /// sent and whether the call is finished: `false` leaves the rest to the batch
     /// path (GSO off, just refused, or no help with one segment per call); `true`
@@ -287,7 +412,10 @@ impl SendBatch {
             // per_call ≥ 2 bounds segment_size by MAX_UDP_PAYLOAD / 2, within u16.
             let gso_size = (k > 1).then_some(segment_size as u16);
             match sys::sendmsg_segments(socket, dest.as_ref(), chunk, gso_size) {
-                Ok(()) => sent += k,
+                Ok(()) => {
+                    self.calls += 1;
+                    sent += k;
+                }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EIO | libc::EINVAL)) => {
                     self.gso = false;
                     return Ok((sent, false));
@@ -368,6 +496,7 @@ impl SendBatch {
             // unmoved for the call; `fd` is an open socket borrowed from `socket`.
             let r = unsafe { libc::sendmmsg(fd, self.hdrs.as_mut_ptr(), k as libc::c_uint, 0) };
             if r >= 0 {
+                self.calls += 1;
                 break Ok(r as usize);
             }
             let e = io::Error::last_os_error();
@@ -396,6 +525,7 @@ impl SendBatch {
             if let Err(e) = r {
                 return if j == 0 { Err(e) } else { Ok(j) };
             }
+            self.calls += 1;
         }
         Ok(self.dests.len())
     }
@@ -416,11 +546,22 @@ mod sys {
         chunk: &[u8],
         gso_size: Option<u16>,
     ) -> io::Result<()> {
-        let mut iov = libc::iovec {
+        let mut iov = [libc::iovec {
             // sendmsg only reads through this pointer.
             iov_base: chunk.as_ptr() as *mut libc::c_void,
             iov_len: chunk.len(),
-        };
+        }];
+        sendmsg_gathered(socket, dest, &mut iov, gso_size)
+    }
+
+    /// One `sendmsg` of the bytes the iovecs point to, in order, as one payload
+    /// split into `gso_size`-byte datagrams when `gso_size` is set.
+    pub(super) fn sendmsg_gathered(
+        socket: &socket2::Socket,
+        dest: Option<&SockAddr>,
+        iovs: &mut [libc::iovec],
+        gso_size: Option<u16>,
+    ) -> io::Result<()> {
         // Room for one cmsghdr plus a u16, 8-byte aligned as cmsghdr requires.
         let mut control = [0u64; 4];
         // SAFETY: msghdr is a plain C struct for which all-zero is a valid value.
@@ -429,8 +570,8 @@ mod sys {
             msg.msg_name = a.as_ptr() as *mut libc::c_void;
             msg.msg_namelen = a.len();
         }
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
+        msg.msg_iov = iovs.as_mut_ptr();
+        msg.msg_iovlen = iovs.len() as _;
         if let Some(size) = gso_size {
             // SAFETY: CMSG_SPACE/CMSG_LEN are arithmetic on a constant length.
             let (space, len) = unsafe {
@@ -456,8 +597,8 @@ mod sys {
         }
         let fd = socket.as_raw_fd();
         loop {
-            // SAFETY: `msg` points to `iov`, `control` and `dest`, and `iov` to
-            // `chunk`, all alive for the call; `fd` is an open socket.
+            // SAFETY: `msg` points to `iovs`, `control` and `dest`, and the iovecs
+            // to buffers the caller keeps alive for the call; `fd` is an open socket.
             let r = unsafe { libc::sendmsg(fd, &msg, 0) };
             if r >= 0 {
                 return Ok(());

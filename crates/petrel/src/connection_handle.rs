@@ -7,9 +7,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use petrel_proto::kcp::SendError;
 
-use crate::conn::ConnShared;
+use crate::connection_state::ConnShared;
+use crate::driver::EndpointGuard;
 use crate::error::ConnectionError;
-use crate::router::EndpointGuard;
 use crate::stats::ConnectionStats;
 
 /// A reliable, ordered, message-oriented connection (KCP message mode).
@@ -45,7 +45,7 @@ impl Connection {
         }
     }
 
-    fn shared(&self) -> &ConnShared {
+    fn shared(&self) -> &Arc<ConnShared> {
         &self.inner.shared
     }
 
@@ -76,7 +76,7 @@ impl Connection {
             let notified = shared.writable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let outcome = shared.with_state(Instant::now(), false, |st| {
+            let outcome = shared.with_state(false, |st| {
                 if let Some(end) = &st.end {
                     return Some(Err(end.clone()));
                 }
@@ -114,7 +114,7 @@ impl Connection {
             let notified = shared.readable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let outcome = shared.with_state_for_recv(Instant::now(), |st| {
+            let outcome = shared.with_state(false, |st| {
                 if let Some(msg) = st.session.recv() {
                     return Some(Ok(Some(msg)));
                 }

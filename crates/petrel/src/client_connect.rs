@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use petrel_proto::handshake::{ClientHandshake, Established, HandshakeError};
 
-use crate::conn::ConnShared;
+use crate::connection_state::ConnShared;
 use crate::error::ConnectError;
 use crate::io::EndpointIo;
 
-/// A `connect` in progress; the reader task feeds it the server's replies.
+/// A `connect` in progress; the I/O drivers feed it the server's replies.
 #[derive(Debug)]
 pub(crate) struct PendingConnect {
     state: Mutex<PendingState>,
@@ -86,8 +86,9 @@ fn handshake_error(err: HandshakeError) -> ConnectError {
     }
 }
 
-/// Resends the opening datagram on the handshake's timer until the reader task sets
-/// an outcome (or the handshake times out).
+/// Resends the opening datagram on the handshake's timer until a driver sets an
+/// outcome (or the handshake times out). The datagrams leave through shard 0, where
+/// outgoing connections live.
 pub(crate) async fn drive(
     io: &EndpointIo,
     peer: SocketAddr,
@@ -108,7 +109,7 @@ pub(crate) async fn drive(
                 return Err(handshake_error(e));
             }
             while st.handshake.poll_transmit(now, &mut out) {
-                io.send_unattached(&out, peer);
+                io.send_unattached(0, &out, peer);
             }
             st.handshake.poll_timeout()
         };

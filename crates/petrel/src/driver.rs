@@ -1,0 +1,613 @@
+//! The I/O driver: one task per socket shard that does every read and write of that
+//! socket, many datagrams per system call.
+//!
+//! ```text
+//!            kernel socket (one per shard; SO_REUSEPORT group when io_threads > 1)
+//!                 │ recvmmsg (+GRO)                          ▲ sendmmsg / GSO sendmsg
+//!                 ▼                                          │
+//!  ┌─ driver, one round per wake-up ─────────────────────────┴──────────────────┐
+//!  │ 1. receive: up to RECV_ROUNDS × RECV_BATCH reads into the RecvBatch;       │
+//!  │    each datagram (GRO trains split) is routed in place:                    │
+//!  │    Router::dispatch ─► ConnShared::on_data ─► Session::input(&slot[..])    │
+//!  │    └─ the connection is marked dirty, its application tasks are woken      │
+//!  │ 2. if anything was read: yield once, so the woken application tasks run    │
+//!  │    and queue their replies (Connection::send marks the connection dirty    │
+//!  │    too) — the acks then ride in the reply's datagram                       │
+//!  │ 3. flush: take the shard's ReadySet (every dirty connection, each once)    │
+//!  │    and the unattached (handshake) queue; every session encodes its         │
+//!  │    datagrams straight into the batch's slots (Session::poll_transmit)      │
+//!  │ 4. send the batch: runs of ≥ GSO_MIN_RUN same-size datagrams to one peer   │
+//!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
+//!  │    for writability (send_waits) and resend from where the kernel stopped   │
+//!  │ 5. nothing was read: clear `awake`, look at the queues once more, then     │
+//!  │    sleep until the socket is readable or ShardIo::wake_driver is called    │
+//!  │    (marks made while the driver is awake wake nothing: step 5 sees them)   │
+//!  └────────────────────────────────────────────────────────────────────────────┘
+//!      ▲ mark_dirty (+ wake)              ▲ mark_dirty               ▲ send_unattached
+//!  Connection::send / recv / close    timer task (deadline)     handshakes (copied once)
+//! ```
+//!
+//! Why this shape: the application, the timer tasks and the router never touch the
+//! socket, so a connection's datagrams leave in the order its session produced them
+//! (only its home shard's driver polls it) and every wake-up of the driver turns
+//! into as few system calls as there are peers in the batch, or fewer. A datagram is
+//! written once, by the session's encoder into a slot, and read once, by the session
+//! from the receive slot; only handshake datagrams, produced on other tasks, are
+//! copied into the shard's queue. A full socket buffer makes the driver wait, so
+//! nothing is dropped between the session and the kernel; while it waits it does not
+//! read, which is the backpressure the sending sessions feel through their windows.
+//! Idle connections are in no ready set and the socket has nothing to read, so an
+//! idle endpoint's drivers sleep without wake-ups.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use petrel_sys::batch::{enable_gro, is_device_queue_full};
+use petrel_sys::{RecvBatch, SendBatch};
+use tokio::io::Interest;
+
+use crate::connection_state::ConnShared;
+use crate::io::ShardIo;
+use crate::router::{Arrival, Router};
+use crate::stats::EndpointCounters;
+
+/// Reads per `recvmmsg` once traffic fills smaller batches. Every read slot holds
+/// 64 KiB (a GRO train), so a driver starts with one slot — an endpoint that only
+/// ever sees a few datagrams costs what one receive buffer costs — and grows to
+/// this many the first time all [`RECV_ROUNDS`] reads of a round come back full.
+const RECV_BATCH: usize = 32;
+/// `recvmmsg` calls per round before the driver flushes what they called for.
+const RECV_ROUNDS: usize = 8;
+/// Datagrams per send batch: the most one GSO `sendmsg` carries.
+const SEND_BATCH: usize = petrel_sys::batch::MAX_GSO_SEGMENTS;
+/// Shortest run of same-size datagrams to one peer sent by GSO; shorter runs join
+/// the batch's `sendmmsg`, which costs one system call for all of them.
+const GSO_MIN_RUN: usize = 4;
+/// How long a driver waits before retrying after `ENOBUFS` (a full device queue,
+/// which no socket readiness reports).
+const ENOBUFS_BACKOFF: Duration = Duration::from_millis(1);
+
+/// Keeps the endpoint's drivers alive while any handle exists; dropping the last one
+/// stops them and ends every connection.
+#[derive(Debug)]
+pub(crate) struct EndpointGuard {
+    pub(crate) router: Arc<Router>,
+    drivers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl EndpointGuard {
+    /// Starts one driver per shard of `router`'s endpoint.
+    pub(crate) fn start(router: Arc<Router>) -> Self {
+        let drivers = (0..router.io.shards.len())
+            .map(|shard| tokio::spawn(Driver::new(router.clone(), shard).run()))
+            .collect();
+        Self { router, drivers }
+    }
+}
+
+impl Drop for EndpointGuard {
+    fn drop(&mut self) {
+        for driver in &self.drivers {
+            driver.abort();
+        }
+        self.router.shutdown();
+    }
+}
+
+/// One shard's driver: its receive and send buffers and what it is working through.
+struct Driver {
+    router: Arc<Router>,
+    shard: usize,
+    recv: RecvBatch,
+    /// Reads per call of `recv`: 1 until a call fills it, then [`RECV_BATCH`].
+    recv_batch: usize,
+    send: SendBatch,
+    /// The send batch: `filled` datagrams, each encoded into its own slot.
+    slots: Vec<Vec<u8>>,
+    dests: Vec<SocketAddr>,
+    /// The connection each filled slot came from (`None`: a handshake datagram).
+    owners: Vec<Option<Arc<ConnShared>>>,
+    filled: usize,
+    /// Dirty connections taken from the ready set, not yet polled.
+    dirty: VecDeque<Arc<ConnShared>>,
+    unattached: VecDeque<(SocketAddr, Vec<u8>)>,
+    /// The server handshake's reply buffer.
+    reply: Vec<u8>,
+}
+
+impl Driver {
+    fn new(router: Arc<Router>, shard: usize) -> Self {
+        let config = &router.io.config;
+        let mut send = SendBatch::new(SEND_BATCH);
+        send.set_gso(config.gso);
+        let slot = config.kcp.mtu;
+        Self {
+            shard,
+            recv: RecvBatch::new(1),
+            recv_batch: 1,
+            send,
+            slots: (0..SEND_BATCH).map(|_| Vec::with_capacity(slot)).collect(),
+            dests: Vec::with_capacity(SEND_BATCH),
+            owners: Vec::with_capacity(SEND_BATCH),
+            filled: 0,
+            dirty: VecDeque::new(),
+            unattached: VecDeque::new(),
+            reply: Vec::with_capacity(2048),
+            router,
+        }
+    }
+
+    fn io(&self) -> &ShardIo {
+        &self.router.io.shards[self.shard]
+    }
+
+    fn counters(&self) -> &EndpointCounters {
+        &self.router.io.counters
+    }
+
+    async fn run(mut self) {
+        if self.router.io.config.gro {
+            // A kernel without GRO reports false: datagrams then arrive one per read.
+            let _ = enable_gro(&self.io().socket);
+        }
+        let router = self.router.clone();
+        let shard = &router.io.shards[self.shard];
+        let ready = &router.ready[self.shard];
+        loop {
+            let received = self.receive();
+            if received > 0 {
+                tokio::task::yield_now().await;
+            }
+            self.flush().await;
+            if received > 0 {
+                // More may be waiting (a full batch leaves the readiness set).
+                continue;
+            }
+            // About to sleep: from here on, queuing work wakes us. Work queued
+            // before this store is seen by the check below.
+            shard.set_awake(false);
+            if !ready.is_empty() || shard.has_unattached() {
+                shard.set_awake(true);
+                continue;
+            }
+            tokio::select! {
+                ready = shard.socket.readable() => {
+                    if ready.is_err() {
+                        // The runtime is shutting down.
+                        return;
+                    }
+                }
+                () = shard.woken() => {}
+            }
+            shard.set_awake(true);
+            EndpointCounters::add(&self.counters().driver_wakeups, 1);
+        }
+    }
+
+    /// Reads and routes what is waiting, up to [`RECV_ROUNDS`] `recvmmsg` calls.
+    /// Returns the datagrams read.
+    fn receive(&mut self) -> usize {
+        let router = self.router.clone();
+        let io = &router.io.shards[self.shard];
+        let counters = &router.io.counters;
+        let mut total = 0;
+        let mut full_rounds = 0;
+        for _ in 0..RECV_ROUNDS {
+            let recv = &mut self.recv;
+            let reads = match io
+                .socket
+                .try_io(Interest::READABLE, || recv.recv(&io.socket))
+            {
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return total,
+                Err(e) => {
+                    // ICMP errors surface here on some platforms; they say nothing
+                    // about other peers, so count them and keep serving.
+                    EndpointCounters::add(&counters.recv_errors, 1);
+                    tracing::debug!(error = %e, "udp recv error");
+                    continue;
+                }
+            };
+            EndpointCounters::add(&counters.recv_syscalls, 1);
+            let now = Instant::now();
+            for read in self.recv.iter() {
+                let Some(peer) = read.source else {
+                    EndpointCounters::add(&counters.recv_errors, 1);
+                    continue;
+                };
+                if read.truncated {
+                    EndpointCounters::add(&counters.dropped_malformed, 1);
+                    continue;
+                }
+                let from = Arrival {
+                    peer,
+                    shard: self.shard,
+                };
+                for datagram in read.datagrams() {
+                    total += 1;
+                    EndpointCounters::add(&counters.datagrams_received, 1);
+                    EndpointCounters::add(&counters.bytes_received, datagram.len() as u64);
+                    router.dispatch(now, from, datagram, &mut self.reply);
+                }
+            }
+            if reads < self.recv_batch {
+                return total;
+            }
+            full_rounds += 1;
+        }
+        // Every round filled its batch: traffic is heavy, read in full batches.
+        if full_rounds == RECV_ROUNDS && self.recv_batch < RECV_BATCH {
+            self.recv = RecvBatch::new(RECV_BATCH);
+            self.recv_batch = RECV_BATCH;
+        }
+        total
+    }
+
+    /// Polls every dirty connection of the shard and the queued handshake datagrams
+    /// into send batches and sends them.
+    async fn flush(&mut self) {
+        self.router.ready[self.shard].take(&mut self.dirty);
+        self.router.io.shards[self.shard].take_unattached(&mut self.unattached);
+        while let Some((peer, datagram)) = self.unattached.pop_front() {
+            if self.filled == SEND_BATCH {
+                self.send_filled().await;
+            }
+            // The queued buffer becomes the slot: no second copy.
+            self.slots[self.filled] = datagram;
+            self.dests.push(peer);
+            self.owners.push(None);
+            self.filled += 1;
+        }
+        while let Some(conn) = self.dirty.pop_front() {
+            loop {
+                if self.filled == SEND_BATCH {
+                    self.send_filled().await;
+                }
+                let room = SEND_BATCH - self.filled;
+                let n = conn.poll_transmits(Instant::now(), &mut self.slots[self.filled..]);
+                for _ in 0..n {
+                    self.dests.push(conn.peer);
+                    self.owners.push(Some(conn.clone()));
+                }
+                self.filled += n;
+                if n < room {
+                    break;
+                }
+            }
+        }
+        if self.filled > 0 {
+            self.send_filled().await;
+        }
+    }
+
+    /// Sends the filled slots in order, waiting while the socket buffer is full.
+    async fn send_filled(&mut self) {
+        let n = self.filled;
+        let router = self.router.clone();
+        send_batch(
+            &router.io.shards[self.shard].socket,
+            &mut self.send,
+            Filled {
+                slots: &self.slots[..n],
+                dests: &self.dests,
+                owners: &self.owners,
+            },
+            &router.io.counters,
+        )
+        .await;
+        self.filled = 0;
+        self.dests.clear();
+        self.owners.clear();
+    }
+}
+
+/// A filled send batch: datagram `i` is `slots[i]`, to `dests[i]`, from `owners[i]`.
+#[derive(Clone, Copy)]
+struct Filled<'a> {
+    slots: &'a [Vec<u8>],
+    dests: &'a [SocketAddr],
+    owners: &'a [Option<Arc<ConnShared>>],
+}
+
+impl Filled<'_> {
+    /// Length of the run starting at `start`: datagrams to the same peer, each as
+    /// long as the first but the last, which may be shorter (a GSO train).
+    fn run_len(&self, start: usize) -> usize {
+        let size = self.slots[start].len();
+        let dest = self.dests[start];
+        let mut i = start + 1;
+        while i < self.slots.len() && self.dests[i] == dest {
+            let len = self.slots[i].len();
+            if len > size {
+                break;
+            }
+            i += 1;
+            if len < size {
+                break;
+            }
+        }
+        i - start
+    }
+}
+
+/// What the send loop needs of a socket: a non-blocking batched send and a wait
+/// for writability. The driver's is its tokio socket.
+trait SendSocket {
+    /// Sends `slots` (one GSO train to `dests[0]` when `train`) with `batch`;
+    /// `after_wait` says a writability wait came before (tokio then checks and
+    /// clears its readiness around the call).
+    fn send(
+        &self,
+        batch: &mut SendBatch,
+        slots: &[Vec<u8>],
+        dests: &[SocketAddr],
+        train: bool,
+        after_wait: bool,
+    ) -> std::io::Result<usize>;
+
+    /// Waits until the socket may take more; `Err` when it never will (runtime
+    /// shutting down).
+    fn writable(&self) -> impl std::future::Future<Output = std::io::Result<()>>;
+}
+
+impl SendSocket for tokio::net::UdpSocket {
+    fn send(
+        &self,
+        batch: &mut SendBatch,
+        slots: &[Vec<u8>],
+        dests: &[SocketAddr],
+        train: bool,
+        after_wait: bool,
+    ) -> std::io::Result<usize> {
+        let mut attempt = || {
+            if train {
+                batch.send_train(self, Some(dests[0]), slots)
+            } else {
+                batch.send_slices(self, slots, dests)
+            }
+        };
+        if after_wait {
+            self.try_io(Interest::WRITABLE, attempt)
+        } else {
+            // The first try goes straight to the socket: tokio reports a new socket
+            // as not writable until its reactor has polled it once.
+            attempt()
+        }
+    }
+
+    async fn writable(&self) -> std::io::Result<()> {
+        tokio::net::UdpSocket::writable(self).await
+    }
+}
+
+/// Sends a filled batch in order: runs of at least [`GSO_MIN_RUN`] same-size
+/// datagrams to one peer as GSO trains (when the batch has GSO), everything between
+/// them in one `sendmmsg`.
+async fn send_batch<S: SendSocket>(
+    socket: &S,
+    batch: &mut SendBatch,
+    filled: Filled<'_>,
+    counters: &EndpointCounters,
+) {
+    let n = filled.slots.len();
+    let gso = batch.gso_enabled();
+    let mut off = 0;
+    while off < n {
+        let run = filled.run_len(off);
+        let (end, train) = if gso && run >= GSO_MIN_RUN {
+            (off + run, true)
+        } else {
+            let mut end = off + run;
+            while end < n {
+                let next = filled.run_len(end);
+                if gso && next >= GSO_MIN_RUN {
+                    break;
+                }
+                end += next;
+            }
+            (end, false)
+        };
+        if !send_piece(socket, batch, filled, off..end, train, counters).await {
+            return;
+        }
+        off = end;
+    }
+}
+
+/// Sends datagrams `range` of `filled` (one train when `train`), resending from
+/// where the kernel stopped: a full socket buffer waits for writability, a full
+/// device queue for [`ENOBUFS_BACKOFF`] (both counted in `send_waits`), another
+/// error skips that one datagram and counts it. `false` when the socket will never
+/// be writable again (the runtime is shutting down).
+async fn send_piece<S: SendSocket>(
+    socket: &S,
+    batch: &mut SendBatch,
+    filled: Filled<'_>,
+    range: std::ops::Range<usize>,
+    train: bool,
+    counters: &EndpointCounters,
+) -> bool {
+    let mut off = range.start;
+    let mut waited = false;
+    while off < range.end {
+        let calls = batch.system_calls();
+        let slots = &filled.slots[off..range.end];
+        let dests = &filled.dests[off..range.end];
+        match socket.send(batch, slots, dests, train, waited) {
+            Ok(k) => {
+                let bytes: usize = slots[..k].iter().map(Vec::len).sum();
+                EndpointCounters::add(&counters.datagrams_sent, k as u64);
+                EndpointCounters::add(&counters.bytes_sent, bytes as u64);
+                EndpointCounters::add(&counters.send_syscalls, batch.system_calls() - calls);
+                if train {
+                    EndpointCounters::add(&counters.datagrams_sent_gso, k as u64);
+                }
+                off += k;
+                waited = false;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                EndpointCounters::add(&counters.send_waits, 1);
+                if socket.writable().await.is_err() {
+                    return false;
+                }
+                waited = true;
+            }
+            Err(e) if is_device_queue_full(&e) => {
+                EndpointCounters::add(&counters.send_waits, 1);
+                tokio::time::sleep(ENOBUFS_BACKOFF).await;
+            }
+            Err(e) => {
+                EndpointCounters::add(&counters.send_errors, 1);
+                match &filled.owners[off] {
+                    Some(owner) => owner.count_send_error(),
+                    None => EndpointCounters::add(&counters.unattached_send_errors, 1),
+                }
+                tracing::debug!(error = %e, "udp send error");
+                off += 1;
+            }
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    //! The send loop against a simulated socket whose buffer fills: deterministic,
+    //! where a loopback socket never fills (Linux frees a loopback datagram's
+    //! send-buffer charge as soon as it is handed to the receiver).
+
+    use std::cell::{Cell, RefCell};
+
+    use super::*;
+
+    /// Takes `room` datagrams, then answers `WouldBlock` until `writable` drains it
+    /// (which makes room for `per_drain` more). Records every call and datagram.
+    struct SimulatedSocket {
+        room: Cell<usize>,
+        per_drain: usize,
+        accepted: RefCell<Vec<(SocketAddr, Vec<u8>)>>,
+        /// (train, datagrams offered) per call that sent something.
+        calls: RefCell<Vec<(bool, usize)>>,
+        waits: Cell<usize>,
+    }
+
+    impl SimulatedSocket {
+        fn new(room: usize, per_drain: usize) -> Self {
+            Self {
+                room: Cell::new(room),
+                per_drain,
+                accepted: RefCell::default(),
+                calls: RefCell::default(),
+                waits: Cell::new(0),
+            }
+        }
+    }
+
+    impl SendSocket for SimulatedSocket {
+        fn send(
+            &self,
+            _batch: &mut SendBatch,
+            slots: &[Vec<u8>],
+            dests: &[SocketAddr],
+            train: bool,
+            _after_wait: bool,
+        ) -> std::io::Result<usize> {
+            let k = self.room.get().min(slots.len());
+            if k == 0 {
+                return Err(std::io::ErrorKind::WouldBlock.into());
+            }
+            self.room.set(self.room.get() - k);
+            self.calls.borrow_mut().push((train, slots.len()));
+            let mut accepted = self.accepted.borrow_mut();
+            for (i, slot) in slots[..k].iter().enumerate() {
+                let dest = if train { dests[0] } else { dests[i] };
+                accepted.push((dest, slot.clone()));
+            }
+            Ok(k)
+        }
+
+        async fn writable(&self) -> std::io::Result<()> {
+            self.waits.set(self.waits.get() + 1);
+            self.room.set(self.per_drain);
+            Ok(())
+        }
+    }
+
+    fn peer(port: u16) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], port))
+    }
+
+    #[tokio::test]
+    async fn a_full_socket_makes_the_sender_wait_and_loses_nothing() {
+        let socket = SimulatedSocket::new(10, 7);
+        let counters = EndpointCounters::default();
+        let mut batch = SendBatch::new(SEND_BATCH);
+        let mut expected = Vec::new();
+        // Four batches of 64 datagrams, numbered, to three peers, sizes varying.
+        for round in 0..4u32 {
+            let slots: Vec<Vec<u8>> = (0..64u32)
+                .map(|i| {
+                    let n = round * 64 + i;
+                    let mut d = n.to_be_bytes().to_vec();
+                    d.resize(100 + (n as usize % 3) * 400, n as u8);
+                    d
+                })
+                .collect();
+            let dests: Vec<SocketAddr> = (0..64u16).map(|i| peer(1000 + i / 30)).collect();
+            let owners = vec![None; 64];
+            expected.extend(dests.iter().copied().zip(slots.iter().cloned()));
+            let filled = Filled {
+                slots: &slots,
+                dests: &dests,
+                owners: &owners,
+            };
+            send_batch(&socket, &mut batch, filled, &counters).await;
+        }
+        assert_eq!(
+            *socket.accepted.borrow(),
+            expected,
+            "every datagram, in order"
+        );
+        let stats = counters.snapshot(0, &petrel_proto::fec::FecBudget::new(0));
+        assert_eq!(stats.datagrams_sent, 256);
+        assert!(stats.send_waits > 30, "{stats:?}");
+        assert_eq!(stats.send_waits, socket.waits.get() as u64);
+        assert_eq!(stats.send_errors, 0);
+    }
+
+    #[tokio::test]
+    async fn runs_to_one_peer_go_as_gso_trains_and_the_rest_in_one_sendmmsg() {
+        // A×6 (1000 B, the last 500 B), B×2, A×1, C×5 (800 B).
+        let mut slots = vec![vec![1u8; 1000]; 5];
+        slots.push(vec![1u8; 500]);
+        slots.extend([vec![2u8; 1000], vec![2u8; 1000], vec![3u8; 1000]]);
+        slots.extend(vec![vec![4u8; 800]; 5]);
+        let mut dests = vec![peer(1); 6];
+        dests.extend([peer(2), peer(2), peer(1)]);
+        dests.extend([peer(3); 5]);
+        let owners = vec![None; slots.len()];
+        let filled = Filled {
+            slots: &slots,
+            dests: &dests,
+            owners: &owners,
+        };
+        let counters = EndpointCounters::default();
+        let socket = SimulatedSocket::new(usize::MAX, 0);
+        let mut batch = SendBatch::new(SEND_BATCH);
+        batch.set_gso(true);
+        if batch.gso_enabled() {
+            send_batch(&socket, &mut batch, filled, &counters).await;
+            assert_eq!(*socket.calls.borrow(), [(true, 6), (false, 3), (true, 5)]);
+            let stats = counters.snapshot(0, &petrel_proto::fec::FecBudget::new(0));
+            assert_eq!(stats.datagrams_sent_gso, 11);
+        }
+        let socket = SimulatedSocket::new(usize::MAX, 0);
+        batch.set_gso(false);
+        send_batch(&socket, &mut batch, filled, &counters).await;
+        assert_eq!(*socket.calls.borrow(), [(false, 14)]);
+        let sent: Vec<_> = socket.accepted.borrow().iter().map(|(d, _)| *d).collect();
+        assert_eq!(sent, dests);
+    }
+}
