@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 
+use crate::record::endpoint_io::EndpointIo;
 pub use crate::record::Percentiles;
 pub use petrel_sys::proc::{peak_rss_bytes, process_cpu_time, reset_peak_rss};
 
@@ -100,6 +101,28 @@ impl LatencyHistogram {
             p99_us: self.hist.value_at_quantile(0.99),
             max_us: self.hist.max(),
         }
+    }
+}
+
+/// A Petrel endpoint's I/O counters as recorded, with the ratios derived from them;
+/// `messages` is what the endpoint's connections sent and received over the run.
+pub(crate) fn endpoint_io(stats: &petrel::EndpointStats, messages: u64) -> EndpointIo {
+    let ratio = |num: u64, den: u64| (den > 0).then(|| num as f64 / den as f64);
+    EndpointIo {
+        datagrams_sent: stats.datagrams_sent,
+        send_syscalls: stats.send_syscalls,
+        datagrams_per_send_syscall: ratio(stats.datagrams_sent, stats.send_syscalls),
+        datagrams_sent_gso: stats.datagrams_sent_gso,
+        datagrams_received: stats.datagrams_received,
+        recv_syscalls: stats.recv_syscalls,
+        datagrams_per_recv_syscall: ratio(stats.datagrams_received, stats.recv_syscalls),
+        send_waits: stats.send_waits,
+        send_errors: stats.send_errors,
+        bytes_copied: stats.bytes_copied,
+        messages,
+        syscalls_per_message: ratio(stats.send_syscalls + stats.recv_syscalls, messages),
+        bytes_copied_per_message: ratio(stats.bytes_copied, messages),
+        driver_wakeups: stats.driver_wakeups,
     }
 }
 

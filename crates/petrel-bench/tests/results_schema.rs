@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use petrel_bench::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound, TlsSession};
+use petrel_bench::record::endpoint_io::EndpointIo;
 use petrel_bench::record::goodput::{
     GoodputCase, GoodputParameters, GoodputRound, RelayFigures as GoodputRelay,
     ScenarioExpectation, SenderStats, TransportSettings,
@@ -69,6 +70,7 @@ fn echo_round() -> EchoRound {
         cpu_percent: Some(1.0),
         server_echoed: 1,
         errors: EchoErrors::default(),
+        server_io: Some(EndpointIo::default()),
     }
 }
 
@@ -375,7 +377,11 @@ fn goodput_is_documented() {
         cpu_s: Some(1.0),
         cpu_s_per_gb: Some(1.0),
         verdict: Some("pass".into()),
-        sender: SenderStats::default(),
+        sender: SenderStats {
+            sender_io: Some(EndpointIo::default()),
+            receiver_io: Some(EndpointIo::default()),
+            ..SenderStats::default()
+        },
         relay: Some(GoodputRelay {
             upstream_forwarded_bytes: 1,
             upstream_queue_drops: 0,

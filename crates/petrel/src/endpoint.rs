@@ -6,7 +6,7 @@
 //! [`Connection`]s that keep the guard alive.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use petrel_proto::handshake::{
@@ -105,9 +105,13 @@ impl Endpoint {
 
     /// A snapshot of the endpoint's counters.
     pub fn stats(&self) -> EndpointStats {
-        let router = &self.guard.router;
-        let open = lock(&router.registry).conns.len() as u64;
-        router.io.counters.snapshot(open, &router.fec_budget)
+        stats_of(&self.guard.router)
+    }
+
+    /// A handle that reads [`stats`](Self::stats) from elsewhere (a metrics task, a
+    /// benchmark harness) without keeping the endpoint alive.
+    pub fn stats_reader(&self) -> StatsReader {
+        StatsReader(Arc::downgrade(&self.guard.router))
     }
 
     /// Counters of the server handshake, if this endpoint accepts connections.
@@ -124,6 +128,23 @@ impl Endpoint {
             .cloned()
             .collect();
         conns.iter().map(|c| c.lock().snapshot()).collect()
+    }
+}
+
+fn stats_of(router: &Router) -> EndpointStats {
+    let open = lock(&router.registry).conns.len() as u64;
+    router.io.counters.snapshot(open, &router.fec_budget)
+}
+
+/// Reads an endpoint's counters without keeping it alive ([`Endpoint::stats_reader`]).
+#[derive(Debug, Clone)]
+pub struct StatsReader(Weak<Router>);
+
+impl StatsReader {
+    /// A snapshot of the endpoint's counters, or `None` once the endpoint and every
+    /// connection from it are gone.
+    pub fn stats(&self) -> Option<EndpointStats> {
+        self.0.upgrade().map(|router| stats_of(&router))
     }
 }
 

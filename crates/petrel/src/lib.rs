@@ -67,7 +67,7 @@ mod stats;
 
 pub use config::{ConfigError, EndpointConfig, Mode, MAX_IO_THREADS};
 pub use connection_handle::Connection;
-pub use endpoint::Endpoint;
+pub use endpoint::{Endpoint, StatsReader};
 pub use error::{ConnectError, ConnectionError};
 pub use petrel_proto::fec::{FecConfig, FecScheme, ShapeMismatch};
 pub use petrel_proto::handshake::{ControlConfig, HandshakeStats};

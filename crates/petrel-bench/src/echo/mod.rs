@@ -171,6 +171,7 @@ pub struct EchoServer {
     task: JoinHandle<()>,
     stats: Arc<ServerStats>,
     buffers: Option<SocketBuffers>,
+    endpoint: Option<petrel::StatsReader>,
 }
 
 impl EchoServer {
@@ -186,7 +187,19 @@ impl EchoServer {
             task,
             stats,
             buffers,
+            endpoint: None,
         }
+    }
+
+    /// Lets the harness read a Petrel server endpoint's counters.
+    pub fn with_endpoint_stats(mut self, reader: petrel::StatsReader) -> Self {
+        self.endpoint = Some(reader);
+        self
+    }
+
+    /// The Petrel server endpoint's counters now, if the server is a Petrel endpoint.
+    pub fn endpoint_stats(&self) -> Option<petrel::EndpointStats> {
+        self.endpoint.as_ref()?.stats()
     }
 
     /// Address clients connect to.

@@ -88,9 +88,10 @@ impl EchoTransport for RudpTransport {
         .await?;
         let addr = endpoint.local_addr();
         let buffers = buffers_of(&endpoint);
+        let reader = endpoint.stats_reader();
         let stats = Arc::new(ServerStats::default());
         let task = tokio::spawn(serve(endpoint, Arc::clone(&stats)));
-        Ok(EchoServer::new(addr, task, stats, Some(buffers)))
+        Ok(EchoServer::new(addr, task, stats, Some(buffers)).with_endpoint_stats(reader))
     }
 
     async fn connect(&self, server: SocketAddr, _client_id: u32) -> io::Result<RudpClient> {

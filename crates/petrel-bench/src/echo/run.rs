@@ -15,7 +15,7 @@ use tokio::task::JoinSet;
 use super::message::{self, Header, Phase};
 use super::report::{EchoError, EchoReport};
 use super::{EchoClient, EchoConfig, EchoTransport, SocketBuffers, DRAIN_LIMIT};
-use crate::measure::{peak_rss_bytes, CpuSample, LatencyHistogram};
+use crate::measure::{endpoint_io, peak_rss_bytes, CpuSample, LatencyHistogram};
 use crate::record::echo::{EchoErrors, EchoIoModel, EchoParameters, EchoRound};
 use crate::record::{RecordError, ResultRecord, ServerClientBuffers, Spread};
 
@@ -331,6 +331,9 @@ where
         .stats()
         .echoed
         .load(std::sync::atomic::Ordering::Relaxed);
+    let server_io = server
+        .endpoint_stats()
+        .map(|stats| endpoint_io(&stats, 2 * server_echoed));
     drop(server);
 
     let drain_s = drain_end_seen.duration_since(measure_end).as_secs_f64();
@@ -347,6 +350,7 @@ where
         cpu_percent,
         server_echoed,
         errors: tally.errors,
+        server_io,
     };
     Ok((figures, buffers))
 }

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::endpoint_io::EndpointIo;
 use super::Percentiles;
 
 /// Error counters of one round (or summed over rounds). Every kind counts
@@ -101,6 +102,9 @@ pub struct EchoRound {
     pub server_echoed: u64,
     /// Error counters.
     pub errors: EchoErrors,
+    /// The server endpoint's I/O counters over the round, warm-up included (Petrel
+    /// RUDP only; messages = 2 × echoes: each is one message in and one out).
+    pub server_io: Option<EndpointIo>,
 }
 
 /// Every parameter of an echo run, as recorded.

@@ -2,6 +2,7 @@
 //! `specs/benchmarks.md` §C): its parameters (the case and the transport's
 //! settings) and the figures of one repetition.
 
+use super::endpoint_io::EndpointIo;
 use serde::{Deserialize, Serialize};
 
 /// Every parameter of a goodput case, as recorded in `parameters`.
@@ -211,4 +212,9 @@ pub struct SenderStats {
     pub send_buffer: Option<usize>,
     /// `SO_RCVBUF` granted to the receiver's socket, bytes.
     pub recv_buffer: Option<usize>,
+    /// The sending Petrel endpoint's I/O counters (RUDP only; messages = chunks sent).
+    pub sender_io: Option<EndpointIo>,
+    /// The receiving Petrel endpoint's I/O counters (RUDP only; messages = chunks
+    /// received).
+    pub receiver_io: Option<EndpointIo>,
 }

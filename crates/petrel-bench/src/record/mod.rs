@@ -17,6 +17,9 @@
 //! | `reflector` | [`reflector::ReflectorParameters`] | [`reflector::LoadResult`] |
 //! | `reflector-soak` | [`reflector_soak::SoakParameters`] | [`reflector_soak::SoakResult`] |
 //!
+//! Petrel endpoints' I/O counters ([`endpoint_io::EndpointIo`]) appear in echo
+//! rounds (`server_io`) and goodput sender stats (`sender_io`, `receiver_io`).
+//!
 //! Every field's doc comment gives its unit. The same schema, as tables, is
 //! `crates/petrel-bench/RESULTS.md`; a test fails when a field is missing there.
 //!
@@ -28,6 +31,7 @@
 mod envelope;
 
 pub mod echo;
+pub mod endpoint_io;
 pub mod goodput;
 pub mod idle;
 pub mod netem;

@@ -195,6 +195,7 @@ pub(super) async fn to_petrel_server(
             srtt_ms: Some(stats.path.rtt.as_secs_f64() * 1e3),
             send_buffer: Some(server.send_buffer),
             recv_buffer: None,
+            ..SenderStats::default()
         },
         relay,
         rtt: Some(rtt),

@@ -101,6 +101,7 @@ pub(super) async fn run(
             srtt_ms: Some(stats.path.rtt.as_secs_f64() * 1e3),
             send_buffer: Some(client.send_buffer),
             recv_buffer: Some(recv_buffer),
+            ..SenderStats::default()
         },
         relay,
     })

@@ -18,6 +18,7 @@ use super::{chunks, loopback, setup, start_relay, transport, Receipt, SenderStat
 use super::{rtt::RttSampler, CpuMeter, TransferError, CHUNK, SOCKET_BUFFER};
 use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
+use crate::measure::endpoint_io;
 
 /// Segments in the send and receive windows.
 pub(crate) const WINDOW: u16 = 512;
@@ -66,7 +67,7 @@ pub(super) async fn run(
         while let Some(msg) = conn.recv().await.map_err(transport)? {
             receipt.on_data(&msg, &progress);
         }
-        Ok::<_, TransferError>(receipt)
+        Ok::<_, TransferError>((receipt, server.stats()))
     });
 
     let started = Instant::now();
@@ -94,9 +95,12 @@ pub(super) async fn run(
     // Returns once every message is acknowledged and the server has seen the close,
     // which ends its `recv` loop.
     conn.close().await.map_err(transport)?;
-    let receipt = receiver.await.map_err(transport)??;
+    let (receipt, receiver_stats) = receiver.await.map_err(transport)??;
     let rtt = rtt.finish().await;
     let stats = conn.stats();
+    let messages = chunks(cfg.size_bytes).count() as u64;
+    let sender_io = endpoint_io(&client.stats(), messages);
+    let receiver_io = endpoint_io(&receiver_stats, messages);
     let relay = relay.map(Relay::stop).transpose().map_err(transport)?;
     Ok(Transfer {
         rtt: Some(rtt),
@@ -112,6 +116,8 @@ pub(super) async fn run(
             srtt_ms: Some(stats.kcp.srtt_us as f64 / 1e3),
             send_buffer: Some(client.socket_buffers().send_actual),
             recv_buffer: Some(recv_buffer),
+            sender_io: Some(sender_io),
+            receiver_io: Some(receiver_io),
         },
         relay,
     })
