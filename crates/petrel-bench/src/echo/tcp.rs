@@ -56,7 +56,10 @@ impl EchoTransport for TcpTransport {
     }
 }
 
-async fn accept_loop(listener: TcpListener, stats: Arc<ServerStats>) {
+/// Serves the TCP echo on `listener` until the task is aborted (which aborts every
+/// connection task with it). Also the echo target behind `kcptun-server`
+/// (`rudp_bench::kcptun`), whose clients are this adapter's.
+pub(crate) async fn accept_loop(listener: TcpListener, stats: Arc<ServerStats>) {
     // Owning the connection tasks here means aborting this task (dropping
     // the EchoServer) aborts them all.
     let mut connections = JoinSet::new();

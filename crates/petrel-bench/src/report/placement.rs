@@ -60,14 +60,6 @@ pub(super) struct Placement {
     pub legend: &'static str,
 }
 
-/// Where a record is charted: (panel, group within the panel, series).
-/// Each panel gets its own charts and value axis, so a 1×1 case's p99 is not
-/// dwarfed by a 4×16 one's: loopback echo has one panel per case shape with
-/// a bar per protocol; RUDP through the emulator has one panel per shape,
-/// grouped by impairment profile, with a bar per FEC mode (prefixed with the
-/// peer's name for an external peer such as kcptun); goodput has one panel
-/// per link (and loss or scenario, when set), grouped by controller, with a
-/// bar per transport.
 /// A fixed FEC group's shape as `D+P` (`parameters.fec_shape`), so 8+2 and 10+3
 /// runs of one profile are separate bars.
 fn fec_shape(r: &ResultRecord) -> Option<String> {
@@ -77,6 +69,15 @@ fn fec_shape(r: &ResultRecord) -> Option<String> {
     Some(format!("{data}+{parity}"))
 }
 
+/// Where a record is charted: (panel, group within the panel, series).
+/// Each panel gets its own charts and value axis, so a 1×1 case's p99 is not
+/// dwarfed by a 4×16 one's: loopback echo has one panel per case shape with
+/// a bar per protocol; RUDP through the emulator has one panel per shape,
+/// grouped by impairment profile, with a bar per FEC mode (prefixed with the
+/// peer's name for an external peer such as kcptun, suffixed with the runtime
+/// layout when it is not one current-thread runtime, e.g. `arq sharded2`);
+/// goodput has one panel per link (and loss or scenario, when set), grouped by
+/// controller, with a bar per transport.
 pub(super) fn placement(r: &ResultRecord) -> Placement {
     let param = |k: &str| r.parameters.get(k).and_then(|v| v.as_str());
     match (r.benchmark.as_str(), param("profile"), param("fec")) {
@@ -86,17 +87,30 @@ pub(super) fn placement(r: &ResultRecord) -> Placement {
                 ("fixed", Some(shape)) => format!("fixed {shape}"),
                 (fec, _) => fec.to_owned(),
             };
-            let series = match peer(r).split(' ').next() {
+            let mut series = match peer(r).split(' ').next() {
                 Some(name) if !name.is_empty() => format!("{name} {fec}"),
                 _ => fec,
             };
+            // A runtime layout other than one current-thread runtime is its own
+            // series (the arknet matrix runs each case both ways), named as the
+            // case name's suffix is.
+            let threads = r.parameters.get("io_threads").and_then(|v| v.as_u64());
+            match (param("io_model"), threads) {
+                (Some("sharded"), Some(n)) => {
+                    let _ = write!(series, " sharded{n}");
+                }
+                (_, Some(n)) if n > 1 => {
+                    let _ = write!(series, " shared{n}");
+                }
+                _ => {}
+            }
             let shape = case_shape(r).unwrap_or_else(|| shape(r));
             Placement {
                 panel: format!("RUDP through the emulator, {shape}"),
                 group: profile.to_owned(),
                 series,
                 x_label: "impairment profile",
-                legend: "FEC mode",
+                legend: "FEC mode (and runtime layout)",
             }
         }
         ("echo", _, _) => Placement {

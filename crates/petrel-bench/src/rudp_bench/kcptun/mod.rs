@@ -22,7 +22,6 @@
 //! `kcptun-client`/`kcptun-server` in `PATH` the run fails with
 //! [`KcptunBenchError::NotInstalled`], which callers turn into a skip.
 
-mod echo_target;
 mod process;
 mod report;
 mod snmp;

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use petrel_netem::{Relay, RelayConfig, RelayStats};
+use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
-use super::echo_target;
 use super::process::{KcptunBinaries, KcptunChild};
-use crate::echo::tcp::{TcpClient, TcpTransport};
+use crate::echo::tcp::{self, TcpClient, TcpTransport};
 use crate::echo::{EchoServer, EchoTransport, ServerStats};
 
 /// How long a kcptun process may take to bind its socket.
@@ -206,7 +206,9 @@ impl EchoTransport for KcptunEcho {
 
     async fn start_server(&self) -> io::Result<EchoServer> {
         let stats = Arc::new(ServerStats::default());
-        let (target, task) = echo_target::start(Arc::clone(&stats)).await?;
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await?;
+        let target = listener.local_addr()?;
+        let task = tokio::spawn(tcp::accept_loop(listener, Arc::clone(&stats)));
         // Starting the processes blocks this (current-thread) runtime for a few
         // tens of ms, bounded by START_LIMIT; no other task has work yet.
         let client_addr = self.start_processes(target);
