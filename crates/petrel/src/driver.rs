@@ -122,13 +122,15 @@ impl Driver {
         let config = &router.io.config;
         let mut send = SendBatch::new(SEND_BATCH);
         send.set_gso(config.gso);
-        let slot = config.kcp.mtu;
         Self {
             shard,
             recv: RecvBatch::new(1),
             recv_batch: 1,
             send,
-            slots: (0..SEND_BATCH).map(|_| Vec::with_capacity(slot)).collect(),
+            // Empty until used: a slot grows to a datagram's size the first time
+            // a flush reaches it, so a quiet endpoint (one of 10,000 raw-mode
+            // clients) does not hold SEND_BATCH × MTU bytes it never sends.
+            slots: (0..SEND_BATCH).map(|_| Vec::new()).collect(),
             dests: Vec::with_capacity(SEND_BATCH),
             owners: Vec::with_capacity(SEND_BATCH),
             filled: 0,
