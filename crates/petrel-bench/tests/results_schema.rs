@@ -221,7 +221,7 @@ fn rudp_is_documented() {
         overhead_percent: Some(1.0),
         retransmissions: 1,
         retransmissions_per_1000_rt: Some(1.0),
-        endpoint_send_dropped: 0,
+        endpoint_send_waits: 0,
         relay: RelayFigures::new(&relay_stats(), &link_config()),
         fec: Some(FecFigures {
             recoveries: 1,

@@ -17,10 +17,6 @@ pub struct ConnectionStats {
     pub fec: Option<FecStats>,
     /// Datagrams from the peer the ARQ or control plane rejected as malformed.
     pub input_errors: u64,
-    /// Datagrams not sent because the socket send buffer was full. Since the I/O
-    /// driver waits for writability instead (`EndpointStats::send_waits`), this
-    /// stays 0; it is kept so result files keep their layout.
-    pub send_dropped: u64,
     /// Datagrams the socket refused with an error other than a full buffer.
     pub send_errors: u64,
 }

@@ -226,8 +226,11 @@ pub struct RudpRound {
     pub retransmissions: u64,
     /// Retransmissions per 1000 round trips of the whole round (warm-up included).
     pub retransmissions_per_1000_rt: Option<f64>,
-    /// Datagrams the endpoints skipped because a socket buffer was full.
-    pub endpoint_send_dropped: u64,
+    /// Times the endpoints' I/O drivers found a socket buffer full and waited
+    /// (nothing is dropped for it; absent, read as 0, in results from before the
+    /// batched driver, whose `endpoint_send_dropped` this replaces).
+    #[serde(default)]
+    pub endpoint_send_waits: u64,
     /// Relay counters.
     pub relay: RelayFigures,
     /// FEC figures; `None` when the connections run ARQ only.

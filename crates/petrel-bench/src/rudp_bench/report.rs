@@ -47,7 +47,7 @@ impl RudpRound {
                 totals.retransmissions as f64 * 1000.0,
                 all_round_trips,
             ),
-            endpoint_send_dropped: totals.send_dropped,
+            endpoint_send_waits: totals.send_waits,
             relay,
             fec: totals
                 .fec

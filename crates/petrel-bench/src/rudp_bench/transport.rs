@@ -26,8 +26,9 @@ pub(crate) struct EndpointTotals {
     pub datagrams_sent: u64,
     /// Retransmissions (timeout + fast) of every connection, both sides.
     pub retransmissions: u64,
-    /// Datagrams the endpoints did not send because a socket buffer was full.
-    pub send_dropped: u64,
+    /// Times the endpoints' I/O drivers waited for a full socket buffer (nothing
+    /// is dropped for it).
+    pub send_waits: u64,
     /// FEC counters of every connection, when any runs FEC.
     pub fec: Option<FecTotals>,
 }
@@ -65,7 +66,6 @@ fn retained_now(s: &ConnectionStats) -> u64 {
 impl EndpointTotals {
     fn add_connection(&mut self, s: &ConnectionStats) {
         self.retransmissions += s.kcp.retransmissions_timeout + s.kcp.retransmissions_fast;
-        self.send_dropped += s.send_dropped;
         if let Some(f) = &s.fec {
             let t = self.fec.get_or_insert_with(FecTotals::default);
             t.recoveries += f.decoder.shards_recovered;
@@ -83,6 +83,7 @@ impl EndpointTotals {
         let s = e.stats();
         self.bytes_sent += s.bytes_sent;
         self.datagrams_sent += s.datagrams_sent;
+        self.send_waits += s.send_waits;
     }
 }
 
