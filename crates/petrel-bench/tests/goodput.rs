@@ -25,6 +25,7 @@ fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile
         repetitions: 1,
         seed: 7,
         scenario: None,
+        rudp_window: 512,
     }
 }
 

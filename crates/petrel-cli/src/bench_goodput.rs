@@ -103,6 +103,11 @@ pub struct GoodputArgs {
     /// Transfers per case (1..=100).
     #[arg(long, default_value_t = 3, value_parser = u32::full_range())]
     repetitions: u32,
+    /// RUDP send and receive windows (segments, 16..=4096; default 512): e.g. 1024
+    /// to check that spurious timeouts are undone on a deep queue. Other
+    /// transports ignore it.
+    #[arg(long, value_parser = u16::full_range())]
+    rudp_window: Option<u16>,
     /// Seed of repetition 0 (relay, BBR probe timing); repetition i uses seed + i.
     #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
@@ -163,6 +168,9 @@ fn cases(args: &GoodputArgs) -> Result<Vec<Planned>, String> {
         loss_percent: args.loss * 100.0,
         repetitions: args.repetitions,
         seed: args.seed,
+        rudp_window: args
+            .rudp_window
+            .unwrap_or(GoodputConfig::default().rudp_window),
         ..GoodputConfig::default()
     };
     let controllers = match args.scenario.map(scenario) {

@@ -142,7 +142,8 @@ pub enum GoodputProfile {
 }
 
 /// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
-/// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42.
+/// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42,
+/// RUDP windows of 512 segments.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct GoodputConfig {
     /// Transport under test.
@@ -173,6 +174,9 @@ pub struct GoodputConfig {
     /// The named scenario that set the link, if any (its expectation is recorded
     /// and checked per repetition).
     pub scenario: Option<Scenario>,
+    /// RUDP's `snd_wnd` and `rcv_wnd`, segments (other transports ignore it).
+    /// Range 16..=4096; default 512.
+    pub rudp_window: u16,
 }
 
 fn serialize_cc<S: serde::Serializer>(cc: &CongestionKind, s: S) -> Result<S::Ok, S::Error> {
@@ -198,6 +202,7 @@ impl Default for GoodputConfig {
             repetitions: 3,
             seed: 42,
             scenario: None,
+            rudp_window: super::transfer::rudp::WINDOW,
         }
     }
 }
@@ -251,6 +256,8 @@ impl GoodputConfig {
         check_range_in("size", self.size_bytes, &(1..=100_000_000_000), "bytes")
             .map_err(out_of_range)?;
         check_range("repetitions", self.repetitions, &(1..=100)).map_err(out_of_range)?;
+        check_range_in("rudp window", self.rudp_window, &(16..=4096), "segments")
+            .map_err(out_of_range)?;
         if self.cc == CongestionKind::None {
             return Err(ConfigError(format!(
                 "cc none is not a congestion controller; use {}",
@@ -289,7 +296,8 @@ impl GoodputConfig {
     }
 
     /// The case name: `<transport>-<cc>-<link>`, e.g. `quic-bbrv3-p2p-200mbps-4ms-q1000`,
-    /// `rudp-cubic-p2p-5mbps-50ms-q4096-312500b-loss1%` or `tcp-cubic-loopback`.
+    /// `rudp-cubic-p2p-5mbps-50ms-q4096-312500b-loss1%` or `tcp-cubic-loopback`;
+    /// a RUDP case with other than the default window ends in `-wnd<segments>`.
     pub fn case_name(&self) -> String {
         let link = match self.profile {
             GoodputProfile::None => "loopback".to_owned(),
@@ -309,7 +317,13 @@ impl GoodputConfig {
                 link
             }
         };
-        format!("{}-{}-{link}", self.transport, self.cc)
+        let mut name = format!("{}-{}-{link}", self.transport, self.cc);
+        if self.transport == GoodputTransport::Rudp
+            && self.rudp_window != super::transfer::rudp::WINDOW
+        {
+            name.push_str(&format!("-wnd{}", self.rudp_window));
+        }
+        name
     }
 
     /// `self` with `scenario`'s link (always `p2p`) and transfer size.
@@ -507,6 +521,32 @@ mod tests {
                 ..ok
             }),
             "invalid size = 0 bytes: must be in 1..=100000000000 bytes"
+        );
+        assert_eq!(
+            bad(GoodputConfig {
+                rudp_window: 8,
+                ..ok
+            }),
+            "invalid rudp window = 8 segments: must be in 16..=4096 segments"
+        );
+    }
+
+    #[test]
+    fn a_non_default_rudp_window_names_the_rudp_case_only() {
+        let deep = GoodputConfig {
+            rudp_window: 1024,
+            ..GoodputConfig::default()
+        };
+        deep.validate().unwrap();
+        assert_eq!(deep.case_name(), "rudp-cubic-p2p-200mbps-4ms-q1000-wnd1024");
+        let quic = GoodputConfig {
+            transport: GoodputTransport::Quic,
+            ..deep
+        };
+        assert_eq!(quic.case_name(), "quic-cubic-p2p-200mbps-4ms-q1000");
+        assert_eq!(
+            GoodputConfig::default().case_name(),
+            "rudp-cubic-p2p-200mbps-4ms-q1000"
         );
     }
 

@@ -319,8 +319,8 @@ fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> Goodpu
     let transport_settings = match cfg.transport {
         GoodputTransport::Rudp => TransportSettings::Rudp {
             mtu_bytes: transfer::rudp::MTU,
-            snd_wnd_packets: transfer::rudp::WINDOW,
-            rcv_wnd_packets: transfer::rudp::WINDOW,
+            snd_wnd_packets: cfg.rudp_window,
+            rcv_wnd_packets: cfg.rudp_window,
             socket_buffer_bytes: SOCKET_BUFFER,
         },
         GoodputTransport::Quic | GoodputTransport::Quinn => {

@@ -312,7 +312,16 @@ const RUDP_OPTIONS: &[OptionSpec] = &[
 const GOODPUT_OPTIONS: &[OptionSpec] = &[
     opt(
         "transport",
-        ValueKind::Choice(&["rudp", "quic", "quinn", "tcp", "aioquic", "ngtcp2"]),
+        ValueKind::Choice(&[
+            "rudp",
+            "quic",
+            "quinn",
+            "tcp",
+            "aioquic",
+            "aioquic-quic",
+            "quic-aioquic",
+            "ngtcp2",
+        ]),
     ),
     opt(
         "cc",
@@ -328,6 +337,7 @@ const GOODPUT_OPTIONS: &[OptionSpec] = &[
     opt("queue", whole(1, 4096)),
     opt("loss", PERCENT),
     opt("size_mb", real(0.000_001, 100_000.0)),
+    opt("rudp_window", whole(16, 4096)),
 ];
 
 const REFLECTOR_OPTIONS: &[OptionSpec] = &[

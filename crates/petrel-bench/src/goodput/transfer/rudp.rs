@@ -20,7 +20,7 @@ use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
 use crate::measure::endpoint_io;
 
-/// Segments in the send and receive windows.
+/// Segments in the send and receive windows unless `--rudp-window` says otherwise.
 pub(crate) const WINDOW: u16 = 512;
 /// Datagram size, bytes (header included).
 pub(crate) const MTU: usize = 1400;
@@ -29,8 +29,8 @@ fn endpoint_config(cfg: &GoodputConfig, server: bool) -> EndpointConfig {
     EndpointConfig {
         kcp: KcpConfig {
             mtu: MTU,
-            snd_wnd: WINDOW,
-            rcv_wnd: WINDOW,
+            snd_wnd: cfg.rudp_window,
+            rcv_wnd: cfg.rudp_window,
             congestion: cfg.cc,
             ..KcpConfig::default()
         },
