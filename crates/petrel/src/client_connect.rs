@@ -22,6 +22,9 @@ pub(crate) struct PendingConnect {
 struct PendingState {
     handshake: ClientHandshake,
     outcome: Option<Result<Arc<ConnShared>, ConnectError>>,
+    /// The `connect` is over (returned, or its future was dropped): replies are
+    /// no longer taken.
+    ended: bool,
 }
 
 impl PendingConnect {
@@ -30,6 +33,7 @@ impl PendingConnect {
             state: Mutex::new(PendingState {
                 handshake,
                 outcome: None,
+                ended: false,
             }),
             notify: tokio::sync::Notify::new(),
         }
@@ -49,7 +53,7 @@ impl PendingConnect {
         create: impl FnOnce(&Established) -> Result<Arc<ConnShared>, ConnectError>,
     ) -> bool {
         let mut st = self.lock();
-        if st.outcome.is_some() {
+        if st.outcome.is_some() || st.ended {
             return false;
         }
         let before = st.handshake.ignored();
@@ -67,6 +71,25 @@ impl PendingConnect {
         drop(st);
         self.notify.notify_one();
         true
+    }
+
+    /// The `connect` is over. When it was cancelled (its future dropped) after a
+    /// reply opened the connection but before `drive` handed it out, nobody holds
+    /// that connection: it is closed, as a dropped `Connection` is, rather than
+    /// left registered — taking a slot and a receive-buffer reservation, and kept
+    /// alive by keepalives for as long as the peer answers.
+    pub(crate) fn end(&self) {
+        let orphan = {
+            let mut st = self.lock();
+            st.ended = true;
+            match st.outcome.take() {
+                Some(Ok(conn)) => Some(conn),
+                _ => None,
+            }
+        };
+        if let Some(conn) = orphan {
+            conn.request_close(Instant::now());
+        }
     }
 
     pub(crate) fn fail(&self, err: ConnectError) {

@@ -223,6 +223,14 @@ impl Driver {
                     EndpointCounters::add(&counters.dropped_malformed, 1);
                     continue;
                 }
+                if read.data.is_empty() {
+                    // A zero-length datagram: `datagrams()` yields nothing for it,
+                    // so count it here or a flood of them goes unseen.
+                    total += 1;
+                    EndpointCounters::add(&counters.datagrams_received, 1);
+                    EndpointCounters::add(&counters.dropped_malformed, 1);
+                    continue;
+                }
                 let from = Arrival {
                     peer,
                     shard: self.shard,

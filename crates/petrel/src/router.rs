@@ -602,19 +602,41 @@ impl Router {
             .entry(peer)
             .or_default()
             .push(pending.clone());
+        // Dropped when `drive` returns, and also when the caller drops this future
+        // first (a timeout around `connect`): either way the handshake leaves the
+        // map, and a connection its reply opened that nobody will get is closed.
+        let _registered = PendingGuard {
+            router: self,
+            peer,
+            pending: pending.clone(),
+        };
         let result = client_connect::drive(io, peer, &pending).await;
-        {
-            let mut map = lock(&self.pending);
-            if let Some(list) = map.get_mut(&peer) {
-                list.retain(|p| !Arc::ptr_eq(p, &pending));
-                if list.is_empty() {
-                    map.remove(&peer);
-                }
-            }
-        }
         if result.is_ok() {
             EndpointCounters::add(&io.counters.connections_connected, 1);
         }
         result
+    }
+}
+
+/// A `connect`'s entry in the router's `pending` map, removed on drop; see
+/// [`PendingConnect::end`].
+struct PendingGuard<'a> {
+    router: &'a Router,
+    peer: SocketAddr,
+    pending: Arc<PendingConnect>,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        {
+            let mut map = lock(&self.router.pending);
+            if let Some(list) = map.get_mut(&self.peer) {
+                list.retain(|p| !Arc::ptr_eq(p, &self.pending));
+                if list.is_empty() {
+                    map.remove(&self.peer);
+                }
+            }
+        }
+        self.pending.end();
     }
 }
