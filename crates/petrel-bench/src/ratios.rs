@@ -185,6 +185,10 @@ pub fn render(ratios: &[Ratio]) -> String {
     for [name, t, p] in rows {
         out.push_str(&format!("{name:<width$}  {t:>10}  {p:>9}\n"));
     }
+    out.push_str(
+        "(rt/s ratio above 1: the first is faster; p99 ratio below 1: its tail is shorter. \
+         Raw UDP is a baseline: one datagram per system call, where RUDP batches.)\n",
+    );
     out
 }
 

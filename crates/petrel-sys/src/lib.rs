@@ -34,6 +34,7 @@
 //!   destination that caused it.
 //! - [`poll`] (Linux): an epoll set waited on with nanosecond timeouts.
 //! - [`thread`]: per-thread timer slack.
+//! - [`child`]: child processes killed when the thread that started them ends.
 //! - [`proc`]: process and thread CPU time, RSS and peak RSS, open file
 //!   descriptors, host CPU from `/proc/stat`, host UDP receive-buffer drops
 //!   from `/proc/net/snmp`, load average, CPU model, logical cores and kernel
@@ -76,6 +77,8 @@
 
 #[cfg(feature = "io")]
 pub mod batch;
+#[cfg(feature = "io")]
+pub mod child;
 #[cfg(feature = "io")]
 pub mod error_queue;
 pub mod hash;

@@ -10,6 +10,8 @@
 
 use std::fmt;
 
+use petrel_proto::fec::{MAX_DATA_SHARDS, MAX_PARITY_SHARDS};
+
 use crate::echo::{MAX_CLIENTS, MAX_PAYLOAD, MAX_WINDOW};
 
 /// The `petrel bench` subcommand a case runs.
@@ -96,7 +98,8 @@ pub enum ValueKind {
         /// Largest value.
         max: f64,
     },
-    /// An FEC shape `D+P`: data shards 1..=255, parity shards 1..=255.
+    /// An FEC shape `D+P`: data shards 1..=64, parity shards 1..=16 (what
+    /// `bench rudp --fec-shape` accepts).
     Shape,
     /// `true` passes the bare flag, `false` leaves it out.
     Flag,
@@ -219,9 +222,9 @@ impl ValueKind {
             }
             Self::Shape => match v.as_str().and_then(parse_shape) {
                 Some((d, p)) => Ok(OptionValue::Text(format!("{d}+{p}"))),
-                None => Err(fail(
-                    "an FEC shape D+P (data+parity shards, each 1..=255), e.g. \"8+2\"".into(),
-                )),
+                None => Err(fail(format!(
+                    "an FEC shape D+P (data shards 1..={MAX_DATA_SHARDS}, parity shards 1..={MAX_PARITY_SHARDS}), e.g. \"8+2\""
+                ))),
             },
             Self::Flag => match v.as_bool() {
                 Some(b) => Ok(OptionValue::Flag(b)),
@@ -231,12 +234,12 @@ impl ValueKind {
     }
 }
 
-/// `"8+2"` → `(8, 2)`; each count 1..=255.
+/// `"8+2"` → `(8, 2)`, within the shard limits of `petrel_proto::fec`.
 fn parse_shape(s: &str) -> Option<(u8, u8)> {
     let (d, p) = s.split_once('+')?;
     let d: u8 = d.trim().parse().ok()?;
     let p: u8 = p.trim().parse().ok()?;
-    (d > 0 && p > 0).then_some((d, p))
+    ((1..=MAX_DATA_SHARDS).contains(&d) && (1..=MAX_PARITY_SHARDS).contains(&p)).then_some((d, p))
 }
 
 const fn whole(min: i64, max: i64) -> ValueKind {
@@ -366,7 +369,14 @@ mod tests {
         assert_eq!(spec.flag(), "--fec-shape");
         let v = check(spec.value, "\"10+3\"").unwrap();
         assert_eq!(v.args(&spec), ["--fec-shape", "10+3"]);
-        for bad in ["\"10+0\"", "\"8\"", "\"256+1\"", "8"] {
+        for bad in [
+            "\"10+0\"",
+            "\"8\"",
+            "\"256+1\"",
+            "\"100+10\"",
+            "\"8+17\"",
+            "8",
+        ] {
             assert!(check(ValueKind::Shape, bad).is_err(), "{bad}");
         }
         assert_eq!(check(SECONDS, "2").unwrap(), OptionValue::Real(2.0));

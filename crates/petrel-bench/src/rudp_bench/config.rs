@@ -239,9 +239,9 @@ impl RudpBenchConfig {
         }
         if self.fec_shape.is_some() && self.fec != FecMode::Fixed {
             return Err(field(
-                "fec-shape",
+                "fec",
                 self.fec,
-                "given only with --fec fixed (the shape of a fixed group)",
+                "fixed when --fec-shape is given (the shape of a fixed group)",
             ));
         }
         if self.peer == RudpPeer::Kcptun {

@@ -230,6 +230,9 @@ impl PeerChild {
     ) -> Result<Self, TransferError> {
         let log = dir.path().join(format!("{}.log", name.replace(' ', "-")));
         let stderr = std::fs::File::create(&log).map_err(setup)?;
+        // Also killed when this process is killed (no destructor runs then); the
+        // spawning thread is a runtime worker, which outlives the transfer.
+        petrel_sys::child::end_with_parent(command.as_std_mut());
         let child = command
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -168,7 +168,9 @@ impl KcptunChild {
     /// # Errors
     /// The spawn failure, naming `name`.
     pub fn spawn(name: &'static str, bin: &Path, args: &[String]) -> io::Result<Self> {
-        let mut child = Command::new(bin)
+        // Killed with this process even when it is killed (see petrel_sys::child);
+        // spawned from the thread of the round's runtime, which outlives it.
+        let mut child = petrel_sys::child::end_with_parent(&mut Command::new(bin))
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
