@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use petrel_bench::goodput::{
     run_goodput, CongestionKind, GoodputConfig, GoodputProfile, GoodputTransport,
+    DEFAULT_RUDP_WINDOW,
 };
 use petrel_bench::record::ResultRecord;
 use petrel_bench::report::render_html;
@@ -25,7 +26,7 @@ fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile
         repetitions: 1,
         seed: 7,
         scenario: None,
-        rudp_window: 512,
+        rudp_window: DEFAULT_RUDP_WINDOW,
     }
 }
 

@@ -141,6 +141,13 @@ pub enum GoodputProfile {
     P2p,
 }
 
+/// RUDP's `snd_wnd` and `rcv_wnd` unless `--rudp-window` says otherwise, segments.
+/// On the default `p2p` link 200 Mbit/s × 8 ms is ≈ 140 segments of 1400 bytes, so
+/// 512 (≈ 700 kB) is over 3 × BDP and keeps the link full; a larger window only
+/// lets loss-based controllers fill more of the 1000-packet queue (more delay, and
+/// the timeouts a delay spike causes, which the ARQ undoes as spurious).
+pub const DEFAULT_RUDP_WINDOW: u16 = 512;
+
 /// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
 /// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42,
 /// RUDP windows of 512 segments.
@@ -202,7 +209,7 @@ impl Default for GoodputConfig {
             repetitions: 3,
             seed: 42,
             scenario: None,
-            rudp_window: super::transfer::rudp::WINDOW,
+            rudp_window: DEFAULT_RUDP_WINDOW,
         }
     }
 }
@@ -318,9 +325,7 @@ impl GoodputConfig {
             }
         };
         let mut name = format!("{}-{}-{link}", self.transport, self.cc);
-        if self.transport == GoodputTransport::Rudp
-            && self.rudp_window != super::transfer::rudp::WINDOW
-        {
+        if self.transport == GoodputTransport::Rudp && self.rudp_window != DEFAULT_RUDP_WINDOW {
             name.push_str(&format!("-wnd{}", self.rudp_window));
         }
         name

@@ -48,7 +48,7 @@ pub use crate::record::goodput::{GoodputRound, RelayFigures, ScenarioExpectation
 
 pub use config::{
     aioquic_congestion, ngtcp2_congestion, tcp_congestion, ConfigError, GoodputConfig,
-    GoodputProfile, GoodputTransport,
+    GoodputProfile, GoodputTransport, DEFAULT_RUDP_WINDOW,
 };
 pub use petrel_proto::cc::CongestionKind;
 pub use scenario::{Scenario, ScenarioLink, UnknownScenario};

@@ -1,10 +1,7 @@
 //! Petrel RUDP: one `petrel::Connection`, messages of [`CHUNK`] bytes.
 //!
-//! Windows: 200 Mbit/s × 8 ms is ≈ 140 segments of 1400 bytes; `snd_wnd` and
-//! `rcv_wnd` of 512 segments (≈ 700 kB) are over 3 × BDP, so the link stays full. A
-//! larger window only lets loss-based controllers fill more of the 1000-packet
-//! queue: the RTT then grows within slow start faster than the KCP RTO follows, and
-//! spurious timeouts cut reno/cubic's window. MTU 1400 bytes.
+//! Windows: `GoodputConfig::rudp_window` (default
+//! [`DEFAULT_RUDP_WINDOW`](crate::goodput::DEFAULT_RUDP_WINDOW)). MTU 1400 bytes.
 
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -20,8 +17,6 @@ use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
 use crate::measure::endpoint_io;
 
-/// Segments in the send and receive windows unless `--rudp-window` says otherwise.
-pub(crate) const WINDOW: u16 = 512;
 /// Datagram size, bytes (header included).
 pub(crate) const MTU: usize = 1400;
 
