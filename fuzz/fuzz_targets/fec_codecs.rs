@@ -8,8 +8,11 @@
 //! - a clamped request never exceeds the server's limits nor grants more
 //!   parity than data shards;
 //! - the adaptive policy's parity stays within `0..=max_parity` whatever
-//!   reports it is fed.
+//!   reports it is fed, at whatever times, and so does the parity of a
+//!   sparse one-shard group.
 #![no_main]
+
+use std::time::{Duration, Instant};
 
 use libfuzzer_sys::arbitrary::{self, Arbitrary};
 use libfuzzer_sys::fuzz_target;
@@ -21,7 +24,8 @@ struct Input {
     bytes: Vec<u8>,
     request: (u8, u8, u8),
     limits: (u8, u8),
-    reports: Vec<(u32, u32)>,
+    /// `(expected, received, ms since the previous report)`.
+    reports: Vec<(u32, u32, u16)>,
     policy: (u8, u8, u8),
 }
 
@@ -61,8 +65,11 @@ fuzz_target!(|input: Input| {
     let (k, p) = (k % 64 + 1, p % 16 + 1);
     let target = 10f64.powf(-f64::from(t % 81 + 10) / 10.0);
     let mut policy = ParityPolicy::new(k, p, target);
-    for &(expected, received) in &input.reports {
-        policy.on_report(&LossReport { expected, received });
+    let mut now = Instant::now();
+    for &(expected, received, gap_ms) in &input.reports {
+        now += Duration::from_millis(u64::from(gap_ms));
+        policy.on_report(now, &LossReport { expected, received });
         assert!(policy.parity() <= p);
+        assert!(policy.parity_for(1) <= policy.parity().max(1));
     }
 });
