@@ -32,7 +32,7 @@ mod transport;
 
 use petrel::EndpointConfig;
 use petrel_netem::RelayConfig;
-use tokio::runtime::{Builder, Handle, Runtime};
+use tokio::runtime::{Builder, Runtime};
 
 pub use crate::record::rudp::{
     FecFigures, KcpSummary, KcptunParameters, KcptunRound, KcptunTuning, RelayFigures,
@@ -45,6 +45,7 @@ pub use config::{
 pub use kcptun::{run_kcptun_bench, KcptunBenchError, KcptunBenchReport};
 pub use report::RudpBenchReport;
 
+use crate::echo::shards::Shards;
 use crate::echo::udp::{DEFAULT_RECV_BUFFER, DEFAULT_SEND_BUFFER};
 use crate::echo::{run_echo, BufferRequest, EchoConfig, EchoError, EchoErrors, DRAIN_LIMIT};
 use crate::measure::peak_rss_bytes;
@@ -100,50 +101,6 @@ pub fn case_name(cfg: &RudpBenchConfig) -> String {
     )
 }
 
-/// Single-thread runtimes, each driven by its own thread until dropped.
-struct Shards {
-    handles: Vec<Handle>,
-    stops: Vec<tokio::sync::oneshot::Sender<()>>,
-    threads: Vec<std::thread::JoinHandle<()>>,
-}
-
-impl Shards {
-    fn start(n: usize) -> std::io::Result<Self> {
-        let mut shards = Self {
-            handles: Vec::with_capacity(n),
-            stops: Vec::with_capacity(n),
-            threads: Vec::with_capacity(n),
-        };
-        for i in 0..n {
-            let rt = Builder::new_current_thread().enable_all().build()?;
-            let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-            shards.handles.push(rt.handle().clone());
-            shards.stops.push(stop);
-            let thread = std::thread::Builder::new()
-                .name(format!("rudp-shard-{i}"))
-                .spawn(move || {
-                    // Either a stop or a dropped sender ends the shard.
-                    let _ = rt.block_on(stopped);
-                })?;
-            shards.threads.push(thread);
-        }
-        Ok(shards)
-    }
-}
-
-impl Drop for Shards {
-    fn drop(&mut self) {
-        for stop in self.stops.drain(..) {
-            // The shard is already gone if its receiver was dropped.
-            let _ = stop.send(());
-        }
-        for thread in self.threads.drain(..) {
-            // A panicking shard thread has already reported through its tasks.
-            let _ = thread.join();
-        }
-    }
-}
-
 fn runtime(cfg: &RudpBenchConfig) -> std::io::Result<Runtime> {
     if cfg.io_model == IoModel::Shared && cfg.io_threads > 1 {
         Builder::new_multi_thread()
@@ -178,7 +135,9 @@ pub fn run_rudp_bench(cfg: &RudpBenchConfig) -> Result<RudpBenchReport, RudpBenc
         IoModel::Sharded => Some(Shards::start(cfg.io_threads).map_err(RudpBenchError::Runtime)?),
         IoModel::Shared => None,
     };
-    let shard_handles = shards.as_ref().map_or_else(Vec::new, |s| s.handles.clone());
+    let shard_handles = shards
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.handles().to_vec());
     let defaults = EndpointConfig::default();
     let endpoint = EndpointConfig {
         fec: cfg.fec.config(cfg.fec_shape.unwrap_or(FecShape::DEFAULT)),
