@@ -23,9 +23,9 @@ use std::time::Instant;
 use super::auth::AuthStep;
 use super::endpoint_caps::EndpointLimit;
 use super::reflector::Reflector;
-use super::reflector::DEV_MODEL_ANDROID;
 use super::replies::{self, RejectReason};
 use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
+use crate::model::DEV_MODEL_ANDROID;
 use crate::model::{
     is_reserved_ssid, DeviceKey, DeviceRecord, StoreEvent, Transmit, UserRecord, UNGROUPED,
 };

@@ -15,8 +15,6 @@ use crate::model::{
 };
 use crate::policy::{TokenBucket, UnreachableMemory};
 
-/// Device model of the Android app, which may log in without a MAC (spec §3.5).
-pub(super) const DEV_MODEL_ANDROID: u8 = 101;
 /// Outbound store events kept at most between two polls.
 const MAX_PENDING_EVENTS: usize = 4096;
 /// Endpoints an ICMP report ended that one shard remembers at most.

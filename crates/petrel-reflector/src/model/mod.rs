@@ -7,6 +7,7 @@
 //! external crates; [`crate::policy`], [`crate::core`] and
 //! [`crate::runtime`] build on it.
 
+mod app_login;
 mod argon2_memory;
 pub(crate) mod db_location;
 mod device;
@@ -26,6 +27,10 @@ mod source_prefix;
 mod store_event;
 mod verifier_config;
 
+pub use app_login::{
+    AppAuthRequest, AppGrant, AppReject, AppUser, Routing, RoutingChange, RoutingReject,
+    DEV_MODEL_ANDROID, DEV_MODEL_WEB, FALLBACK_GROUP_ID, UDP_GHOST_DEV_MODELS,
+};
 pub use argon2_memory::{Argon2Memory, Verdict};
 pub use db_location::{redact, Backend};
 pub use device::{is_reserved_ssid, DeviceKey};

@@ -18,6 +18,7 @@
 //! connection caps and idle eviction of `http_connections.rs`); [`stats`]
 //! and [`http_stats`] gather the counters.
 
+pub mod app_authority;
 pub mod fanout;
 pub mod http;
 mod http_connections;
