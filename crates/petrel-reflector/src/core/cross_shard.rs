@@ -42,7 +42,7 @@ use subtle::ConstantTimeEq;
 
 use super::endpoint_caps::{EndpointCaps, EndpointLimit};
 use crate::codec::PASSWORD_LEN;
-use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
+use crate::model::{DeviceKey, DeviceKind, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
     BanCheck, BanLadder, BudgetDecision, FloorConfig, FloorDecision, FloorTable, PasswordBudget,
     PasswordBudgetConfig, TicketState,
@@ -53,6 +53,8 @@ use crate::policy::{
 pub struct Member {
     /// The device's endpoint.
     pub addr: SocketAddr,
+    /// How the device's session reached the reflector.
+    pub kind: DeviceKind,
     /// False under a receive ban: the device stays online but is left out.
     pub receives: bool,
 }
@@ -134,6 +136,19 @@ pub struct EndpointClaim {
     pub invalidations: u64,
 }
 
+/// Online sessions of one group, by [`DeviceKind`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GroupSessions {
+    /// The group.
+    pub group_id: i64,
+    /// Devices logged in with a password over UDP (draarl-v1 §3.1).
+    pub udp: usize,
+    /// UDP ghost sessions (§3.3).
+    pub ghost: usize,
+    /// WebSocket sessions (§4.4).
+    pub websocket: usize,
+}
+
 /// Online devices per group, the group of each online device, and the
 /// endpoint caps. Bounded by the devices online (at most `max_sessions`).
 #[derive(Debug, Default)]
@@ -184,6 +199,31 @@ impl Membership {
     /// Online devices.
     pub fn online(&self) -> usize {
         self.group_of.len()
+    }
+
+    /// Online sessions per group and kind, ascending by group id; groups
+    /// with no session online are left out.
+    pub fn sessions_per_group(&self) -> Vec<GroupSessions> {
+        let mut out: Vec<GroupSessions> = self
+            .members
+            .iter()
+            .map(|(&group_id, ms)| {
+                let mut g = GroupSessions {
+                    group_id,
+                    ..GroupSessions::default()
+                };
+                for m in ms.values() {
+                    *match m.kind {
+                        DeviceKind::Udp => &mut g.udp,
+                        DeviceKind::Ghost => &mut g.ghost,
+                        DeviceKind::WebSocket => &mut g.websocket,
+                    } += 1;
+                }
+                g
+            })
+            .collect();
+        out.sort_unstable_by_key(|g| g.group_id);
+        out
     }
 
     /// Puts `key` in `group_id` at `member`. Returns the groups whose

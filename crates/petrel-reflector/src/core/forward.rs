@@ -170,6 +170,10 @@ impl Reflector {
         if voice {
             self.stats.voice_frames += 1;
             let unix_ms = self.unix_ms(now).unwrap_or(0);
+            if let Some(kind) = self.sessions.get(&key).map(|s| s.kind) {
+                self.spurts
+                    .push(now, unix_ms, key, kind, rec_group, &mut self.stats);
+            }
             if let Some(r) = self.recorder.as_mut() {
                 r.push(
                     now,

@@ -27,7 +27,8 @@ use super::replies::{self, RejectReason};
 use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
 use crate::model::DEV_MODEL_ANDROID;
 use crate::model::{
-    is_reserved_ssid, DeviceKey, DeviceRecord, StoreEvent, Transmit, UserRecord, UNGROUPED,
+    is_reserved_ssid, DeviceKey, DeviceKind, DeviceRecord, StoreEvent, Transmit, UserRecord,
+    UNGROUPED,
 };
 use crate::policy::BanCheck;
 
@@ -166,7 +167,7 @@ impl Reflector {
     ) {
         let came_online = !self.sessions.contains_key(&key);
         let rec = self.update_device_record(key, user, h, mac);
-        self.go_online(now, key, src, rec.group_id);
+        self.go_online(now, key, src, rec.group_id, DeviceKind::Udp);
         self.transmits.push_back(Transmit {
             dst: src,
             payload: replies::heartbeat_success(h, &user.callsign, data),

@@ -1,6 +1,7 @@
 //! The sans-IO session core: feed it `(now, source, datagram)`, then poll it
 //! for replies, fan-out frames, store events, password checks (which the
-//! runtime runs elsewhere and answers) and finished recordings. It owns
+//! runtime runs elsewhere and answers), finished recordings and talk
+//! spurts. It owns
 //! device sessions, authentication, bans, floors and forwarding decisions
 //! (draarl-v1 §2.2, §3), and never reads a clock, touches a socket, awaits
 //! the database, runs Argon2 or blocks: time comes in as an argument, and
@@ -34,7 +35,8 @@
 //! `liveness.rs` (when an endpoint may receive, ICMP unreachable reports),
 //! `forward.rs` (Types 3/4/5 and fan-out planning), `replies.rs`
 //! (heartbeat replies), `ingress.rs` (the front), `cross_shard.rs`,
-//! `recorder.rs` (voice recording), `stats.rs`.
+//! `recorder.rs` (voice recording), `talk_spurts.rs` (talk spurts for the
+//! operator dashboard), `stats.rs`.
 
 mod auth;
 mod cross_shard;
@@ -47,13 +49,14 @@ mod recorder;
 mod reflector;
 mod replies;
 mod stats;
+mod talk_spurts;
 
 #[cfg(test)]
 pub(crate) mod tests;
 
 pub use cross_shard::{
-    Credential, CrossShard, DomainCache, EndpointClaim, LocalTables, LoginGuard, Member,
-    Membership, SnapshotSource,
+    Credential, CrossShard, DomainCache, EndpointClaim, GroupSessions, LocalTables, LoginGuard,
+    Member, Membership, SnapshotSource,
 };
 pub use endpoint_caps::{EndpointCaps, EndpointLimit};
 pub use ingress::{shard_of, Ingress, IngressStats};
@@ -62,3 +65,6 @@ pub use recorder::{Recorder, RecorderStats};
 pub use reflector::Reflector;
 pub use replies::RejectReason;
 pub use stats::SessionStats;
+pub use talk_spurts::{
+    SpurtPhase, TalkSpurt, TalkSpurts, MAX_ACTIVE_SPURTS, MAX_PENDING_SPURTS, SPURT_GAP,
+};

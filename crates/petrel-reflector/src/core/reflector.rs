@@ -8,10 +8,11 @@ use std::time::Instant;
 use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
+use super::talk_spurts::{TalkSpurt, TalkSpurts};
 use crate::codec::{self, Header, PacketType};
 use crate::model::{
-    DeviceKey, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig, StoreEvent,
-    Transmit, UNGROUPED,
+    DeviceKey, DeviceKind, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig,
+    StoreEvent, Transmit, UNGROUPED,
 };
 use crate::policy::{TokenBucket, UnreachableMemory};
 
@@ -28,6 +29,9 @@ pub(super) struct Session {
     pub(super) addr: SocketAddr,
     pub(super) last_seen: Instant,
     pub(super) group_id: i64,
+    /// How the session reached the reflector; set once, where the session
+    /// is created ([`Reflector::go_online`]'s caller).
+    pub(super) kind: DeviceKind,
     /// Type 4 budget of the device (`text_per_minute`, `text_burst`); kept
     /// across logins from new endpoints while the session lasts.
     pub(super) text: TokenBucket,
@@ -90,6 +94,8 @@ pub struct Reflector {
     /// A wall-clock reading for Type 3 time sync: (instant, Unix ms then).
     pub(super) wall: Option<(Instant, i64)>,
     pub(super) recorder: Option<Recorder>,
+    /// Talk spurts for the dashboard's "last heard".
+    pub(super) spurts: TalkSpurts,
     /// Endpoints an ICMP report took offline lately.
     pub(super) unreachable: UnreachableMemory,
     pub(super) stats: SessionStats,
@@ -133,6 +139,7 @@ impl Reflector {
             events: VecDeque::new(),
             wall: None,
             recorder: None,
+            spurts: TalkSpurts::default(),
             unreachable: UnreachableMemory::new(UNREACHABLE_MEMORY, UNREACHABLE_MEMORY_TTL),
             stats: SessionStats::default(),
         }
@@ -194,11 +201,16 @@ impl Reflector {
         self.events.pop_front()
     }
 
+    /// Next talk spurt that started or ended (see `talk_spurts.rs`).
+    pub fn poll_talk_spurt(&mut self) -> Option<TalkSpurt> {
+        self.spurts.poll()
+    }
+
     /// When [`Reflector::handle_timeout`] should next run.
     pub fn poll_timeout(&self) -> Instant {
         let rec = self.recorder.as_ref().and_then(Recorder::next_deadline);
         let queue = (!self.queued_logins.is_empty()).then_some(self.next_queue_poll);
-        [rec, queue]
+        [rec, queue, self.spurts.next_deadline()]
             .into_iter()
             .flatten()
             .fold(self.next_sweep, Instant::min)
@@ -220,12 +232,13 @@ impl Reflector {
         self.recorder.as_ref().map(Recorder::stats)
     }
 
-    /// Ends idle recordings, starts the checks of queued logins whose turn
+    /// Ends idle recordings and talk spurts, starts the checks of queued logins whose turn
     /// came, and runs the liveness sweep and table clean-ups if due.
     pub fn handle_timeout(&mut self, now: Instant) {
         if let Some(r) = self.recorder.as_mut() {
             r.tick(now);
         }
+        self.spurts.tick(now, &mut self.stats);
         self.poll_queued_logins(now);
         if now < self.next_sweep {
             return;
@@ -315,15 +328,17 @@ impl Reflector {
         self.events.push_back(e);
     }
 
-    /// Marks `key` online at `src` (heard now) in `group_id`. A new
-    /// endpoint starts not receiving unless exempt; one heard again late
-    /// enough starts receiving (see `liveness.rs`).
+    /// Marks `key` online at `src` (heard now) in `group_id`; a new
+    /// session is of `kind`. A new endpoint starts not receiving unless
+    /// exempt; one heard again late enough starts receiving (see
+    /// `liveness.rs`).
     pub(super) fn go_online(
         &mut self,
         now: Instant,
         key: DeviceKey,
         src: SocketAddr,
         group_id: i64,
+        kind: DeviceKind,
     ) {
         let at_once = self.cfg.endpoints.receive_after_ms == 0 || self.cfg.endpoints.exempt(src);
         match self.sessions.get_mut(&key) {
@@ -351,6 +366,7 @@ impl Reflector {
                         addr: src,
                         last_seen: now,
                         group_id,
+                        kind,
                         text: TokenBucket::with_burst(
                             f64::from(self.cfg.text_per_minute) / 60.0,
                             self.cfg.text_burst,
@@ -382,6 +398,7 @@ impl Reflector {
                 .is_some_and(|r| !r.disable_recv);
         let member = Member {
             addr: s.addr,
+            kind: s.kind,
             receives,
         };
         self.stats.snapshot_invalidations +=
@@ -390,6 +407,7 @@ impl Reflector {
 
     pub(super) fn drop_session(&mut self, key: DeviceKey) {
         if let Some(s) = self.sessions.remove(&key) {
+            self.spurts.end(key, &mut self.stats);
             self.by_addr.remove(&(s.addr, key));
             self.stats.snapshot_invalidations += self.shared.remove_member(&self.dir, key);
         }

@@ -109,6 +109,12 @@ pub struct SessionStats {
     /// ICMP reports ignored for endpoints that had contradicted one and are
     /// still talking.
     pub unreachable_reports_ignored: u64,
+    /// Talk spurts started (see `talk_spurts.rs`).
+    pub talk_spurts: u64,
+    /// Talk spurts not followed because the shard followed its maximum.
+    pub talk_spurts_untracked: u64,
+    /// Talk-spurt events dropped because the runtime fell behind.
+    pub talk_spurt_events_dropped: u64,
 }
 
 impl SessionStats {
@@ -162,6 +168,9 @@ impl SessionStats {
             unreachable_sessions_ended,
             unreachable_contradicted,
             unreachable_reports_ignored,
+            talk_spurts,
+            talk_spurts_untracked,
+            talk_spurt_events_dropped,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -210,6 +219,9 @@ impl SessionStats {
         self.unreachable_sessions_ended += unreachable_sessions_ended;
         self.unreachable_contradicted += unreachable_contradicted;
         self.unreachable_reports_ignored += unreachable_reports_ignored;
+        self.talk_spurts += talk_spurts;
+        self.talk_spurts_untracked += talk_spurts_untracked;
+        self.talk_spurt_events_dropped += talk_spurt_events_dropped;
     }
 
     /// Every counter with its name, for metrics export.
@@ -289,6 +301,9 @@ impl SessionStats {
                 "unreachable_reports_ignored",
                 self.unreachable_reports_ignored,
             ),
+            ("talk_spurts", self.talk_spurts),
+            ("talk_spurts_untracked", self.talk_spurts_untracked),
+            ("talk_spurt_events_dropped", self.talk_spurt_events_dropped),
         ]
     }
 }

@@ -11,6 +11,7 @@ mod app_login;
 mod argon2_memory;
 pub(crate) mod db_location;
 mod device;
+mod device_kind;
 mod directory;
 mod endpoint_policy;
 mod fanout_config;
@@ -34,6 +35,7 @@ pub use app_login::{
 pub use argon2_memory::{Argon2Memory, Verdict};
 pub use db_location::{redact, Backend};
 pub use device::{is_reserved_ssid, DeviceKey};
+pub use device_kind::DeviceKind;
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
 pub use endpoint_policy::EndpointPolicy;
 pub use fanout_config::FanoutConfig;

@@ -23,8 +23,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::core::{
-    CrossShard, DomainCache, EndpointClaim, EndpointLimit, LoginGuard, Member, Membership,
-    SnapshotSource,
+    CrossShard, DomainCache, EndpointClaim, EndpointLimit, GroupSessions, LoginGuard, Member,
+    Membership, SnapshotSource,
 };
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::FloorDecision;
@@ -63,6 +63,11 @@ impl SharedTables {
     /// Online devices over all shards.
     pub fn online(&self) -> usize {
         lock(&self.membership).online()
+    }
+
+    /// Online sessions per group and kind ([`Membership::sessions_per_group`]).
+    pub fn sessions_per_group(&self) -> Vec<GroupSessions> {
+        lock(&self.membership).sessions_per_group()
     }
 
     fn stripe(&self, domain_id: i64) -> MutexGuard<'_, DomainCache> {
