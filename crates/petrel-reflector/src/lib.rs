@@ -55,7 +55,9 @@
 //!   (text history under an age limit and a byte cap, recordings under a
 //!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
 //!   admin API, authenticated before anything else is read; timeouts,
-//!   connection caps with idle eviction, body and per-prefix limits).
+//!   connection caps with idle eviction, body and per-prefix limits), and
+//!   the operator dashboard (`/dashboard`: last heard, sessions per group,
+//!   counters with their last ten minutes; self-contained HTML).
 //!
 //! # What does not
 //!

@@ -8,6 +8,11 @@
 //! draarl-v1 §3.7). Admin writes go to the store and trigger an immediate
 //! directory reload.
 //!
+//! The operator dashboard (`dashboard/`): its page at `GET /dashboard`
+//! (public: the page holds no data, and signs in from the browser), its
+//! data at `GET /api/admin/dashboard` behind [`dashboard_auth`], the one
+//! check of the dashboard's sign-in.
+//!
 //! The token is checked before anything else of an admin request is read:
 //! every request under `/api/` without the valid token gets 401 whatever
 //! its method, path parameters or body, existing route or not, so neither
@@ -59,9 +64,11 @@ use tokio::sync::Notify;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use super::dashboard::{self, Dashboard, DASHBOARD_DATA_PATH, DASHBOARD_PATH};
 use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError};
+use super::wall_clock::unix_ms;
 use crate::model::HttpConfig;
 use crate::policy::IpRateTable;
 
@@ -98,6 +105,7 @@ pub(crate) struct AppState {
     pub(crate) store: Store,
     pub(crate) reload: Arc<Notify>,
     pub(crate) admin_token: Option<AdminToken>,
+    pub(crate) dashboard: Dashboard,
 }
 
 impl std::fmt::Debug for AppState {
@@ -128,6 +136,8 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
+        .route(DASHBOARD_PATH, get(dashboard_page))
+        .route(DASHBOARD_DATA_PATH, get(dashboard_data))
         // The admin routes: `guard_request` has checked the token already.
         .route("/api/stats", get(stats_json))
         .route("/api/reload", post(reload))
@@ -154,10 +164,11 @@ fn is_admin_path(path: &str) -> bool {
 /// looked at, then counts the refusals the inner layers and handlers answer
 /// with.
 async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Response {
-    let admin = g
-        .admin_token
-        .as_ref()
-        .is_some_and(|t| bearer(req.headers()).is_some_and(|given| t.matches(given)));
+    let admin = if req.uri().path() == DASHBOARD_DATA_PATH {
+        dashboard_auth(g.admin_token.as_ref(), req.headers())
+    } else {
+        is_admin(g.admin_token.as_ref(), req.headers())
+    };
     if !admin {
         let ip = req
             .extensions()
@@ -193,6 +204,21 @@ async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Resp
         c.fetch_add(1, Relaxed);
     }
     resp
+}
+
+/// Whether `headers` carry `Authorization: Bearer <admin token>`, the
+/// configured one (never when none is configured).
+fn is_admin(admin_token: Option<&AdminToken>, headers: &HeaderMap) -> bool {
+    admin_token.is_some_and(|t| bearer(headers).is_some_and(|given| t.matches(given)))
+}
+
+/// Whether a request may read the dashboard's data
+/// ([`DASHBOARD_DATA_PATH`]): the single check behind the dashboard's
+/// sign-in, called by the guard before anything else of the request is
+/// read. Today the credential is the admin token, as for the rest of the
+/// admin API.
+pub fn dashboard_auth(admin_token: Option<&AdminToken>, headers: &HeaderMap) -> bool {
+    is_admin(admin_token, headers)
 }
 
 /// The token of an `Authorization: Bearer <token>` header: the value after
@@ -302,6 +328,34 @@ async fn metrics(State(st): State<AppState>) -> Response {
         .into_response()
 }
 
+/// The dashboard page, with a Content-Security-Policy that allows nothing
+/// from elsewhere.
+async fn dashboard_page() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, dashboard::page_csp()),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+        ],
+        dashboard::PAGE,
+    )
+        .into_response()
+}
+
+/// The dashboard's data (`dashboard/mod.rs` documents the JSON);
+/// `guard_request` has checked [`dashboard_auth`] already.
+async fn dashboard_data(State(st): State<AppState>) -> Response {
+    let view = st.dashboard.view(
+        &st.stats.read(),
+        st.stats.shared.sessions_per_group(),
+        unix_ms(),
+    );
+    ([(header::CACHE_CONTROL, "no-store")], Json(view)).into_response()
+}
+
 async fn stats_json(State(st): State<AppState>) -> Response {
     let s = st.stats.read();
     let map = |c: Vec<(&'static str, u64)>| {
@@ -402,6 +456,36 @@ async fn comm_control(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dashboard_samples_copy_the_metrics_counters() {
+        let mut s = ServerStats::default();
+        s.ingress.read = 10;
+        s.ingress.rate_limit_drops = 2;
+        s.ingress.queue_full_drops = 3;
+        s.fanout.sent = 40;
+        s.fanout.frames_dropped = 5;
+        s.fanout.text_frames_dropped = 6;
+        s.fanout.frames_expired = 7;
+        let c = dashboard::CounterSample::of(&s, 123);
+        let metrics = render_metrics(&s);
+        for (name, v) in [
+            ("ingress_read_total", c.ingress_read),
+            ("ingress_rate_limit_drops_total", c.ingress_rate_limit_drops),
+            ("ingress_queue_full_drops_total", c.ingress_queue_full_drops),
+            ("fanout_sent_total", c.fanout_sent),
+            ("fanout_frames_dropped_total", c.fanout_frames_dropped),
+            (
+                "fanout_text_frames_dropped_total",
+                c.fanout_text_frames_dropped,
+            ),
+            ("fanout_frames_expired_total", c.fanout_frames_expired),
+        ] {
+            let line = format!("petrel_reflector_{name} {v}\n");
+            assert!(metrics.contains(&line), "{line}");
+        }
+        assert_eq!(c.unix_ms, 123);
+    }
 
     #[test]
     fn admin_token_matches_only_itself_and_hides_in_debug() {

@@ -15,10 +15,12 @@
 //! ICMP errors (`icmp.rs`) and reports unreachable endpoints to every shard.
 //! Tokio tasks reload the directory and serve [`http`] (routes and
 //! per-request limits; the accept loop in `http_server.rs`, with the
-//! connection caps and idle eviction of `http_connections.rs`); [`stats`]
-//! and [`http_stats`] gather the counters.
+//! connection caps and idle eviction of `http_connections.rs`) with the
+//! operator [`dashboard`]; [`stats`] and [`http_stats`] gather the
+//! counters.
 
 pub mod app_authority;
+pub mod dashboard;
 pub mod fanout;
 pub mod http;
 mod http_connections;

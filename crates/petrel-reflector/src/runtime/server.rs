@@ -2,7 +2,7 @@
 //! `ingress_workers` shard threads, each shard owning one [`Reflector`]
 //! (see `shard.rs`); the fan-out engine's send threads; the Argon2 pool;
 //! and tokio tasks that persist store events, reload the directory
-//! periodically and serve HTTP.
+//! periodically, serve HTTP and sample the dashboard's counters.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -16,6 +16,7 @@ use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpO
 use thiserror::Error;
 use tokio::sync::Notify;
 
+use super::dashboard::{self, Dashboard};
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
@@ -167,6 +168,7 @@ impl ServerHandle {
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
+        let dash = Dashboard::new(dir.clone());
         let (http_addr, http_task) = match http_listener {
             Some(listener) => {
                 let state = super::http::AppState {
@@ -174,9 +176,11 @@ impl ServerHandle {
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
                     admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
+                    dashboard: dash.clone(),
                 };
                 let (addr, task) = spawn_http(listener, state, &cfg.http)?;
-                (Some(addr), Some(task))
+                let sampler = dashboard::spawn_sampler(stats.clone(), dash.clone());
+                (Some(addr), Some([task, sampler]))
             }
             None => (None, None),
         };
@@ -217,6 +221,7 @@ impl ServerHandle {
                 unreachable,
                 stop: Arc::clone(&stop),
                 published: Arc::clone(published),
+                dashboard: dash.clone(),
             };
             threads.push(
                 std::thread::Builder::new()
@@ -249,10 +254,11 @@ impl ServerHandle {
             dir_txs,
             &stats,
             Arc::clone(&reload_now),
+            dash,
         );
         tracing::info!(%local_addr, workers, "reflector listening");
         let mut tasks = vec![events, reload];
-        tasks.extend(http_task);
+        tasks.extend(http_task.into_iter().flatten());
         Ok(Self {
             local_addr,
             http_addr,
@@ -335,7 +341,7 @@ fn spawn_http(
 }
 
 /// The task that prunes text history and reloads the directory into every
-/// shard each `reload_interval_ms`, or at once when `now` is notified.
+/// shard (and the dashboard, for group names) each `reload_interval_ms`, or at once when `now` is notified.
 fn spawn_reload(
     store: Store,
     text_history: TextHistory,
@@ -343,6 +349,7 @@ fn spawn_reload(
     shards: Vec<SyncSender<Directory>>,
     stats: &StatsSource,
     now: Arc<Notify>,
+    dashboard: Dashboard,
 ) -> tokio::task::JoinHandle<()> {
     let period = Duration::from_millis(cfg.reload_interval_ms);
     let skipped = Arc::clone(&stats.reloads_skipped);
@@ -362,6 +369,7 @@ fn spawn_reload(
             }
             match store.load_directory().await {
                 Ok(d) => {
+                    dashboard.set_directory(d.clone());
                     for shard in &shards {
                         if let Err(TrySendError::Full(_)) = shard.try_send(d.clone()) {
                             skipped.fetch_add(1, Relaxed);

@@ -21,6 +21,7 @@ use tokio::sync::mpsc as tmpsc;
 
 use petrel_sys::error_queue::is_deferred_error;
 
+use super::dashboard::Dashboard;
 use super::fanout::FanoutEngine;
 use super::icmp::{IcmpWatch, Report};
 use super::stats::Published;
@@ -125,6 +126,8 @@ pub(super) struct ShardIo {
     pub unreachable: Receiver<Report>,
     pub stop: Arc<AtomicBool>,
     pub published: Arc<Mutex<Published>>,
+    /// Where talk spurts go (the dashboard's "last heard").
+    pub dashboard: Dashboard,
 }
 
 pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
@@ -188,6 +191,8 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
                 io.events_dropped.fetch_add(1, Relaxed);
             }
         }
+        let spurts: Vec<_> = std::iter::from_fn(|| core.poll_talk_spurt()).collect();
+        io.dashboard.record_spurts(&spurts, core.directory());
         if now.saturating_duration_since(last_publish) >= STATS_EVERY {
             last_publish = now;
             let mut p = io.published.lock().unwrap_or_else(PoisonError::into_inner);
