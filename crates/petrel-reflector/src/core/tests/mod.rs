@@ -15,6 +15,7 @@ mod auth;
 mod endpoints;
 mod floor;
 mod lockout;
+mod talk_spurts;
 mod text_rate;
 
 pub(crate) const CHEAP: HashCost = HashCost {
