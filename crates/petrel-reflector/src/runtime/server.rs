@@ -341,7 +341,8 @@ fn spawn_http(
 }
 
 /// The task that prunes text history and reloads the directory into every
-/// shard (and the dashboard, for group names) each `reload_interval_ms`, or at once when `now` is notified.
+/// shard (and the dashboard, for group names) each `reload_interval_ms`,
+/// or at once when `now` is notified.
 fn spawn_reload(
     store: Store,
     text_history: TextHistory,
