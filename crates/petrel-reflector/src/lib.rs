@@ -66,28 +66,30 @@
 //! (`petrel-bench`), the command line
 //! (`petrel-cli`).
 //!
+//! # App ("ghost") sessions
+//!
+//! The Android app and other app clients log in with Type 1
+//! (`specs/draarl-apps.md` §2): [`codec::parse_login_request`] checks the
+//! strict JSON, `core/app_login.rs` emits a [`model::AppLoginCheck`] polled
+//! like a password check, the runtime answers it through its
+//! [`runtime::app_authority::AppAuthority`] (the account store; without one,
+//! every token is invalid), and the session lands in the shared
+//! [`core::GhostRegistry`], reached by every shard through
+//! [`core::CrossShard::ghosts`]. Tagged packets resolve in
+//! `core/ghost_uplink.rs`; receiver snapshots list app sessions apart
+//! ([`model::Snapshot::aware`]) so that they get the frame copy whose Reserved
+//! holds the source group ([`model::Frame::session_packet`]).
+//! [`model::Endpoint`] names where a session is (`Udp`, `WebSocket`).
+//!
 //! # Where the next features plug in
 //!
 //! Each is a new kind of endpoint of the same core, not a new server; the
 //! cross-shard tables, floors, snapshots and fan-out stay as they are.
 //!
-//! - **An endpoint type.** Today an endpoint is a `SocketAddr` in
-//!   [`core::Member`], in the partitions of [`model::Snapshot`] and in
-//!   [`model::Transmit`]. The first of the features below brings an
-//!   `Endpoint` enum in `model/endpoint.rs` (`Udp(SocketAddr)`,
-//!   `WebSocket(ConnectionId)`, `Edge(LinkId)`) in those three places.
-//! - **Type 1 app ("ghost") sessions** (JWT login, `source_group_id`
-//!   downlink): `core/app_login.rs` beside `core/login.rs`, emitting a token
-//!   check polled like [`model::PasswordCheck`] and run in the runtime; a
-//!   `SessionKind` enum (`Device`, `App { source_group_id }`) in
-//!   `model/session_kind.rs` on the session record of `core/reflector.rs`,
-//!   whose dispatch in [`core::Reflector::handle_datagram`] counts Type 1
-//!   as unsupported today; the downlink rule in `core/forward.rs`.
 //! - **WebSocket receivers**: `runtime/websocket.rs`, an upgrade route
-//!   beside `runtime/http.rs` whose connection tasks feed the shard of
-//!   their device as `Endpoint::WebSocket` and receive the replies and
-//!   frames addressed to it; the fan-out writers hand such targets to those
-//!   tasks instead of `sendmmsg`.
+//!   beside `runtime/http.rs` whose connection tasks register
+//!   [`model::Endpoint::WebSocket`] sessions in the same registry and receive
+//!   the frames listed in [`model::Snapshot::websockets`].
 //! - **Edge links (Type 0 interconnect)**: a peer reflector is one more
 //!   member (`Endpoint::Edge`) of the domains it carries: its wire format in
 //!   `codec/interconnect.rs`, its link state machine (hello, keepalive, loop
@@ -105,8 +107,9 @@
 //! are invalidated per domain and in-flight frames are never dropped for a
 //! membership change; sends are batched with `sendmmsg`; text is rate-limited
 //! per device and queued apart from voice, so it never evicts voice frames;
-//! stored text and recordings are bounded in bytes. Not implemented
-//! yet: the three endpoints above, PROXY protocol v2, private groups with
+//! stored text and recordings are bounded in bytes; an app session
+//! receives fan-out only after a packet with its tag came from its
+//! address. Not implemented yet: the endpoints above, PROXY protocol v2, private groups with
 //! membership, pushing a stored Type 3 configuration to a device (the
 //! reflector only queries it).
 #![cfg_attr(test, allow(clippy::unwrap_used))]

@@ -321,3 +321,12 @@ pub fn rewrite_forward(buf: &mut [u8], id: &ForwardIdentity) -> bool {
     buf[..HEADER_LEN].copy_from_slice(&out);
     true
 }
+
+/// Writes `reserved` (BE) into bytes 86..90 of `buf`; nothing if `buf` is
+/// shorter than a header. For the session-aware copy of a forwarded frame,
+/// whose Reserved holds the source group (`specs/draarl-apps.md` §2.7).
+pub fn set_reserved(buf: &mut [u8], reserved: u32) {
+    if let Some(field) = buf.get_mut(OFF_RESERVED..HEADER_LEN) {
+        field.copy_from_slice(&reserved.to_be_bytes());
+    }
+}

@@ -1,7 +1,8 @@
 //! DraARLv1 wire formats: the 90-byte header, heartbeat, config and voice DATA,
-//! and the `.raw` recording container. Pure functions over byte slices; no
+//! the Type 1 app login JSON, and the `.raw` recording container. Pure functions over byte slices; no
 //! I/O, no allocation beyond the returned values.
 
+mod app_login;
 mod config;
 mod header;
 mod heartbeat;
@@ -11,11 +12,15 @@ mod voice;
 #[cfg(test)]
 mod tests;
 
+pub use app_login::{
+    normalize_instance_id, parse_login_request, require_capabilities, AppLoginError,
+    AppLoginRequest, AppLoginSuccess, REQUIRED_CAPABILITIES,
+};
 pub use config::{tag_len, ConfigCommand, ConfigError, Tlv};
 pub use header::{
-    decode, encode, encode_into, rewrite_forward, DecodeError, EncodeError, ForwardIdentity,
-    Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN, MAX_DATA_LEN,
-    PASSWORD_LEN, USERNAME_LEN,
+    decode, encode, encode_into, rewrite_forward, set_reserved, DecodeError, EncodeError,
+    ForwardIdentity, Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN,
+    MAX_DATA_LEN, PASSWORD_LEN, USERNAME_LEN,
 };
 pub(crate) use header::{OFF_SSID, OFF_USERNAME};
 pub use heartbeat::{Gps, HeartbeatData, HeartbeatError, Mac};

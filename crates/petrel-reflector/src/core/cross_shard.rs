@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 use subtle::ConstantTimeEq;
 
 use super::endpoint_caps::{EndpointCaps, EndpointLimit};
+use super::ghost_registry::{GhostLimits, GhostRegistry};
 use crate::codec::PASSWORD_LEN;
 use crate::model::{DeviceKey, DeviceKind, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::{
@@ -122,6 +123,15 @@ pub trait CrossShard: std::fmt::Debug + Send {
 
     /// The login-path tables, for the duration of the returned borrow.
     fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_>;
+
+    /// The app-session registry, for the duration of the returned borrow.
+    /// Nothing else of the port may be called while it is held (a snapshot
+    /// rebuild reads the registry under the domain's lock).
+    fn ghosts(&mut self) -> Box<dyn DerefMut<Target = GhostRegistry> + '_>;
+
+    /// Drops the snapshots of the domains of `groups` (an app session came,
+    /// moved or left).
+    fn invalidate_groups(&mut self, dir: &Directory, groups: &[i64]) -> u64;
 
     /// Forgets expired bans and idle floors.
     fn sweep(&mut self, now: Instant);
@@ -268,8 +278,15 @@ impl Membership {
         }
     }
 
-    /// The receivers of `domain_id` now, partitioned for `partitions` send paths.
-    pub fn snapshot(&self, dir: &Directory, domain_id: i64, partitions: usize) -> Snapshot {
+    /// The receivers of `domain_id` now, physical devices and the app
+    /// sessions of `ghosts`, partitioned for `partitions` send paths.
+    pub fn snapshot(
+        &self,
+        dir: &Directory,
+        ghosts: &GhostRegistry,
+        domain_id: i64,
+        partitions: usize,
+    ) -> Snapshot {
         let groups = dir
             .domain_of(domain_id)
             .map(|d| Arc::clone(&d.groups))
@@ -280,7 +297,8 @@ impl Membership {
             .flat_map(HashMap::values)
             .filter(|m| m.receives)
             .map(|m| m.addr);
-        Snapshot::build(domain_id, endpoints, partitions)
+        let sessions = ghosts.receivers(&groups);
+        Snapshot::build_with_sessions(domain_id, endpoints, sessions, partitions)
     }
 }
 
@@ -536,6 +554,7 @@ pub struct LocalTables {
     membership: Membership,
     domains: DomainCache,
     logins: LoginGuard,
+    ghosts: GhostRegistry,
 }
 
 impl LocalTables {
@@ -546,15 +565,8 @@ impl LocalTables {
             membership: Membership::default(),
             domains: DomainCache::new(cfg),
             logins: LoginGuard::new(cfg, now),
+            ghosts: GhostRegistry::new(GhostLimits::of(cfg)),
         }
-    }
-
-    fn invalidate_groups(&mut self, dir: &Directory, groups: &[i64]) -> u64 {
-        groups
-            .iter()
-            .filter_map(|g| dir.domain_of(*g))
-            .map(|d| self.domains.invalidate(d.id))
-            .sum()
     }
 }
 
@@ -579,6 +591,14 @@ impl CrossShard for LocalTables {
             Some(old) => self.invalidate_groups(dir, &[old]),
             None => 0,
         }
+    }
+
+    fn invalidate_groups(&mut self, dir: &Directory, groups: &[i64]) -> u64 {
+        groups
+            .iter()
+            .filter_map(|g| dir.domain_of(*g))
+            .map(|d| self.domains.invalidate(d.id))
+            .sum()
     }
 
     fn claim_endpoint(
@@ -624,14 +644,18 @@ impl CrossShard for LocalTables {
     }
 
     fn targets(&mut self, dir: &Directory, domain_id: i64) -> (Arc<Snapshot>, SnapshotSource) {
-        let (membership, partitions) = (&self.membership, self.partitions);
+        let (membership, ghosts, partitions) = (&self.membership, &self.ghosts, self.partitions);
         self.domains.snapshot_or(domain_id, || {
-            membership.snapshot(dir, domain_id, partitions)
+            membership.snapshot(dir, ghosts, domain_id, partitions)
         })
     }
 
     fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_> {
         Box::new(&mut self.logins)
+    }
+
+    fn ghosts(&mut self) -> Box<dyn DerefMut<Target = GhostRegistry> + '_> {
+        Box::new(&mut self.ghosts)
     }
 
     fn sweep(&mut self, now: Instant) {

@@ -11,7 +11,7 @@ use std::time::Instant;
 use super::cross_shard::SnapshotSource;
 use super::reflector::Reflector;
 use crate::codec::{self, ConfigCommand, ForwardIdentity, Header, PacketType};
-use crate::model::{DeviceKey, Frame, FrameKind, StoreEvent, Transmit};
+use crate::model::{ConnectionId, DeviceKey, DeviceKind, Frame, FrameKind, StoreEvent, Transmit};
 use crate::policy::FloorDecision;
 
 impl Reflector {
@@ -113,11 +113,11 @@ impl Reflector {
             self.stats.send_ban_drops += 1;
             return;
         }
-        let rec_group = rec.group_id;
-        let Some(domain_id) = self.dir.domain_of(rec.group_id).map(|d| d.id) else {
+        let (group_id, dev_model, ssid, dmrid) = (rec.group_id, rec.dev_model, rec.ssid, rec.dmrid);
+        if self.dir.domain_of(group_id).is_none() {
             self.stats.non_forwarding_drops += 1;
             return;
-        };
+        }
         let voice = h.packet_type == PacketType::Voice;
         if !voice
             && !self
@@ -128,8 +128,38 @@ impl Reflector {
             self.stats.text_rate_drops += 1;
             return;
         }
-        let targets = if voice {
-            self.shared.voice_targets(&self.dir, domain_id, key, now)
+        let Some(user) = self.dir.user(key.0) else {
+            return;
+        };
+        let identity = ForwardIdentity::new(&user.name, &user.callsign, dev_model, ssid, dmrid);
+        self.forward(
+            now,
+            Outgoing {
+                talker: key,
+                kind: DeviceKind::Udp,
+                group_id,
+                voice,
+                identity,
+                datagram,
+                exclude: src,
+                exclude_connection: None,
+            },
+        );
+    }
+
+    /// Plans the fan-out of one Type 4/5 packet to the domain of
+    /// `out.group_id` (voice through the floor, text straight), records or
+    /// stores it, and queues the frame; returns whether it was queued.
+    /// Session-aware receivers get a copy with Reserved = `out.group_id`
+    /// (`specs/draarl-apps.md` §2.7).
+    pub(super) fn forward(&mut self, now: Instant, out: Outgoing<'_>) -> bool {
+        let Some(domain_id) = self.dir.domain_of(out.group_id).map(|d| d.id) else {
+            self.stats.non_forwarding_drops += 1;
+            return false;
+        };
+        let targets = if out.voice {
+            self.shared
+                .voice_targets(&self.dir, domain_id, out.talker, now)
         } else {
             Ok(self.shared.targets(&self.dir, domain_id))
         };
@@ -143,66 +173,86 @@ impl Reflector {
                         self.stats.floor_busy_drops += 1
                     }
                 }
-                return;
+                return false;
             }
         };
         match source {
             SnapshotSource::Cached => self.stats.snapshot_hits += 1,
             SnapshotSource::Rebuilt => self.stats.snapshot_rebuilds += 1,
         }
-        let (Some(user), Some(rec)) = (self.dir.user(key.0), self.dir.device(key.0, key.1)) else {
-            return;
-        };
-        let id = ForwardIdentity::new(
-            &user.name,
-            &user.callsign,
-            rec.dev_model,
-            rec.ssid,
-            rec.dmrid,
-        );
-        // One allocation per frame, shared by every target.
-        let mut packet: Arc<[u8]> = Arc::from(datagram);
+        // One allocation per frame (two with session-aware receivers),
+        // shared by every target.
+        let mut packet: Arc<[u8]> = Arc::from(out.datagram);
         let rewritten =
-            Arc::get_mut(&mut packet).is_some_and(|buf| codec::rewrite_forward(buf, &id));
+            Arc::get_mut(&mut packet).is_some_and(|buf| codec::rewrite_forward(buf, &out.identity));
         if !rewritten {
-            return;
+            return false;
         }
-        if voice {
+        let session_packet = snapshot.has_sessions().then(|| {
+            let mut copy = packet.to_vec();
+            // A group id beyond u32 cannot be told apart; 0 says "none".
+            let group = u32::try_from(out.group_id).unwrap_or(0);
+            codec::set_reserved(&mut copy, group);
+            Arc::from(copy)
+        });
+        let payload = packet.get(codec::HEADER_LEN..).unwrap_or_default();
+        let unix_ms = self.unix_ms(now).unwrap_or(0);
+        if out.voice {
             self.stats.voice_frames += 1;
-            let unix_ms = self.unix_ms(now).unwrap_or(0);
-            if let Some(kind) = self.sessions.get(&key).map(|s| s.kind) {
-                self.spurts
-                    .push(now, unix_ms, key, kind, rec_group, &mut self.stats);
-            }
+            self.spurts.push(
+                now,
+                unix_ms,
+                out.talker,
+                out.kind,
+                out.group_id,
+                &mut self.stats,
+            );
             if let Some(r) = self.recorder.as_mut() {
-                r.push(
-                    now,
-                    unix_ms,
-                    key,
-                    rec_group,
-                    packet.get(codec::HEADER_LEN..).unwrap_or_default(),
-                );
+                r.push(now, unix_ms, out.talker, out.group_id, payload);
             }
         } else {
             self.stats.text_frames += 1;
-            let (group_id, unix_ms) = (rec_group, self.unix_ms(now).unwrap_or(0));
+            let text = payload.to_vec();
             self.push_event(StoreEvent::Text {
-                device: key,
-                group_id,
+                device: out.talker,
+                group_id: out.group_id,
                 unix_ms,
-                text: packet.get(codec::HEADER_LEN..).unwrap_or_default().to_vec(),
+                text,
             });
         }
         self.frames.push_back(Frame {
-            kind: if voice {
+            kind: if out.voice {
                 FrameKind::Voice
             } else {
                 FrameKind::Text
             },
             created: now,
             packet,
+            session_packet,
             snapshot,
-            exclude: src,
+            exclude: out.exclude,
+            exclude_connection: out.exclude_connection,
         });
+        true
     }
+}
+
+/// One Type 4/5 packet to forward, with the sender's identity.
+pub(super) struct Outgoing<'a> {
+    /// Who claims the floor: a device, or an app session's (user, SSID).
+    pub(super) talker: DeviceKey,
+    /// What kind of endpoint sent it (the dashboard's "last heard").
+    pub(super) kind: DeviceKind,
+    /// The sender's group: the domain it goes to, and Reserved of the
+    /// session-aware copy.
+    pub(super) group_id: i64,
+    pub(super) voice: bool,
+    /// Written into the forwarded header.
+    pub(super) identity: ForwardIdentity,
+    /// The validated datagram as received.
+    pub(super) datagram: &'a [u8],
+    /// The sender's UDP address (unspecified for a WebSocket sender).
+    pub(super) exclude: SocketAddr,
+    /// The sender's WebSocket connection.
+    pub(super) exclude_connection: Option<ConnectionId>,
 }

@@ -36,12 +36,19 @@
 //! `forward.rs` (Types 3/4/5 and fan-out planning), `replies.rs`
 //! (heartbeat replies), `ingress.rs` (the front), `cross_shard.rs`,
 //! `recorder.rs` (voice recording), `talk_spurts.rs` (talk spurts for the
-//! operator dashboard), `stats.rs`.
+//! operator dashboard), `stats.rs`; for app ("ghost")
+//! sessions (`specs/draarl-apps.md` §2): `app_login.rs` (Type 1, answered
+//! through [`AppLoginCheck`](crate::model::AppLoginCheck)s like password
+//! checks), `ghost_uplink.rs` (their later packets) and
+//! `ghost_registry.rs` (the [`GhostRegistry`], one more cross-shard table).
 
+mod app_login;
 mod auth;
 mod cross_shard;
 mod endpoint_caps;
 mod forward;
+mod ghost_registry;
+mod ghost_uplink;
 mod ingress;
 mod liveness;
 mod login;
@@ -59,6 +66,10 @@ pub use cross_shard::{
     Member, Membership, SnapshotSource,
 };
 pub use endpoint_caps::{EndpointCaps, EndpointLimit};
+pub use ghost_registry::{
+    GhostLimits, GhostRegistry, GhostSession, GhostUplink, NewGhost, RegisterError, Registered,
+    RoutingError, UplinkReject,
+};
 pub use ingress::{shard_of, Ingress, IngressStats};
 pub use liveness::UNREACHABLE_TRUSTED_AFTER_SILENCE;
 pub use recorder::{Recorder, RecorderStats};

@@ -1,18 +1,22 @@
 //! One ingress shard's session core: sessions of its devices, the
 //! datagram dispatch, liveness and directory changes (draarl-v1 §2.2, §3).
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::time::Instant;
 
+use rand::rngs::StdRng;
+use rand::{RngCore, SeedableRng};
+
+use super::app_login::PendingAppLogin;
 use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
 use super::talk_spurts::{TalkSpurt, TalkSpurts};
 use crate::codec::{self, Header, PacketType};
 use crate::model::{
-    DeviceKey, DeviceKind, DeviceRecord, Directory, Frame, PasswordCheck, Recording, SessionConfig,
-    StoreEvent, Transmit, UNGROUPED,
+    AppLoginCheck, DeviceKey, DeviceKind, DeviceRecord, Directory, Frame, PasswordCheck, Recording,
+    SessionConfig, StoreEvent, Transmit, UNGROUPED,
 };
 use crate::policy::{TokenBucket, UnreachableMemory};
 
@@ -46,6 +50,16 @@ pub(super) struct Session {
     /// once it has gone silent, and it receives at once if it did before
     /// the report (see `liveness.rs`).
     pub(super) contradicted_unreachable: bool,
+}
+
+/// The random source of session tags and ids; its `Debug` output shows
+/// nothing of its state.
+pub(super) struct SessionRng(pub(super) Box<dyn RngCore + Send>);
+
+impl std::fmt::Debug for SessionRng {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionRng")
+    }
 }
 
 /// A heartbeat waiting for its password check.
@@ -98,6 +112,14 @@ pub struct Reflector {
     pub(super) spurts: TalkSpurts,
     /// Endpoints an ICMP report took offline lately.
     pub(super) unreachable: UnreachableMemory,
+    /// Type 1 logins waiting for the account store, by check id (at most
+    /// `app_logins_in_flight`; ids grow, so the first is the oldest).
+    pub(super) pending_app: BTreeMap<u64, PendingAppLogin>,
+    /// App login checks not yet taken by the runtime (a subset of `pending_app`).
+    pub(super) app_checks_out: VecDeque<AppLoginCheck>,
+    pub(super) next_app_id: u64,
+    /// Draws session tags and ids: a CSPRNG seeded from the OS.
+    pub(super) rng: SessionRng,
     pub(super) stats: SessionStats,
 }
 
@@ -141,8 +163,19 @@ impl Reflector {
             recorder: None,
             spurts: TalkSpurts::default(),
             unreachable: UnreachableMemory::new(UNREACHABLE_MEMORY, UNREACHABLE_MEMORY_TTL),
+            pending_app: BTreeMap::new(),
+            app_checks_out: VecDeque::new(),
+            next_app_id: 0,
+            rng: SessionRng(Box::new(StdRng::from_entropy())),
             stats: SessionStats::default(),
         }
+    }
+
+    /// Draws session tags and ids from `rng` instead of the OS-seeded
+    /// CSPRNG (deterministic tests and fuzzing).
+    pub fn with_rng(mut self, rng: Box<dyn RngCore + Send>) -> Self {
+        self.rng = SessionRng(rng);
+        self
     }
 
     /// Counters so far.
@@ -255,7 +288,19 @@ impl Reflector {
             self.stats.sessions_expired += 1;
             self.drop_session(key);
         }
+        let gone = self.shared.ghosts().expire(now, timeout);
+        if !gone.is_empty() {
+            self.stats.ghost_sessions_expired += gone.len() as u64;
+            let mut groups: Vec<i64> = gone
+                .iter()
+                .flat_map(|s| s.routing.rx_group_ids.iter().copied())
+                .collect();
+            groups.sort_unstable();
+            groups.dedup();
+            self.stats.snapshot_invalidations += self.shared.invalidate_groups(&self.dir, &groups);
+        }
         self.expire_password_checks(now);
+        self.expire_app_logins(now);
         self.shared.sweep(now);
     }
 
@@ -310,8 +355,12 @@ impl Reflector {
                 return;
             }
         };
+        let h = &packet.header;
+        if h.packet_type != PacketType::JwtAuth && Self::is_app_path(h.ssid) {
+            return self.on_app_packet(now, src, h, packet.data, datagram);
+        }
         match packet.header.packet_type {
-            PacketType::JwtAuth => self.stats.ghost_auth_unsupported += 1,
+            PacketType::JwtAuth => self.on_app_login(now, src, &packet.header, packet.data),
             PacketType::Heartbeat => self.on_heartbeat(now, src, &packet.header, packet.data),
             PacketType::Config => self.on_config(now, src, &packet.header, packet.data),
             PacketType::Text | PacketType::Voice => {

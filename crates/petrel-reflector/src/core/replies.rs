@@ -79,6 +79,14 @@ pub(crate) fn heartbeat_success(req: &Header, callsign: &str, data: &[u8]) -> Ve
 pub(crate) fn heartbeat_reject(req: &Header, reason: RejectReason) -> Vec<u8> {
     let mut h = req.clone();
     h.packet_type = PacketType::Heartbeat;
+    reject_with_type(&h, reason)
+}
+
+/// A reject in a reply of `req`'s own Type (`specs/draarl-apps.md`
+/// correction 3): identity echoed, password and callsign empty, Reserved
+/// 0, DATA = code + reason.
+pub(crate) fn reject_with_type(req: &Header, reason: RejectReason) -> Vec<u8> {
+    let mut h = req.clone();
     h.device_password = [0; PASSWORD_LEN];
     h.callsign = [0; CALLSIGN_LEN];
     h.reserved = 0;

@@ -9,8 +9,38 @@ pub struct SessionStats {
     pub received: u64,
     /// Failed the envelope checks (spec §2.2).
     pub decode_errors: u64,
-    /// Type 1 (ghost/JWT) requests, dropped: not implemented.
-    pub ghost_auth_unsupported: u64,
+    /// Type 1 app logins handled (`specs/draarl-apps.md` §2).
+    pub app_logins: u64,
+    /// Type 1 logins answered with a session.
+    pub app_logins_accepted: u64,
+    /// Type 1 logins refused (every reject of §2.2).
+    pub app_login_rejects: u64,
+    /// Type 1 logins abandoned to make room in a full `app_logins_in_flight`.
+    pub app_login_checks_evicted: u64,
+    /// Type 1 logins abandoned after 10 s without an answer from the account store.
+    pub app_login_checks_abandoned: u64,
+    /// Account-store answers for a login abandoned or never issued.
+    pub app_login_results_unknown: u64,
+    /// Tagged app packets whose tag names no live session (§2.5 step 1).
+    pub ghost_invalid_tags: u64,
+    /// Tagged app packets whose username, SSID or DevModel differ from the session's (§2.5 step 2).
+    pub ghost_identity_rejects: u64,
+    /// Tagged app packets from another transport address than the login's (§2.5 step 3).
+    pub ghost_endpoint_rejects: u64,
+    /// Tagged app packets naming a session that is not a UDP session (§2.5 step 4).
+    pub ghost_registry_rejects: u64,
+    /// Type 2 heartbeats of app sessions answered (§2.6).
+    pub ghost_heartbeats: u64,
+    /// App sessions ended after the liveness timeout (§2.4).
+    pub ghost_sessions_expired: u64,
+    /// App sessions replaced by a login of the same (owner, DevModel, instance) (§2.4).
+    pub ghost_replacements: u64,
+    /// App logins refused at the per-owner session limit.
+    pub ghost_session_limit_rejects: u64,
+    /// App logins refused with `ghost_session_registration_failed` (endpoint held, no free tag).
+    pub ghost_registration_failures: u64,
+    /// App sessions evicted from a full registry (`ghost_sessions_max`).
+    pub ghost_sessions_evicted: u64,
     /// Type 2 packets handled.
     pub heartbeats: u64,
     /// Successful full authentications.
@@ -123,7 +153,22 @@ impl SessionStats {
         let Self {
             received,
             decode_errors,
-            ghost_auth_unsupported,
+            app_logins,
+            app_logins_accepted,
+            app_login_rejects,
+            app_login_checks_evicted,
+            app_login_checks_abandoned,
+            app_login_results_unknown,
+            ghost_invalid_tags,
+            ghost_identity_rejects,
+            ghost_endpoint_rejects,
+            ghost_registry_rejects,
+            ghost_heartbeats,
+            ghost_sessions_expired,
+            ghost_replacements,
+            ghost_session_limit_rejects,
+            ghost_registration_failures,
+            ghost_sessions_evicted,
             heartbeats,
             logins,
             rejects_conflict,
@@ -174,7 +219,22 @@ impl SessionStats {
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
-        self.ghost_auth_unsupported += ghost_auth_unsupported;
+        self.app_logins += app_logins;
+        self.app_logins_accepted += app_logins_accepted;
+        self.app_login_rejects += app_login_rejects;
+        self.app_login_checks_evicted += app_login_checks_evicted;
+        self.app_login_checks_abandoned += app_login_checks_abandoned;
+        self.app_login_results_unknown += app_login_results_unknown;
+        self.ghost_invalid_tags += ghost_invalid_tags;
+        self.ghost_identity_rejects += ghost_identity_rejects;
+        self.ghost_endpoint_rejects += ghost_endpoint_rejects;
+        self.ghost_registry_rejects += ghost_registry_rejects;
+        self.ghost_heartbeats += ghost_heartbeats;
+        self.ghost_sessions_expired += ghost_sessions_expired;
+        self.ghost_replacements += ghost_replacements;
+        self.ghost_session_limit_rejects += ghost_session_limit_rejects;
+        self.ghost_registration_failures += ghost_registration_failures;
+        self.ghost_sessions_evicted += ghost_sessions_evicted;
         self.heartbeats += heartbeats;
         self.logins += logins;
         self.rejects_conflict += rejects_conflict;
@@ -229,7 +289,31 @@ impl SessionStats {
         vec![
             ("received", self.received),
             ("decode_errors", self.decode_errors),
-            ("ghost_auth_unsupported", self.ghost_auth_unsupported),
+            ("app_logins", self.app_logins),
+            ("app_logins_accepted", self.app_logins_accepted),
+            ("app_login_rejects", self.app_login_rejects),
+            ("app_login_checks_evicted", self.app_login_checks_evicted),
+            (
+                "app_login_checks_abandoned",
+                self.app_login_checks_abandoned,
+            ),
+            ("app_login_results_unknown", self.app_login_results_unknown),
+            ("ghost_invalid_tags", self.ghost_invalid_tags),
+            ("ghost_identity_rejects", self.ghost_identity_rejects),
+            ("ghost_endpoint_rejects", self.ghost_endpoint_rejects),
+            ("ghost_registry_rejects", self.ghost_registry_rejects),
+            ("ghost_heartbeats", self.ghost_heartbeats),
+            ("ghost_sessions_expired", self.ghost_sessions_expired),
+            ("ghost_replacements", self.ghost_replacements),
+            (
+                "ghost_session_limit_rejects",
+                self.ghost_session_limit_rejects,
+            ),
+            (
+                "ghost_registration_failures",
+                self.ghost_registration_failures,
+            ),
+            ("ghost_sessions_evicted", self.ghost_sessions_evicted),
             ("heartbeats", self.heartbeats),
             ("logins", self.logins),
             ("rejects_conflict", self.rejects_conflict),

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::endpoint::ConnectionId;
 use super::snapshot::Snapshot;
 
 /// A datagram to send to one address.
@@ -33,10 +34,17 @@ pub struct Frame {
     pub kind: FrameKind,
     /// When the core planned it; the fan-out engine drops frames older than its max age.
     pub created: Instant,
-    /// The rewritten datagram, shared by every target.
+    /// The rewritten datagram (Reserved 0), shared by every physical target.
     pub packet: Arc<[u8]>,
+    /// The same datagram with Reserved = the sender's group id, shared by
+    /// every session-aware target (`specs/draarl-apps.md` §2.7); `None`
+    /// when the snapshot has none.
+    pub session_packet: Option<Arc<[u8]>>,
     /// Receivers of the sender's domain.
     pub snapshot: Arc<Snapshot>,
-    /// The sender's endpoint, skipped at send time.
+    /// The sender's UDP endpoint, skipped at send time (unspecified for a
+    /// WebSocket sender).
     pub exclude: SocketAddr,
+    /// The sender's WebSocket connection, skipped at send time.
+    pub exclude_connection: Option<ConnectionId>,
 }

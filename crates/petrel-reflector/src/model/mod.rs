@@ -8,11 +8,13 @@
 //! [`crate::runtime`] build on it.
 
 mod app_login;
+mod app_login_check;
 mod argon2_memory;
 pub(crate) mod db_location;
 mod device;
 mod device_kind;
 mod directory;
+mod endpoint;
 mod endpoint_policy;
 mod fanout_config;
 mod frame;
@@ -32,11 +34,13 @@ pub use app_login::{
     AppAuthRequest, AppGrant, AppReject, AppUser, Routing, RoutingChange, RoutingReject,
     DEV_MODEL_ANDROID, DEV_MODEL_WEB, FALLBACK_GROUP_ID, UDP_GHOST_DEV_MODELS,
 };
+pub use app_login_check::AppLoginCheck;
 pub use argon2_memory::{Argon2Memory, Verdict};
 pub use db_location::{redact, Backend};
 pub use device::{is_reserved_ssid, DeviceKey};
 pub use device_kind::DeviceKind;
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
+pub use endpoint::{ConnectionId, Endpoint};
 pub use endpoint_policy::EndpointPolicy;
 pub use fanout_config::FanoutConfig;
 pub use frame::{Frame, FrameKind, Transmit};

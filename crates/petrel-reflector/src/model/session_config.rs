@@ -87,6 +87,20 @@ pub struct SessionConfig {
     pub text_burst: u32,
     /// Which endpoints may receive fan-out (TOML `[session.endpoints]`).
     pub endpoints: EndpointPolicy,
+    /// Live app (ghost) sessions one account may hold over all transports
+    /// (1–64; `specs/draarl-apps.md` §2.4 `MaxSessionsPerOwner`). Default 8.
+    pub ghost_sessions_per_owner: usize,
+    /// Receive groups one app session may subscribe to, TX included
+    /// (1–256; §2.4 `MaxSubscriptionsPerSession`). Default 16.
+    pub ghost_subscriptions: usize,
+    /// Live app sessions over all accounts (1–10000000); when full, a new
+    /// login evicts the session heard least recently (counted in
+    /// `ghost_sessions_evicted`). Default 100000.
+    pub ghost_sessions_max: usize,
+    /// Type 1 logins one shard keeps waiting for the account store at once
+    /// (1–65536); when full, the oldest is abandoned (counted in
+    /// `app_login_checks_evicted`; its client retries). Default 1024.
+    pub app_logins_in_flight: usize,
     /// Send paths the receiver snapshots are partitioned for (1–32). Not read
     /// from TOML: a runtime derives it from its own send paths (the server
     /// from `[fanout] writers`, see [`super::ServerConfig::session_policy`]).
@@ -119,6 +133,10 @@ impl Default for SessionConfig {
             text_per_minute: 30,
             text_burst: 5,
             endpoints: EndpointPolicy::default(),
+            ghost_sessions_per_owner: 8,
+            ghost_subscriptions: 16,
+            ghost_sessions_max: 100_000,
+            app_logins_in_flight: 1024,
             partitions: 2,
         }
     }
@@ -188,6 +206,22 @@ impl SessionConfig {
         )?;
         check_range("text_per_minute", self.text_per_minute, &(1..=6000))?;
         check_range("text_burst", self.text_burst, &(1..=1000))?;
+        check_range(
+            "ghost_sessions_per_owner",
+            self.ghost_sessions_per_owner,
+            &(1..=64),
+        )?;
+        check_range("ghost_subscriptions", self.ghost_subscriptions, &(1..=256))?;
+        check_range(
+            "ghost_sessions_max",
+            self.ghost_sessions_max,
+            &(1..=10_000_000),
+        )?;
+        check_range(
+            "app_logins_in_flight",
+            self.app_logins_in_flight,
+            &(1..=65_536),
+        )?;
         self.endpoints.validate()?;
         // A new endpoint must be able to prove itself before it goes offline.
         check_range(

@@ -16,6 +16,7 @@ use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpO
 use thiserror::Error;
 use tokio::sync::Notify;
 
+use super::app_authority::AppAuthority;
 use super::dashboard::{self, Dashboard};
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
@@ -105,7 +106,22 @@ impl ServerHandle {
     /// starts every thread and task. Binding comes first, so a start that
     /// fails on a taken address creates no SQLite file.
     /// Must be called inside a tokio runtime.
+    ///
+    /// Without an [`AppAuthority`] (see [`ServerHandle::start_with_apps`]),
+    /// app clients cannot log in: every Type 1 login is refused as an
+    /// invalid token (`specs/draarl-apps.md` §2.2 step 4), as is every
+    /// WebSocket upgrade.
     pub async fn start(cfg: ServerConfig) -> Result<Self, ServerError> {
+        Self::start_with_apps(cfg, None).await
+    }
+
+    /// [`ServerHandle::start`] with the account store that authorises app
+    /// logins and routing changes (`specs/draarl-apps.md` §2.2 steps 4–6,
+    /// §3.4 rows 5–7).
+    pub async fn start_with_apps(
+        cfg: ServerConfig,
+        app_authority: Option<Arc<dyn AppAuthority>>,
+    ) -> Result<Self, ServerError> {
         cfg.validate()?;
         let session = cfg.session_policy();
         let (sock, socket) = bind(&cfg)?;
@@ -199,6 +215,7 @@ impl ServerHandle {
             let (queue_tx, queue) = mpsc::sync_channel(queue_len);
             let (answer_to, answers) = mpsc::sync_channel(in_flight);
             let (report_tx, unreachable) = mpsc::sync_channel(REPORT_QUEUE);
+            let (app_answer_to, app_answers) = mpsc::sync_channel(session.app_logins_in_flight);
             let mut core = Reflector::shard(
                 session.clone(),
                 dir.clone(),
@@ -222,6 +239,10 @@ impl ServerHandle {
                 stop: Arc::clone(&stop),
                 published: Arc::clone(published),
                 dashboard: dash.clone(),
+                app_authority: app_authority.clone(),
+                tokio: tokio::runtime::Handle::current(),
+                app_answer_to,
+                app_answers,
             };
             threads.push(
                 std::thread::Builder::new()

@@ -21,6 +21,7 @@ use tokio::sync::mpsc as tmpsc;
 
 use petrel_sys::error_queue::is_deferred_error;
 
+use super::app_authority::AppAuthority;
 use super::dashboard::Dashboard;
 use super::fanout::FanoutEngine;
 use super::icmp::{IcmpWatch, Report};
@@ -29,7 +30,14 @@ use super::store_writer::Persist;
 use super::verifier::{Answer, PasswordVerifier};
 use super::wall_clock::unix_ms;
 use crate::core::{Ingress, IngressStats, Reflector};
-use crate::model::Directory;
+use crate::model::{AppGrant, AppLoginCheck, AppReject, Directory};
+
+/// The account store's answer to one app login: (check id, verdict).
+pub(super) type AppAnswer = (u64, Result<AppGrant, AppReject>);
+
+/// How long an app login may wait for the account store; its client has
+/// given up by then (`specs/draarl-apps.md` §2.8: 10 s).
+const APP_LOGIN_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Receive buffer size; larger datagrams are cut and then fail the 800-byte rule.
 const RECV_BUF: usize = 1460;
@@ -128,6 +136,35 @@ pub(super) struct ShardIo {
     pub published: Arc<Mutex<Published>>,
     /// Where talk spurts go (the dashboard's "last heard").
     pub dashboard: Dashboard,
+    /// App logins (Type 1) go here; without one, every token is invalid.
+    pub app_authority: Option<Arc<dyn AppAuthority>>,
+    /// Where app-login tasks run.
+    pub tokio: tokio::runtime::Handle,
+    /// Where those tasks answer this shard.
+    pub app_answer_to: SyncSender<AppAnswer>,
+    /// This shard's app-login answers.
+    pub app_answers: Receiver<AppAnswer>,
+}
+
+/// Hands an app login to the account store on a tokio task, which answers
+/// on the shard's queue (within [`APP_LOGIN_DEADLINE`], else as an invalid
+/// token); without an authority, answers at once that the token is invalid.
+fn authorize(io: &ShardIo, check: AppLoginCheck) {
+    let Some(authority) = io.app_authority.as_ref() else {
+        let _ = io
+            .app_answer_to
+            .try_send((check.id, Err(AppReject::InvalidToken)));
+        return;
+    };
+    let verdict = authority.authorize(check.request);
+    let answer_to = io.app_answer_to.clone();
+    io.tokio.spawn(async move {
+        let verdict = tokio::time::timeout(APP_LOGIN_DEADLINE, verdict)
+            .await
+            .unwrap_or(Err(AppReject::InvalidToken));
+        // A full queue: the core abandons the login after its own timeout.
+        let _ = answer_to.try_send((check.id, verdict));
+    });
 }
 
 pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
@@ -159,6 +196,12 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
         }
         while let Ok((at, addr)) = io.unreachable.try_recv() {
             core.handle_unreachable(at, addr);
+        }
+        while let Ok((id, verdict)) = io.app_answers.try_recv() {
+            core.handle_app_login(now, id, verdict);
+        }
+        while let Some(check) = core.poll_app_login() {
+            authorize(io, check);
         }
         while let Some(check) = core.poll_password_check() {
             // The core has at most as many checks out as the pool has

@@ -14,6 +14,7 @@ use crate::model::{
 mod auth;
 mod endpoints;
 mod floor;
+mod ghosts;
 mod lockout;
 mod talk_spurts;
 mod text_rate;
@@ -252,7 +253,7 @@ fn rejects_carry_code_and_reason() {
     let mut h = header(PacketType::Heartbeat, "alice", "Secret12", 101);
     h.reserved = 5;
     assert!(s.send("127.0.0.1:1", &encode(&h, &[]).unwrap()).is_none());
-    assert_eq!(s.r.stats().reserved_tag_drops, 1);
+    assert_eq!(s.r.stats().ghost_invalid_tags, 1);
 }
 
 #[test]

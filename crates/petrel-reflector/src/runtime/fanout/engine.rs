@@ -3,7 +3,9 @@
 //! partitions in parallel from duplicated descriptors of the same socket (so
 //! every datagram leaves from the reflector's port). The dispatcher waits for
 //! all partitions of a frame before the next, so each target sees frames in
-//! order and a frame is sent whole or not at all.
+//! order and a frame is sent whole or not at all. A partition's physical
+//! devices get the frame's packet, its app sessions the copy carrying the
+//! source group (`specs/draarl-apps.md` §2.7).
 
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -56,6 +58,11 @@ fn send_partition(
 ) {
     if let Some(targets) = frame.snapshot.partitions.get(part) {
         let r = send_to_many(sock, &frame.packet, targets, frame.exclude, batch);
+        add(stats, &r);
+    }
+    let aware = frame.snapshot.aware.get(part);
+    if let (Some(packet), Some(targets)) = (&frame.session_packet, aware) {
+        let r = send_to_many(sock, packet, targets, frame.exclude, batch);
         add(stats, &r);
     }
 }
@@ -194,11 +201,11 @@ fn dispatch_loop(
         let mut pending = 0;
         for (i, w) in writers.iter().enumerate() {
             let part = i + 1;
-            let has_targets = frame
-                .snapshot
-                .partitions
-                .get(part)
-                .is_some_and(|p| !p.is_empty());
+            let snap = &frame.snapshot;
+            let has_targets = [snap.partitions.get(part), snap.aware.get(part)]
+                .into_iter()
+                .flatten()
+                .any(|p| !p.is_empty());
             if has_targets && w.send((Arc::clone(&frame), part)).is_ok() {
                 pending += 1;
             }

@@ -148,8 +148,10 @@ mod tests {
             kind,
             created,
             packet: Arc::from(vec![tag]),
+            session_packet: None,
             snapshot: Arc::new(Snapshot::build(1, [], 1)),
             exclude: "127.0.0.1:1".parse().unwrap(),
+            exclude_connection: None,
         }
     }
 

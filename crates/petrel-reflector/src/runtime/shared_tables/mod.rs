@@ -10,10 +10,13 @@
 //!   serialised exactly as far as the floor requires;
 //! - the [`Membership`] has one mutex, taken when a device comes online,
 //!   moves or leaves, and for a snapshot rebuild;
-//! - the [`LoginGuard`] has one mutex, taken by logins only.
+//! - the [`LoginGuard`] has one mutex, taken by logins only;
+//! - the [`GhostRegistry`] (app sessions) has one mutex, taken by app
+//!   logins, by each packet of an app session, by the radio routes and
+//!   for a snapshot rebuild.
 //!
-//! Lock order is stripe, then membership; a membership change releases the
-//! membership lock before it invalidates stripes. A rebuild therefore either
+//! Lock order is stripe, then membership, then app sessions; a change of
+//! either releases its lock before it invalidates stripes. A rebuild therefore either
 //! reads the membership after a change, or is dropped by that change's
 //! invalidation, which waits for the stripe the rebuild holds.
 
@@ -23,8 +26,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use crate::core::{
-    CrossShard, DomainCache, EndpointClaim, EndpointLimit, GroupSessions, LoginGuard, Member,
-    Membership, SnapshotSource,
+    CrossShard, DomainCache, EndpointClaim, EndpointLimit, GhostLimits, GhostRegistry,
+    GroupSessions, LoginGuard, Member, Membership, SnapshotSource,
 };
 use crate::model::{DeviceKey, Directory, EndpointPolicy, SessionConfig, Snapshot};
 use crate::policy::FloorDecision;
@@ -45,6 +48,7 @@ pub struct SharedTables {
     stripes: Box<[Mutex<DomainCache>]>,
     membership: Mutex<Membership>,
     logins: Mutex<LoginGuard>,
+    ghosts: Mutex<GhostRegistry>,
 }
 
 impl SharedTables {
@@ -57,7 +61,21 @@ impl SharedTables {
                 .collect(),
             membership: Mutex::new(Membership::default()),
             logins: Mutex::new(LoginGuard::new(cfg, now)),
+            ghosts: Mutex::new(GhostRegistry::new(GhostLimits::of(cfg))),
         }
+    }
+
+    /// The app-session registry. Release it before invalidating snapshots
+    /// (lock order: stripe, membership, app sessions).
+    pub fn ghosts(&self) -> MutexGuard<'_, GhostRegistry> {
+        lock(&self.ghosts)
+    }
+
+    /// Drops every cached snapshot; returns how many. For changes made
+    /// outside a shard (the radio routes), which have no directory to map
+    /// groups to domains.
+    pub fn invalidate_every_domain(&self) -> u64 {
+        self.stripes.iter().map(|s| lock(s).invalidate_all()).sum()
     }
 
     /// Online devices over all shards.
@@ -90,7 +108,9 @@ impl SharedTables {
         domain_id: i64,
     ) -> (Arc<Snapshot>, SnapshotSource) {
         stripe.snapshot_or(domain_id, || {
-            lock(&self.membership).snapshot(dir, domain_id, self.partitions)
+            let membership = lock(&self.membership);
+            let ghosts = lock(&self.ghosts);
+            membership.snapshot(dir, &ghosts, domain_id, self.partitions)
         })
     }
 }
@@ -143,7 +163,7 @@ impl CrossShard for Arc<SharedTables> {
     }
 
     fn invalidate_all(&mut self) -> u64 {
-        self.stripes.iter().map(|s| lock(s).invalidate_all()).sum()
+        self.invalidate_every_domain()
     }
 
     fn voice_targets(
@@ -167,6 +187,14 @@ impl CrossShard for Arc<SharedTables> {
 
     fn logins(&mut self) -> Box<dyn DerefMut<Target = LoginGuard> + '_> {
         Box::new(lock(&self.logins))
+    }
+
+    fn ghosts(&mut self) -> Box<dyn DerefMut<Target = GhostRegistry> + '_> {
+        Box::new(lock(&self.ghosts))
+    }
+
+    fn invalidate_groups(&mut self, dir: &Directory, groups: &[i64]) -> u64 {
+        SharedTables::invalidate_groups(self, dir, groups)
     }
 
     fn sweep(&mut self, now: Instant) {
