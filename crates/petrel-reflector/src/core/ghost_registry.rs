@@ -36,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
+use super::cross_shard::GroupSessions;
 use crate::codec::{Header, PacketType, USERNAME_LEN};
 use crate::model::{AppUser, ConnectionId, Endpoint, Routing};
 use crate::policy::TokenBucket;
@@ -340,6 +341,30 @@ impl GhostRegistry {
             }
         }
         counts
+    }
+
+    /// Adds the sessions subscribed to each group to `per_group`, sorted by
+    /// group id (entries are created for groups it lacks). A session
+    /// counts in every group it hears.
+    pub fn count_per_group(&self, per_group: &mut Vec<GroupSessions>) {
+        for &group_id in self.by_group.keys() {
+            let (udp, ws) = self.group_counts(group_id);
+            match per_group.binary_search_by_key(&group_id, |g| g.group_id) {
+                Ok(i) => {
+                    per_group[i].ghost += udp;
+                    per_group[i].websocket += ws;
+                }
+                Err(i) => per_group.insert(
+                    i,
+                    GroupSessions {
+                        group_id,
+                        udp: 0,
+                        ghost: udp,
+                        websocket: ws,
+                    },
+                ),
+            }
+        }
     }
 
     /// The sessions subscribed to any of `groups`, each once.
@@ -743,6 +768,40 @@ mod tests {
 
     fn t0() -> Instant {
         crate::test_clock::origin()
+    }
+
+    #[test]
+    fn sessions_count_in_every_group_they_hear() {
+        let mut r = GhostRegistry::new(limits(8, 16, 100));
+        let now = t0();
+        for (instance, port, tag) in [("a", 31001, 21), ("b", 31002, 22)] {
+            r.register(
+                ghost(instance, port, 1001, &[1002]),
+                now,
+                0,
+                &mut Script(vec![tag]),
+            )
+            .unwrap();
+        }
+        // Devices already counted in 1001 and in 1005 (which no ghost hears).
+        let mut per_group = vec![
+            GroupSessions {
+                group_id: 1001,
+                udp: 3,
+                ..GroupSessions::default()
+            },
+            GroupSessions {
+                group_id: 1005,
+                udp: 1,
+                ..GroupSessions::default()
+            },
+        ];
+        r.count_per_group(&mut per_group);
+        let seen: Vec<_> = per_group
+            .iter()
+            .map(|g| (g.group_id, g.udp, g.ghost, g.websocket))
+            .collect();
+        assert_eq!(seen, [(1001, 3, 2, 0), (1002, 0, 2, 0), (1005, 1, 0, 0)]);
     }
 
     #[test]

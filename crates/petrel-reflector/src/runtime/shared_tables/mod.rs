@@ -83,9 +83,13 @@ impl SharedTables {
         lock(&self.membership).online()
     }
 
-    /// Online sessions per group and kind ([`Membership::sessions_per_group`]).
+    /// Online sessions per group and kind: devices from
+    /// [`Membership::sessions_per_group`], app sessions from
+    /// [`GhostRegistry::count_per_group`].
     pub fn sessions_per_group(&self) -> Vec<GroupSessions> {
-        lock(&self.membership).sessions_per_group()
+        let mut per_group = lock(&self.membership).sessions_per_group();
+        lock(&self.ghosts).count_per_group(&mut per_group);
+        per_group
     }
 
     fn stripe(&self, domain_id: i64) -> MutexGuard<'_, DomainCache> {
