@@ -186,6 +186,14 @@ impl Membership {
         self.group_of.len()
     }
 
+    /// Online devices per group (groups with none are absent).
+    pub fn online_per_group(&self) -> HashMap<i64, u64> {
+        self.members
+            .iter()
+            .map(|(g, ms)| (*g, ms.len() as u64))
+            .collect()
+    }
+
     /// Puts `key` in `group_id` at `member`. Returns the groups whose
     /// domains changed: none if nothing did, else the old group (if any)
     /// and the new one. A device that holds no endpoint entry at

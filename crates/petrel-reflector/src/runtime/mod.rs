@@ -18,7 +18,10 @@
 //! connection caps and idle eviction of `http_connections.rs`); [`stats`]
 //! and [`http_stats`] gather the counters.
 
+pub mod app_accounts;
+pub mod app_auth_stats;
 pub mod app_authority;
+pub mod app_http;
 pub mod fanout;
 pub mod http;
 mod http_connections;

@@ -16,6 +16,8 @@ use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpO
 use thiserror::Error;
 use tokio::sync::Notify;
 
+use super::app_accounts::AppAccounts;
+use super::app_http::{AppApi, GroupPresence};
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
@@ -67,6 +69,8 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct ServerHandle {
     local_addr: SocketAddr,
+    /// The account side of app logins, with `[apps]`.
+    app_accounts: Option<AppAccounts>,
     stop: Arc<AtomicBool>,
     http_addr: Option<SocketAddr>,
     /// The reader, then the shards.
@@ -162,11 +166,31 @@ impl ServerHandle {
             store_errors: Arc::default(),
             store_events_dropped: Arc::default(),
             http: Arc::default(),
+            app_auth: Arc::default(),
             history,
             icmp: Arc::new(IcmpCounters::default()),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
+        let app_accounts = match &cfg.apps {
+            Some(_) => Some(
+                AppAccounts::from_config(&cfg, store.clone(), Arc::clone(&stats.app_auth)).await?,
+            ),
+            None => None,
+        };
+        let apps = match (&cfg.apps, &app_accounts) {
+            (Some(apps_cfg), Some(accounts)) => {
+                let presence: Vec<Arc<dyn GroupPresence>> = vec![shared.clone()];
+                let api = AppApi::new(
+                    accounts.clone(),
+                    apps_cfg.clone(),
+                    cfg.login_captcha,
+                    presence,
+                );
+                Some((api, apps_cfg.clone()))
+            }
+            _ => None,
+        };
         let (http_addr, http_task) = match http_listener {
             Some(listener) => {
                 let state = super::http::AppState {
@@ -174,6 +198,7 @@ impl ServerHandle {
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
                     admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
+                    apps,
                 };
                 let (addr, task) = spawn_http(listener, state, &cfg.http)?;
                 (Some(addr), Some(task))
@@ -255,6 +280,7 @@ impl ServerHandle {
         tasks.extend(http_task);
         Ok(Self {
             local_addr,
+            app_accounts,
             http_addr,
             stop,
             threads,
@@ -267,6 +293,12 @@ impl ServerHandle {
     /// The bound UDP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The account store's [`AppAuthority`](super::app_authority::AppAuthority)
+    /// for app sessions (ghost UDP, WebSocket, routing API), with `[apps]`.
+    pub fn app_accounts(&self) -> Option<&AppAccounts> {
+        self.app_accounts.as_ref()
     }
 
     /// The bound HTTP address, if HTTP is enabled.

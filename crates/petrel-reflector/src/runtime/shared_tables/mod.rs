@@ -65,6 +65,11 @@ impl SharedTables {
         lock(&self.membership).online()
     }
 
+    /// Online physical devices per group over all shards.
+    pub fn online_per_group(&self) -> std::collections::HashMap<i64, u64> {
+        lock(&self.membership).online_per_group()
+    }
+
     fn stripe(&self, domain_id: i64) -> MutexGuard<'_, DomainCache> {
         let i = domain_id.rem_euclid(self.stripes.len() as i64) as usize;
         lock(&self.stripes[i])
@@ -174,3 +179,10 @@ impl CrossShard for Arc<SharedTables> {
 
 #[cfg(test)]
 mod tests;
+
+/// Physical devices are one source of the app API's online counts.
+impl super::app_http::GroupPresence for SharedTables {
+    fn online_per_group(&self) -> std::collections::HashMap<i64, u64> {
+        SharedTables::online_per_group(self)
+    }
+}
