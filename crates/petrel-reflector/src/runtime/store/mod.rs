@@ -35,6 +35,8 @@ mod settings;
 mod web_accounts;
 
 #[cfg(test)]
+mod app_tests;
+#[cfg(test)]
 mod harness;
 #[cfg(test)]
 pub(crate) mod scratch_store;
