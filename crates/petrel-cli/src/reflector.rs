@@ -91,6 +91,27 @@ enum UserCommand {
         /// Group new devices join [default: the store's public group].
         #[arg(long)]
         default_group: Option<i64>,
+        /// Web/app login password (bcrypt; separate from the device
+        /// password). Without it the account cannot log in to the apps until
+        /// `user passwd` sets one.
+        #[arg(long)]
+        password: Option<String>,
+        /// Give the account the admin role (every group is usable, approval
+        /// not needed on approved routes).
+        #[arg(long)]
+        admin: bool,
+    },
+    /// Set an account's web/app login password, read from `--password` or,
+    /// without it, from the first line of standard input (never echoed).
+    Passwd {
+        #[command(flatten)]
+        db: DbArg,
+        /// Account name.
+        name: String,
+        /// New web password (1-72 bytes); prefer standard input, which keeps
+        /// it out of the process list and shell history.
+        #[arg(long)]
+        password: Option<String>,
     },
     /// Replace an account's device password.
     Password {
@@ -194,6 +215,37 @@ async fn open(db: &str) -> anyhow::Result<Store> {
     Ok(Store::open(db, StoreOptions::default()).await?)
 }
 
+/// The first line of standard input without its line end; an error if it
+/// is empty. When standard input is a terminal, its echo is off while the
+/// line is typed, so the password never shows.
+fn read_password_line() -> anyhow::Result<String> {
+    let mut line = String::new();
+    let fd = libc::STDIN_FILENO;
+    // SAFETY: `termios` is plain data that `tcgetattr` fills in; both calls
+    // only read or set the terminal attributes of standard input.
+    let saved = unsafe {
+        let mut t: libc::termios = std::mem::zeroed();
+        (libc::isatty(fd) == 1 && libc::tcgetattr(fd, &mut t) == 0).then_some(t)
+    };
+    if let Some(t) = saved {
+        eprint!("web password: ");
+        let mut quiet = t;
+        quiet.c_lflag &= !libc::ECHO;
+        // SAFETY: as above; `quiet` is a copy of the current attributes.
+        unsafe { libc::tcsetattr(fd, libc::TCSANOW, &quiet) };
+    }
+    let read = std::io::stdin().read_line(&mut line);
+    if let Some(t) = saved {
+        // SAFETY: restores the attributes read above.
+        unsafe { libc::tcsetattr(fd, libc::TCSANOW, &t) };
+        eprintln!();
+    }
+    read.context("reading the password from standard input")?;
+    let pw = line.trim_end_matches(['\n', '\r']).to_owned();
+    anyhow::ensure!(!pw.is_empty(), "no password on standard input");
+    Ok(pw)
+}
+
 /// Runs `petrel reflector …`.
 pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
     runtime()?.block_on(manage(args.command))?;
@@ -210,9 +262,11 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
             device_password,
             dmrid,
             default_group,
+            password,
+            admin,
         }) => {
-            let id = open(&db.db)
-                .await?
+            let store = open(&db.db).await?;
+            let id = store
                 .add_user(&NewUser {
                     name: name.clone(),
                     callsign: callsign.clone(),
@@ -221,7 +275,25 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
                     default_group_id: default_group,
                 })
                 .await?;
-            println!("user {id}: {name}, callsign {callsign}");
+            if let Some(pw) = password {
+                store.set_web_password(&name, &pw).await?;
+            }
+            if admin {
+                store.set_user_roles(&name, "admin").await?;
+            }
+            let role = if admin { "admin" } else { "user" };
+            println!("user {id}: {name}, callsign {callsign}, role {role}");
+        }
+        ReflectorCommand::User(UserCommand::Passwd { db, name, password }) => {
+            let password = match password {
+                Some(p) => p,
+                None => read_password_line()?,
+            };
+            open(&db.db)
+                .await?
+                .set_web_password(&name, &password)
+                .await?;
+            println!("web password of {name} set");
         }
         ReflectorCommand::User(UserCommand::Password {
             db,

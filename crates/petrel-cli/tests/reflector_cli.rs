@@ -206,3 +206,74 @@ fn duplicate_names_say_which_value_is_taken() {
         r#"error: a group named "Test" already exists"#
     );
 }
+
+/// `user add --password --admin` and `user passwd` (flag and standard
+/// input) store a bcrypt web password that is not the device password, and
+/// never print it.
+#[test]
+fn web_passwords_are_set_by_flag_or_stdin_and_never_printed() {
+    use std::io::Write;
+    let dir = Scratch::new("web_password");
+    let db = dir.path("store.db");
+    let add = support::petrel(&[
+        "reflector",
+        "user",
+        "add",
+        "--db",
+        &db,
+        "--name",
+        "alice",
+        "--callsign",
+        "BA1AAA",
+        "--device-password",
+        "Secret12",
+        "--password",
+        "web-pass-1",
+        "--admin",
+    ]);
+    let out =
+        String::from_utf8_lossy(&add.stdout).into_owned() + &String::from_utf8_lossy(&add.stderr);
+    assert!(add.status.success(), "{out}");
+    assert!(
+        out.contains("role admin") && !out.contains("web-pass-1"),
+        "{out}"
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_petrel"))
+        .args(["reflector", "user", "passwd", "--db", &db, "alice"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from-stdin-2\n")
+        .unwrap();
+    let done = child.wait_with_output().unwrap();
+    let text =
+        String::from_utf8_lossy(&done.stdout).into_owned() + &String::from_utf8_lossy(&done.stderr);
+    assert!(done.status.success(), "{text}");
+    assert!(!text.contains("from-stdin-2"), "{text}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let user = rt.block_on(async {
+        let store = petrel_reflector::runtime::store::Store::open(&db, Default::default())
+            .await
+            .unwrap();
+        store.web_user_by_name("alice").await.unwrap().unwrap()
+    });
+    assert!(user.is_admin());
+    assert_eq!((user.status, user.approval_status), (1, 1));
+    let hash = user.password_hash.unwrap();
+    assert!(hash.starts_with("$2b$10$"), "{hash}");
+    assert!(petrel_reflector::model::verify_web_password(
+        "from-stdin-2",
+        &hash
+    ));
+    assert!(!petrel_reflector::model::verify_web_password(
+        "Secret12", &hash
+    ));
+    let e = manage(&db, &["user", "passwd", "--password", "x", "nobody"], 1);
+    assert!(e.contains("user nobody not found"), "{e}");
+}

@@ -7,6 +7,8 @@
 //! external crates; [`crate::policy`], [`crate::core`] and
 //! [`crate::runtime`] build on it.
 
+mod access_token;
+mod app_api_config;
 mod app_login;
 mod app_login_check;
 mod argon2_memory;
@@ -18,6 +20,7 @@ mod endpoint;
 mod endpoint_policy;
 mod fanout_config;
 mod frame;
+mod group_rule;
 mod http_config;
 mod password;
 mod password_check;
@@ -29,7 +32,10 @@ mod snapshot;
 mod source_prefix;
 mod store_event;
 mod verifier_config;
+mod web_password;
 
+pub use access_token::{AccessClaims, TokenError, TokenKeys, ACCESS_TOKEN_SECS, TOKEN_ISSUER};
+pub use app_api_config::{normalise_origin, AppApiConfig, MIN_JWT_SECRET_CHARS};
 pub use app_login::{
     AppAuthRequest, AppGrant, AppReject, AppUser, Routing, RoutingChange, RoutingReject,
     DEV_MODEL_ANDROID, DEV_MODEL_WEB, FALLBACK_GROUP_ID, UDP_GHOST_DEV_MODELS,
@@ -44,6 +50,7 @@ pub use endpoint::{ConnectionId, Endpoint};
 pub use endpoint_policy::EndpointPolicy;
 pub use fanout_config::FanoutConfig;
 pub use frame::{Frame, FrameKind, Transmit};
+pub use group_rule::{sanitise, GroupFacts, OverLimit, GROUP_PRIVATE, GROUP_PUBLIC};
 pub use http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
 pub use password::{
     hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
@@ -58,3 +65,7 @@ pub use snapshot::{endpoint_hash, partition_of, Snapshot};
 pub use source_prefix::{is_loopback_source, SourcePrefix};
 pub use store_event::StoreEvent;
 pub use verifier_config::VerifierConfig;
+pub use web_password::{
+    hash_web_password, verify_web_password, WebPasswordError, MAX_WEB_PASSWORD_BYTES,
+    WEB_PASSWORD_COST,
+};

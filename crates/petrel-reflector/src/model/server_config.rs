@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use petrel_sys::range::{check_range, check_range_in, RangeError};
 
+use super::app_api_config::{AppApiConfig, MIN_JWT_SECRET_CHARS};
 use super::db_location::redact;
 use super::fanout_config::FanoutConfig;
 use super::http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
@@ -61,6 +62,19 @@ pub struct ServerConfig {
     pub admin_token: Option<String>,
     /// HTTP server limits.
     pub http: HttpConfig,
+    /// Whether `POST /api/auth/login` needs a solved captcha
+    /// (`specs/draarl-apps.md` §1.3 step 2). Default `true`; `false` for
+    /// private deployments and tests. Used with `[apps]`.
+    pub login_captcha: bool,
+    /// Secret of the app access tokens (HS256, §1.4), at least
+    /// [`MIN_JWT_SECRET_CHARS`] characters (a shorter one is a configuration
+    /// error naming `jwt_secret`; the secret is never printed). Unset: a
+    /// secret is generated once from the OS's CSPRNG and kept in the store.
+    /// Used with `[apps]`.
+    pub jwt_secret: Option<String>,
+    /// The app clients' HTTP API (login, tokens, start-up routes); unset
+    /// serves none of it.
+    pub apps: Option<AppApiConfig>,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +95,9 @@ impl Default for ServerConfig {
             http_listen: Some(SocketAddr::from(([127, 0, 0, 1], 9000))),
             admin_token: None,
             http: HttpConfig::default(),
+            login_captcha: true,
+            jwt_secret: None,
+            apps: None,
         }
     }
 }
@@ -103,6 +120,9 @@ impl std::fmt::Debug for ServerConfig {
             .field("http_listen", &self.http_listen)
             .field("admin_token", &self.admin_token.as_ref().map(|_| "***"))
             .field("http", &self.http)
+            .field("login_captcha", &self.login_captcha)
+            .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "***"))
+            .field("apps", &self.apps)
             .finish()
     }
 }
@@ -141,6 +161,17 @@ impl ServerConfig {
         self.session.validate()?;
         self.fanout.validate()?;
         self.recording.validate()?;
+        if let Some(secret) = &self.jwt_secret {
+            check_range_in(
+                "jwt_secret",
+                secret.chars().count(),
+                &(MIN_JWT_SECRET_CHARS..=4096),
+                "characters",
+            )?;
+        }
+        if let Some(apps) = &self.apps {
+            apps.validate()?;
+        }
         self.http.validate()
     }
 
@@ -172,11 +203,13 @@ mod tests {
         let cfg = ServerConfig {
             db: "postgres://petrel:hunter2secret@db.example/petrel".into(),
             admin_token: Some("token-0123456789abcdef".into()),
+            jwt_secret: Some("jwt-secret-0123456789abcdef0123456789".into()),
             ..ServerConfig::default()
         };
         let text = format!("{cfg:?}");
         assert!(!text.contains("hunter2secret"), "{text}");
         assert!(!text.contains("token-0123456789abcdef"), "{text}");
+        assert!(!text.contains("jwt-secret"), "{text}");
         assert!(text.contains("db.example") && text.contains("ingress_workers: 2"));
     }
 
@@ -205,5 +238,19 @@ mod tests {
             ..ServerConfig::default()
         };
         assert!(cfg.validate().is_ok());
+    }
+
+    #[test]
+    fn short_jwt_secret_and_bad_apps_section_are_config_errors() {
+        let cfg: ServerConfig = toml::from_str(
+            "login_captcha = false\njwt_secret = \"too-short\"\n[apps]\npublic_host = \"radio.example.com\"",
+        )
+        .unwrap();
+        assert!(!cfg.login_captcha);
+        let e = cfg.validate().unwrap_err();
+        assert_eq!(e.field, "jwt_secret");
+        assert!(!e.to_string().contains("too-short"));
+        let cfg: ServerConfig = toml::from_str("[apps]\npublic_port = 60050").unwrap();
+        assert_eq!(cfg.validate().unwrap_err().field, "apps.public_host");
     }
 }

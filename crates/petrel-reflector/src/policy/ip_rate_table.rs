@@ -30,6 +30,14 @@ impl IpRateTable {
         }
     }
 
+    /// `rate_per_min` sustained requests per source prefix per minute,
+    /// `burst` at once, at most `max_entries` (at least 1) prefixes tracked.
+    pub fn per_minute(rate_per_min: u32, burst: u32, max_entries: usize) -> Self {
+        Self {
+            table: BucketTable::per_min(rate_per_min.max(1), burst, max_entries),
+        }
+    }
+
     /// Charges one request from `ip` to its prefix at `now`; `false` when
     /// over its budget. First forgets prefixes idle long enough for their bucket to be full
     /// again (amortised O(1): the oldest are at the front).

@@ -41,6 +41,13 @@
 //! a too-large `Content-Length` (refused before reading) and a chunked body
 //! that grows too large (the `Json` extractor then answers 413).
 //!
+//! With `[apps]` configured, the app clients' API (`app_http/`) shares
+//! this router: its paths under `/api/` ([`is_app_path`]) are served to
+//! anyone and authenticate themselves (Bearer JWT, §1.1 of
+//! `specs/draarl-apps.md`), every other `/api/` path stays the admin API
+//! as above, and the §1.1 guards (token-like query keys, origin) wrap
+//! every non-admin route.
+//!
 //! What the routes parse out of a request is public, so the fuzz targets
 //! (`fuzz/`) drive exactly what the server calls: [`bearer`] and
 //! [`AdminToken::matches`] for the token, [`GroupBody`] and [`CommControl`]
@@ -64,12 +71,13 @@ use tokio::sync::Notify;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use super::app_http::{app_router, is_app_path, with_app_guards, AppApi};
 use super::dashboard::{self, Dashboard, DASHBOARD_DATA_PATH, DASHBOARD_PATH};
 use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
 use super::store::{Store, StoreError};
 use super::wall_clock::unix_ms;
-use crate::model::HttpConfig;
+use crate::model::{AppApiConfig, HttpConfig};
 use crate::policy::IpRateTable;
 
 /// The admin token, kept only as its SHA-256 digest; its `Debug` output
@@ -106,6 +114,8 @@ pub(crate) struct AppState {
     pub(crate) reload: Arc<Notify>,
     pub(crate) admin_token: Option<AdminToken>,
     pub(crate) dashboard: Dashboard,
+    /// The app clients' API with its `[apps]` settings, when configured.
+    pub(crate) apps: Option<(AppApi, AppApiConfig)>,
 }
 
 impl std::fmt::Debug for AppState {
@@ -119,6 +129,8 @@ impl std::fmt::Debug for AppState {
 #[derive(Clone)]
 struct Guard {
     admin_token: Option<AdminToken>,
+    /// Whether the app API serves its paths under `/api/`.
+    apps: bool,
     budget: Arc<Mutex<IpRateTable>>,
     stats: Arc<HttpStats>,
 }
@@ -126,6 +138,7 @@ struct Guard {
 pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
     let guard = Guard {
         admin_token: state.admin_token.clone(),
+        apps: state.apps.is_some(),
         budget: Arc::new(Mutex::new(IpRateTable::new(
             limits.per_ip_rps,
             limits.per_ip_burst,
@@ -133,7 +146,8 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         ))),
         stats: Arc::clone(&state.stats.http),
     };
-    Router::new()
+    let apps = state.apps.clone();
+    let mut router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route(DASHBOARD_PATH, get(dashboard_page))
@@ -143,19 +157,33 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .route("/api/reload", post(reload))
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
         .route("/api/devices/{user}/{ssid}/comm-control", put(comm_control))
-        .with_state(state)
+        .with_state(state);
+    if let Some((api, _)) = &apps {
+        router = router.merge(app_router(api.clone()));
+    }
+    router = router
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
             StatusCode::REQUEST_TIMEOUT,
             limits.request_timeout(),
-        ))
-        .layer(axum::middleware::from_fn_with_state(guard, guard_request))
+        ));
+    if let Some((api, config)) = &apps {
+        router = with_app_guards(router, config, Arc::clone(api.accounts().stats()));
+    }
+    router.layer(axum::middleware::from_fn_with_state(guard, guard_request))
 }
 
-/// Whether `path` is under the admin API, as the router matches it (on the
+/// Whether `path` is under `/api/`, as the router matches it (on the
 /// request's path as sent, not percent-decoded).
 fn is_admin_path(path: &str) -> bool {
     path == "/api" || path.starts_with("/api/")
+}
+
+/// Whether `path` is the admin API's while the app API is on: under
+/// `/api/` and not one of the app paths
+/// ([`is_app_path`](super::app_http::is_app_path)).
+pub(crate) fn is_admin_api(path: &str) -> bool {
+    is_admin_path(path) && !is_app_path(path)
 }
 
 /// Charges requests without a valid admin token to their source prefix
@@ -186,7 +214,13 @@ async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Resp
                 return StatusCode::TOO_MANY_REQUESTS.into_response();
             }
         }
-        if is_admin_path(req.uri().path()) {
+        let path = req.uri().path();
+        let admin_path = if g.apps {
+            is_admin_api(path)
+        } else {
+            is_admin_path(path)
+        };
+        if admin_path {
             if g.admin_token.is_none() {
                 return StatusCode::NOT_FOUND.into_response();
             }
@@ -288,6 +322,9 @@ pub fn render_metrics(s: &ServerStats) -> String {
     for (n, v) in s.http.counters() {
         put(format!("petrel_reflector_http_{n}_total"), "counter", v);
     }
+    for (n, v) in s.app_auth.counters() {
+        put(format!("petrel_reflector_app_auth_{n}_total"), "counter", v);
+    }
     for (n, v) in s.history.counters() {
         let gauge = n.ends_with("_bytes");
         let (name, kind) = if gauge {
@@ -375,6 +412,7 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         },
         "fanout": serde_json::Value::Object(map(s.fanout.counters())),
         "http": serde_json::Value::Object(map(s.http.counters())),
+        "app_auth": serde_json::Value::Object(map(s.app_auth.counters())),
         "history": serde_json::Value::Object(map(s.history.counters())),
         "icmp": serde_json::Value::Object(map(s.icmp.counters())),
         "online": s.online,

@@ -19,7 +19,10 @@
 //! operator [`dashboard`]; [`stats`] and [`http_stats`] gather the
 //! counters.
 
+pub mod app_accounts;
+pub mod app_auth_stats;
 pub mod app_authority;
+pub mod app_http;
 pub mod dashboard;
 pub mod fanout;
 pub mod http;

@@ -16,7 +16,9 @@ use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpO
 use thiserror::Error;
 use tokio::sync::Notify;
 
+use super::app_accounts::AppAccounts;
 use super::app_authority::AppAuthority;
+use super::app_http::{AppApi, GroupPresence};
 use super::dashboard::{self, Dashboard};
 use super::fanout::FanoutEngine;
 use super::http::AdminToken;
@@ -69,6 +71,8 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct ServerHandle {
     local_addr: SocketAddr,
+    /// The account side of app logins, with `[apps]`.
+    app_accounts: Option<AppAccounts>,
     stop: Arc<AtomicBool>,
     http_addr: Option<SocketAddr>,
     /// The reader, then the shards.
@@ -179,12 +183,39 @@ impl ServerHandle {
             store_errors: Arc::default(),
             store_events_dropped: Arc::default(),
             http: Arc::default(),
+            app_auth: Arc::default(),
             history,
             icmp: Arc::new(IcmpCounters::default()),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
         let dash = Dashboard::new(dir.clone());
+        let app_accounts = match &cfg.apps {
+            Some(_) => Some(
+                AppAccounts::from_config(&cfg, store.clone(), Arc::clone(&stats.app_auth)).await?,
+            ),
+            None => None,
+        };
+        let apps = match (&cfg.apps, &app_accounts) {
+            (Some(apps_cfg), Some(accounts)) => {
+                let presence: Vec<Arc<dyn GroupPresence>> = vec![shared.clone()];
+                let api = AppApi::new(
+                    accounts.clone(),
+                    apps_cfg.clone(),
+                    cfg.login_captcha,
+                    presence,
+                );
+                Some((api, apps_cfg.clone()))
+            }
+            _ => None,
+        };
+        // Type 1 logins go to the given authority, else to the account
+        // store's when the app API is on.
+        let app_authority = app_authority.or_else(|| {
+            app_accounts
+                .clone()
+                .map(|a| Arc::new(a) as Arc<dyn AppAuthority>)
+        });
         let (http_addr, http_task) = match http_listener {
             Some(listener) => {
                 let state = super::http::AppState {
@@ -193,6 +224,7 @@ impl ServerHandle {
                     reload: Arc::clone(&reload_now),
                     admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
                     dashboard: dash.clone(),
+                    apps,
                 };
                 let (addr, task) = spawn_http(listener, state, &cfg.http)?;
                 let sampler = dashboard::spawn_sampler(stats.clone(), dash.clone());
@@ -282,6 +314,7 @@ impl ServerHandle {
         tasks.extend(http_task.into_iter().flatten());
         Ok(Self {
             local_addr,
+            app_accounts,
             http_addr,
             stop,
             threads,
@@ -294,6 +327,12 @@ impl ServerHandle {
     /// The bound UDP address.
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The account store's [`AppAuthority`](super::app_authority::AppAuthority)
+    /// for app sessions (ghost UDP, WebSocket, routing API), with `[apps]`.
+    pub fn app_accounts(&self) -> Option<&AppAccounts> {
+        self.app_accounts.as_ref()
     }
 
     /// The bound HTTP address, if HTTP is enabled.

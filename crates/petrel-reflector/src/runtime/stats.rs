@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use petrel_sys::socket::SocketBuffers;
 
+use super::app_auth_stats::{AppAuthStats, AppAuthStatsSnapshot};
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::icmp::{IcmpCounters, IcmpStats};
@@ -39,6 +40,8 @@ pub struct ServerStats {
     pub socket: SocketBuffers,
     /// HTTP endpoint counters (all zero when HTTP is off).
     pub http: HttpStatsSnapshot,
+    /// The app login API (all zero without `[apps]`).
+    pub app_auth: AppAuthStatsSnapshot,
     /// Stored text history and recording files: sizes and pruning.
     pub history: HistoryStatsSnapshot,
     /// ICMP errors read from the socket.
@@ -129,6 +132,7 @@ pub(crate) struct StatsSource {
     pub(crate) store_errors: Arc<AtomicU64>,
     pub(crate) store_events_dropped: Arc<AtomicU64>,
     pub(crate) http: Arc<HttpStats>,
+    pub(crate) app_auth: Arc<AppAuthStats>,
     pub(crate) history: Arc<HistoryStats>,
     pub(crate) icmp: Arc<IcmpCounters>,
 }
@@ -159,6 +163,7 @@ impl StatsSource {
             password_checks: self.verifier.stats(),
             socket: self.socket,
             http: self.http.snapshot(),
+            app_auth: self.app_auth.snapshot(),
             history: self.history.snapshot(),
             icmp: self.icmp.snapshot(),
         }

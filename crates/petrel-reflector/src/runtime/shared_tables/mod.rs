@@ -92,6 +92,15 @@ impl SharedTables {
         per_group
     }
 
+    /// App and device sessions online per group over all shards (what
+    /// `GET /api/radio/groups/stats` reports).
+    pub fn online_per_group(&self) -> std::collections::HashMap<i64, u64> {
+        self.sessions_per_group()
+            .into_iter()
+            .map(|g| (g.group_id, (g.udp + g.ghost + g.websocket) as u64))
+            .collect()
+    }
+
     fn stripe(&self, domain_id: i64) -> MutexGuard<'_, DomainCache> {
         let i = domain_id.rem_euclid(self.stripes.len() as i64) as usize;
         lock(&self.stripes[i])
@@ -211,3 +220,10 @@ impl CrossShard for Arc<SharedTables> {
 
 #[cfg(test)]
 mod tests;
+
+/// Physical devices are one source of the app API's online counts.
+impl super::app_http::GroupPresence for SharedTables {
+    fn online_per_group(&self) -> std::collections::HashMap<i64, u64> {
+        SharedTables::online_per_group(self)
+    }
+}

@@ -20,14 +20,16 @@ impl Store {
         let hash = hash_device_password(&u.device_password, self.opts.hash_cost)?;
         let group = u.default_group_id.unwrap_or(self.opts.default_group_id);
         let row = sqlx::query(
-            "INSERT INTO users (name, callsign, dmrid, device_password_hash, default_group_id)
-             VALUES ($1, $2, $3, $4, $5) RETURNING id",
+            "INSERT INTO users
+             (name, callsign, dmrid, device_password_hash, default_group_id, created_at_ms, updated_at_ms)
+             VALUES ($1, $2, $3, $4, $5, $6, $6) RETURNING id",
         )
         .bind(&u.name)
         .bind(&u.callsign)
         .bind(i64::from(u.dmrid))
         .bind(hash)
         .bind(group)
+        .bind(super::now_ms())
         .fetch_one(&self.pool)
         .await;
         let row = match row {
@@ -215,7 +217,7 @@ impl Store {
 /// violation: SQLite's message reads `UNIQUE constraint failed:
 /// users.callsign`; PostgreSQL names the constraint (`users_callsign_key`,
 /// `talkgroups_pkey` for the id).
-fn unique_column<'e>(e: &'e sqlx::Error, table: &str) -> Option<&'e str> {
+pub(super) fn unique_column<'e>(e: &'e sqlx::Error, table: &str) -> Option<&'e str> {
     let sqlx::Error::Database(db) = e else {
         return None;
     };
@@ -235,7 +237,7 @@ fn unique_column<'e>(e: &'e sqlx::Error, table: &str) -> Option<&'e str> {
     }
 }
 
-fn updated(rows_affected: u64, what: impl FnOnce() -> String) -> Result<(), StoreError> {
+pub(super) fn updated(rows_affected: u64, what: impl FnOnce() -> String) -> Result<(), StoreError> {
     if rows_affected == 0 {
         return Err(StoreError::NotFound(what()));
     }

@@ -11,6 +11,15 @@
 //!
 //! Version 4 indexes messages and recordings by time alone, for pruning the
 //! oldest first (the text byte cap, the recording quota).
+//!
+//! Version 5 serves the app clients (`specs/draarl-apps.md` §1, §3.4): the
+//! web/app login fields of `users` (bcrypt `password_hash`, `email`,
+//! `roles`, profile and last-login columns; existing rows get no web
+//! password, role `user`), the group rule's `talkgroups.type` (1 public,
+//! 2 private; existing groups stay public), `owner_id` and `note`,
+//! `group_members`, `settings` (the generated JWT secret), the SHA-256
+//! digests of refresh tokens, and the app routing preferences with each
+//! user's last TX group per device model.
 
 use crate::model::Backend;
 
@@ -109,6 +118,58 @@ const SQLITE: &[(i64, &str)] = &[
         "CREATE INDEX messages_time ON messages (sent_at_ms, id);
     CREATE INDEX recordings_time ON recordings (started_at_ms, id);",
     ),
+    (
+        5,
+        "ALTER TABLE users ADD COLUMN password_hash TEXT;
+    ALTER TABLE users ADD COLUMN email TEXT;
+    ALTER TABLE users ADD COLUMN roles TEXT NOT NULL DEFAULT 'user';
+    ALTER TABLE users ADD COLUMN nickname TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN review_note TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN login_err_times INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE users ADD COLUMN last_login_ms INTEGER;
+    ALTER TABLE users ADD COLUMN last_login_ip TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN created_at_ms INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE users ADD COLUMN updated_at_ms INTEGER NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX users_email ON users (email);
+    ALTER TABLE talkgroups ADD COLUMN type INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE talkgroups ADD COLUMN owner_id INTEGER;
+    ALTER TABLE talkgroups ADD COLUMN note TEXT NOT NULL DEFAULT '';
+    CREATE TABLE group_members (
+        group_id INTEGER NOT NULL REFERENCES talkgroups(id) ON DELETE CASCADE,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        is_verified INTEGER NOT NULL DEFAULT 0,
+        joined_at_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (group_id, user_id)
+    );
+    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE refresh_tokens (
+        token_hash TEXT PRIMARY KEY,
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        created_at_ms INTEGER NOT NULL,
+        expires_at_ms INTEGER NOT NULL,
+        revoked_at_ms INTEGER,
+        replaced_by TEXT,
+        ip TEXT NOT NULL,
+        user_agent TEXT NOT NULL
+    );
+    CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id, created_at_ms);
+    CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at_ms);
+    CREATE TABLE app_preferences (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        dev_model INTEGER NOT NULL,
+        client_instance_id TEXT NOT NULL,
+        tx_group_id INTEGER NOT NULL,
+        rx_group_ids TEXT NOT NULL,
+        last_used_ms INTEGER NOT NULL,
+        PRIMARY KEY (user_id, dev_model, client_instance_id)
+    );
+    CREATE TABLE app_last_groups (
+        user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        dev_model INTEGER NOT NULL,
+        group_id INTEGER NOT NULL,
+        PRIMARY KEY (user_id, dev_model)
+    );",
+    ),
 ];
 
 const POSTGRES: &[(i64, &str)] = &[
@@ -185,6 +246,58 @@ const POSTGRES: &[(i64, &str)] = &[
         4,
         "CREATE INDEX messages_time ON messages (sent_at_ms, id);
     CREATE INDEX recordings_time ON recordings (started_at_ms, id);",
+    ),
+    (
+        5,
+        "ALTER TABLE users ADD COLUMN password_hash TEXT;
+    ALTER TABLE users ADD COLUMN email TEXT;
+    ALTER TABLE users ADD COLUMN roles TEXT NOT NULL DEFAULT 'user';
+    ALTER TABLE users ADD COLUMN nickname TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN review_note TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN login_err_times BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE users ADD COLUMN last_login_ms BIGINT;
+    ALTER TABLE users ADD COLUMN last_login_ip TEXT NOT NULL DEFAULT '';
+    ALTER TABLE users ADD COLUMN created_at_ms BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE users ADD COLUMN updated_at_ms BIGINT NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX users_email ON users (email);
+    ALTER TABLE talkgroups ADD COLUMN type BIGINT NOT NULL DEFAULT 1;
+    ALTER TABLE talkgroups ADD COLUMN owner_id BIGINT;
+    ALTER TABLE talkgroups ADD COLUMN note TEXT NOT NULL DEFAULT '';
+    CREATE TABLE group_members (
+        group_id BIGINT NOT NULL REFERENCES talkgroups(id) ON DELETE CASCADE,
+        user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        is_verified BIGINT NOT NULL DEFAULT 0,
+        joined_at_ms BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (group_id, user_id)
+    );
+    CREATE TABLE settings (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE refresh_tokens (
+        token_hash TEXT PRIMARY KEY,
+        user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        created_at_ms BIGINT NOT NULL,
+        expires_at_ms BIGINT NOT NULL,
+        revoked_at_ms BIGINT,
+        replaced_by TEXT,
+        ip TEXT NOT NULL,
+        user_agent TEXT NOT NULL
+    );
+    CREATE INDEX refresh_tokens_user ON refresh_tokens (user_id, created_at_ms);
+    CREATE INDEX refresh_tokens_expiry ON refresh_tokens (expires_at_ms);
+    CREATE TABLE app_preferences (
+        user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        dev_model BIGINT NOT NULL,
+        client_instance_id TEXT NOT NULL,
+        tx_group_id BIGINT NOT NULL,
+        rx_group_ids TEXT NOT NULL,
+        last_used_ms BIGINT NOT NULL,
+        PRIMARY KEY (user_id, dev_model, client_instance_id)
+    );
+    CREATE TABLE app_last_groups (
+        user_id BIGINT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+        dev_model BIGINT NOT NULL,
+        group_id BIGINT NOT NULL,
+        PRIMARY KEY (user_id, dev_model)
+    );",
     ),
 ];
 

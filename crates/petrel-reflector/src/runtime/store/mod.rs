@@ -23,11 +23,19 @@
 //! includes the same file); the library does not ship them.
 
 mod accounts;
+mod app_groups;
+mod app_preferences;
 mod events;
+mod group_messages;
 mod history;
 mod location;
 mod migrations;
+mod refresh_tokens;
+mod settings;
+mod web_accounts;
 
+#[cfg(test)]
+mod app_tests;
 #[cfg(test)]
 mod harness;
 #[cfg(test)]
@@ -36,7 +44,12 @@ pub(crate) mod scratch_store;
 mod tests;
 
 pub use crate::model::{redact, Backend};
+pub use app_groups::AppGroup;
+pub use app_preferences::{PreferenceKey, StoredRouting};
+pub use group_messages::GroupMessage;
 pub use history::{Pruned, StoredRecording};
+pub use refresh_tokens::{IssueCleanup, NewRefreshToken, RefreshTokenState};
+pub use web_accounts::WebUser;
 
 use std::time::Duration;
 
@@ -44,7 +57,7 @@ use sqlx::any::AnyPoolOptions;
 use sqlx::{AnyConnection, AnyPool, ConnectOptions, Connection, Row};
 use thiserror::Error;
 
-use crate::model::{HashCost, PasswordError};
+use crate::model::{HashCost, PasswordError, WEB_PASSWORD_COST};
 
 /// Store failures.
 #[derive(Debug, Error)]
@@ -94,6 +107,9 @@ pub struct StoreOptions {
     pub default_group_name: String,
     /// Argon2id cost for new device passwords.
     pub hash_cost: HashCost,
+    /// bcrypt cost for new web passwords (4–31): [`WEB_PASSWORD_COST`] in
+    /// production, lower in tests.
+    pub web_password_cost: u32,
 }
 
 impl Default for StoreOptions {
@@ -102,6 +118,7 @@ impl Default for StoreOptions {
             default_group_id: 999,
             default_group_name: "Public".into(),
             hash_cost: HashCost::default(),
+            web_password_cost: WEB_PASSWORD_COST,
         }
     }
 }
@@ -247,6 +264,11 @@ impl Store {
     pub async fn close(&self) {
         self.pool.close().await;
     }
+}
+
+/// The wall clock, Unix ms, for the store's own timestamps.
+fn now_ms() -> i64 {
+    super::wall_clock::unix_ms()
 }
 
 fn text_field_ok(s: &str) -> bool {
