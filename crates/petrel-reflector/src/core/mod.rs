@@ -34,13 +34,15 @@
 //! `liveness.rs` (when an endpoint may receive, ICMP unreachable reports),
 //! `forward.rs` (Types 3/4/5 and fan-out planning), `replies.rs`
 //! (heartbeat replies), `ingress.rs` (the front), `cross_shard.rs`,
-//! `recorder.rs` (voice recording), `stats.rs`.
+//! `recorder.rs` (voice recording), `stats.rs`; [`interconnect`], the Type 0
+//! data plane between a centre and its edges.
 
 mod auth;
 mod cross_shard;
 mod endpoint_caps;
 mod forward;
 mod ingress;
+pub mod interconnect;
 mod liveness;
 mod login;
 mod recorder;
