@@ -1,5 +1,6 @@
 //! The interconnect data plane between a centre and its edges
-//! (draarl-interconnect §4, §5, §7; draarl-v1 §6), sans-IO: the runtime
+//! (draarl-interconnect §4, §5, §7; draarl-v1 §6), and the control-plane
+//! handshake that opens a node session (§3.2), sans-IO: the runtime
 //! feeds datagrams with the monotonic and the wall clock, polls accepted
 //! frames and envelopes to send, and drives the timers.
 //!
@@ -18,7 +19,8 @@
 //! (§4.3), `outbound.rs` (§4.6, §5), `replay_window.rs` (§4.4),
 //! `address_binding.rs` (§4.5), `data_budget.rs` (§7 rates),
 //! `projection_wait.rs` (§4.7), `edge_routes.rs` (§5.2 targets),
-//! `node_session.rs`, `accepted.rs`, `transmit.rs`, `counters.rs`.
+//! `node_session.rs`, `accepted.rs`, `transmit.rs`, `counters.rs`,
+//! `handshake.rs` (§3.2).
 
 mod acceptance;
 mod accepted;
@@ -27,6 +29,7 @@ mod counters;
 mod data_budget;
 mod data_plane;
 mod edge_routes;
+mod handshake;
 mod node_session;
 mod outbound;
 mod projection_wait;
@@ -42,6 +45,11 @@ pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
 pub use edge_routes::{EdgeRoutes, RouteLimitError};
+pub use handshake::{
+    AuthRejection, CentreHandshake, EdgeHandshake, EdgeSession, HandshakeError, HelloOutcome,
+    IssuedCredential, PendingAuth, AUTH_FAILED, CAPACITY_REACHED, HANDSHAKE_TIMEOUT,
+    MIN_SESSION_KEY_LEN, NEGOTIATION_FAILED,
+};
 pub use node_session::NodeSessionParams;
 pub use outbound::{BuildError, DownstreamTarget, FanoutReport, MessageIds};
 pub use projection_wait::{

@@ -4,6 +4,7 @@
 
 mod acceptance;
 mod edge_routes;
+mod handshake;
 mod outbound;
 mod projection_wait;
 mod properties;
