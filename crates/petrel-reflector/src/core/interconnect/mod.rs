@@ -20,11 +20,13 @@
 //! `address_binding.rs` (§4.5), `data_budget.rs` (§7 rates),
 //! `projection_wait.rs` (§4.7), `edge_routes.rs` (§5.2 targets),
 //! `node_session.rs`, `accepted.rs`, `transmit.rs`, `counters.rs`,
-//! `handshake.rs` (§3.2).
+//! `handshake.rs` (§3.2), `control_envelope.rs` (§3.4: envelopes over TLS,
+//! sharing the session's replay window).
 
 mod acceptance;
 mod accepted;
 mod address_binding;
+mod control_envelope;
 mod counters;
 mod data_budget;
 mod data_plane;
@@ -41,6 +43,7 @@ mod tests;
 
 pub use accepted::Accepted;
 pub use address_binding::{same_address, AddressBinding, BindReject, CHALLENGE_TTL};
+pub use control_envelope::{ControlVerdict, CONTROL_FRESHNESS_MS};
 pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};

@@ -218,3 +218,144 @@ fn edge_refuses_unusable_replies() {
         Err(HandshakeError::UnexpectedKind(_))
     ));
 }
+
+mod control_envelopes {
+    use crate::codec::interconnect::{seal, Channel, Flags, Subtype};
+
+    use super::*;
+
+    fn control(source: &str, session: u64, id: u64, subtype: Subtype, seed: u8) -> Vec<u8> {
+        seal(
+            &header(source, session, id, subtype),
+            b"{}",
+            &key_of(seed),
+            Channel::Control,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn the_replay_window_is_shared_with_udp() {
+        let (mut c, now) = centre(DataPlaneConfig::default());
+        bind(&mut c, now, "edge-a", SESSION_A, 1, 1, addr("10.0.0.2:1"));
+        assert_eq!(
+            c.handle_datagram(now, WALL, addr("10.0.0.2:1"), &upstream(2)),
+            Verdict::Queued
+        );
+        // The same MessageID over TLS is a replay.
+        let hb = control("edge-a", SESSION_A, 2, Subtype::HEARTBEAT, 1);
+        assert_eq!(
+            c.handle_control_envelope(WALL, node("edge-a"), SESSION_A, &hb),
+            ControlVerdict::Drop(Rejection::Replayed(Replay::Duplicate))
+        );
+        let hb = control("edge-a", SESSION_A, 3, Subtype::HEARTBEAT, 1);
+        let ControlVerdict::Deliver {
+            header,
+            payload,
+            duplicate,
+        } = c.handle_control_envelope(WALL, node("edge-a"), SESSION_A, &hb)
+        else {
+            panic!()
+        };
+        assert_eq!(
+            (header.message_id, payload.as_slice(), duplicate),
+            (3, &b"{}"[..], false)
+        );
+        // ... and the other way round.
+        assert_eq!(
+            c.handle_datagram(now, WALL, addr("10.0.0.2:1"), &upstream(3)),
+            Verdict::Rejected(Rejection::Replayed(Replay::Duplicate))
+        );
+        assert_eq!(c.protection(node("edge-a")).unwrap().replay_drops, 2);
+    }
+
+    #[test]
+    fn freshness_identity_subtypes_and_redelivery() {
+        let now = crate::test_clock::origin();
+        let mut e = DataPlane::edge(node("edge-b"), DataPlaneConfig::default());
+        e.attach(now, params("center", 8, 3));
+        let deliver =
+            |e: &mut DataPlane, d: &[u8]| e.handle_control_envelope(WALL, NodeId::CENTRE, 8, d);
+        // ±30 s over TLS.
+        let mut h = header("center", 8, 1, Subtype::ROUTE_DELTA);
+        h.sent_at_ms = WALL - 30_000;
+        let d = seal(&h, b"{}", &key_of(3), Channel::Control).unwrap();
+        assert!(matches!(
+            deliver(&mut e, &d),
+            ControlVerdict::Deliver {
+                duplicate: false,
+                ..
+            }
+        ));
+        // A replayed RouteDelta is delivered marked duplicate (re-ACK).
+        assert!(matches!(
+            deliver(&mut e, &d),
+            ControlVerdict::Deliver {
+                duplicate: true,
+                ..
+            }
+        ));
+        h.message_id = 2;
+        h.sent_at_ms = WALL - 30_001;
+        let stale = seal(&h, b"{}", &key_of(3), Channel::Control).unwrap();
+        assert_eq!(
+            deliver(&mut e, &stale),
+            ControlVerdict::Drop(Rejection::Expired)
+        );
+        // A replayed lease message is dropped.
+        let lease = control("center", 8, 3, Subtype::SPEAKER_LEASE, 3);
+        assert!(matches!(
+            deliver(&mut e, &lease),
+            ControlVerdict::Deliver {
+                duplicate: false,
+                ..
+            }
+        ));
+        assert_eq!(
+            deliver(&mut e, &lease),
+            ControlVerdict::Drop(Rejection::Replayed(Replay::Duplicate))
+        );
+        // Unknown subtypes: dropped, or the connection closes if CRITICAL.
+        let unknown = control("center", 8, 4, Subtype(0x7e), 3);
+        assert_eq!(
+            deliver(&mut e, &unknown),
+            ControlVerdict::Drop(Rejection::UnexpectedSubtype(Subtype(0x7e)))
+        );
+        let mut h = header("center", 8, 5, Subtype(0x7e));
+        h.flags = Flags::CRITICAL.with(Flags::CONTROL);
+        let critical = seal(&h, b"{}", &key_of(3), Channel::Control).unwrap();
+        assert_eq!(deliver(&mut e, &critical), ControlVerdict::Close);
+        // Identity: the source must be `center`; the session must match.
+        let other = control("edge-x", 8, 6, Subtype::ROUTE_DELTA, 3);
+        assert_eq!(
+            deliver(&mut e, &other),
+            ControlVerdict::Drop(Rejection::IdentityMismatch)
+        );
+        assert_eq!(
+            e.handle_control_envelope(
+                WALL,
+                NodeId::CENTRE,
+                9,
+                &control("center", 9, 7, Subtype::ROUTE_DELTA, 3)
+            ),
+            ControlVerdict::Drop(Rejection::Unauthenticated)
+        );
+        let forged = control("center", 8, 8, Subtype::ROUTE_DELTA, 4);
+        assert!(matches!(
+            deliver(&mut e, &forged),
+            ControlVerdict::Drop(Rejection::Invalid(_))
+        ));
+        // Control envelopes may be larger than UDP ones.
+        let big = seal(
+            &header("center", 8, 9, Subtype::ROUTE_SNAPSHOT_CHUNK),
+            &vec![b' '; 40_000],
+            &key_of(3),
+            Channel::Control,
+        )
+        .unwrap();
+        assert!(matches!(
+            deliver(&mut e, &big),
+            ControlVerdict::Deliver { .. }
+        ));
+    }
+}
