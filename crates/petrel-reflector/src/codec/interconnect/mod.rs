@@ -20,6 +20,7 @@ mod control_message;
 mod data_bind;
 mod envelope;
 mod features;
+pub mod messages;
 mod node_id;
 mod node_key;
 mod relay;
