@@ -136,8 +136,9 @@ impl DataPlane {
     /// session of the same node replaces the old one (replay window,
     /// budget, binding and counters start afresh, and its queued frames are
     /// dropped). At the edge the one session is the centre's, whatever
-    /// `params.node_id` says. Past `max_nodes` the least recently heard
-    /// session is evicted.
+    /// `params.node_id` says, and its data address (`CenterUDP`) is to be
+    /// set again with [`DataPlane::set_centre_address`]. Past `max_nodes`
+    /// the least recently heard session is evicted.
     pub fn attach(&mut self, now: Instant, mut params: NodeSessionParams) {
         if self.role == Role::Edge {
             params.node_id = NodeId::CENTRE;
