@@ -202,3 +202,179 @@ fn small_messages_round_trip() {
         assert!(!j.contains(":\"\"") && !j.contains("null"), "{j}");
     }
 }
+
+#[test]
+fn credential_rules() {
+    let rotate = CredentialMessage {
+        kind: "rotate".into(),
+        credential: format!("draarl-node.edge-a.{}", "A".repeat(43)),
+        credential_epoch: 2,
+        previous_valid_until_ms: 1_700_000_600_000,
+        ..CredentialMessage::default()
+    };
+    assert_eq!(rotate.validate("edge-a"), Ok(()));
+    assert!(!format!("{rotate:?}").contains("AAAA"));
+    assert_eq!(
+        rotate.validate("edge-b"),
+        Err(CredentialError::NotForThisNode)
+    );
+    let no_grace = CredentialMessage {
+        previous_valid_until_ms: 0,
+        ..rotate.clone()
+    };
+    assert_eq!(
+        no_grace.validate("edge-a"),
+        Err(CredentialError::NoGraceDeadline)
+    );
+    let result = CredentialMessage {
+        kind: "result".into(),
+        credential_epoch: 2,
+        ack_for_message_id: 17,
+        success: true,
+        ..CredentialMessage::default()
+    };
+    assert_eq!(result.validate("edge-a"), Ok(()));
+    assert_eq!(
+        serde_json::to_string(&result).unwrap(),
+        r#"{"kind":"result","credential_epoch":2,"ack_for_message_id":17,"success":true}"#
+    );
+    let with_cred = CredentialMessage {
+        credential: rotate.credential.clone(),
+        ..result.clone()
+    };
+    assert_eq!(
+        with_cred.validate("edge-a"),
+        Err(CredentialError::ResultWithCredential)
+    );
+    let no_ack = CredentialMessage {
+        ack_for_message_id: 0,
+        ..result
+    };
+    assert_eq!(no_ack.validate("edge-a"), Err(CredentialError::NoAckId));
+}
+
+#[test]
+fn device_config_rules() {
+    let report = |n: usize| DeviceConfigMessage {
+        kind: "report".into(),
+        session_id: 1,
+        session_epoch: 1,
+        device_id: 40,
+        data: vec![1; n],
+        ..DeviceConfigMessage::default()
+    };
+    assert_eq!(report(710).validate(), Ok(()));
+    assert_eq!(
+        report(711).validate(),
+        Err(DeviceConfigError::ReportSize(711))
+    );
+    assert_eq!(report(0).validate(), Err(DeviceConfigError::ReportSize(0)));
+    let down = |n: usize| DeviceConfigMessage {
+        kind: "down".into(),
+        packet: vec![0; n],
+        ..report(1)
+    };
+    assert_eq!(down(90).validate(), Ok(()));
+    assert_eq!(down(89).validate(), Err(DeviceConfigError::DownSize(89)));
+    let result = DeviceConfigMessage {
+        kind: "result".into(),
+        data: vec![],
+        ..report(1)
+    };
+    assert_eq!(result.validate(), Err(DeviceConfigError::NoAckId));
+    assert_eq!(
+        DeviceConfigMessage {
+            ack_for_message_id: 5,
+            ..result
+        }
+        .validate(),
+        Ok(())
+    );
+    let r = report(3);
+    assert_eq!(
+        serde_json::from_str::<DeviceConfigMessage>(&serde_json::to_string(&r).unwrap()).unwrap(),
+        r
+    );
+}
+
+#[test]
+fn confirm_batch_rules() {
+    let physical = |session: u64, device: i64, owner: i64| ConfirmItem {
+        session_id: session,
+        session_epoch: 1,
+        control_session_id: 77,
+        device_id: device,
+        owner_id: owner,
+        ssid: 1,
+        ..ConfirmItem::default()
+    };
+    let ok = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![physical(1, 40, 5), physical(2, 41, 6)],
+    };
+    assert_eq!(ok.validate(), Ok(()));
+    // Two items for device 40 with different session ids: refused.
+    let twice = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![physical(1, 40, 5), physical(2, 40, 6)],
+    };
+    assert_eq!(twice.validate(), Err(ConfirmError::Duplicate));
+    let ghost = ConfirmItem {
+        device_id: 0,
+        dev_model: 9,
+        ghost_session_id: "g".into(),
+        client_instance_id: "i".into(),
+        ..physical(3, 0, 7)
+    };
+    let no_ticket = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![ghost.clone()],
+    };
+    assert_eq!(no_ticket.validate(), Err(ConfirmError::GhostTicket));
+    let with_ticket = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![ConfirmItem {
+            recovery_ticket: "t".into(),
+            ..ghost.clone()
+        }],
+    };
+    assert_eq!(with_ticket.validate(), Ok(()));
+    let huge_ticket = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![ConfirmItem {
+            recovery_ticket: "t".repeat(1025),
+            ..ghost
+        }],
+    };
+    assert_eq!(huge_ticket.validate(), Err(ConfirmError::GhostTicket));
+    let ghostly = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![ConfirmItem {
+            recovery_ticket: "t".into(),
+            ..physical(1, 40, 5)
+        }],
+    };
+    assert_eq!(
+        ghostly.validate(),
+        Err(ConfirmError::PhysicalWithGhostFields)
+    );
+    assert_eq!(
+        ConfirmRequest::default().validate(),
+        Err(ConfirmError::BatchSize(0))
+    );
+    let many = ConfirmRequest {
+        request_id: 1,
+        sessions: (1..=129).map(|i| physical(i, i as i64, i as i64)).collect(),
+    };
+    assert_eq!(many.validate(), Err(ConfirmError::BatchSize(129)));
+    let bad = ConfirmResponse {
+        request_id: 1,
+        results: vec![ConfirmResult {
+            session_id: 1,
+            session_epoch: 1,
+            success: true,
+            ..ConfirmResult::default()
+        }],
+    };
+    assert_eq!(bad.validate(), Err(ConfirmError::SuccessWithoutGrant));
+}
