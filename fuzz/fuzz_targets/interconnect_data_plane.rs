@@ -81,7 +81,10 @@ fuzz_target!(|data: &[u8]| {
                     assert!(!matches!(v, Verdict::Queued | Verdict::Bound(_)), "{v:?}");
                 }
                 if v == Verdict::Queued {
-                    let id = open(&d, &key(1), Channel::Udp).expect("accepted").header.message_id;
+                    let id = open(&d, &key(1), Channel::Udp)
+                        .expect("accepted")
+                        .header
+                        .message_id;
                     assert!(accepted_ids.insert(id), "message id {id} accepted twice");
                 }
             }
@@ -93,15 +96,24 @@ fuzz_target!(|data: &[u8]| {
             }
             4 => {
                 let fresh = Challenge([rest.first().copied().unwrap_or(0); 32]);
-                let reply = c.handle_bind_request(now, edge_a(), SESSION, &DataBind::Request, fresh);
+                let reply =
+                    c.handle_bind_request(now, edge_a(), SESSION, &DataBind::Request, fresh);
                 assert_eq!(reply, Ok(DataBind::Challenge(fresh)));
                 proofs += 1;
                 let mut h = header(wall, u64::MAX - proofs, Subtype::DATA_BIND);
                 h.sent_at_ms = wall;
-                let d = seal(&h, &DataBind::Proof(Some(fresh)).to_vec(), &key(1), Channel::Udp)
-                    .expect("a proof fits");
+                let d = seal(
+                    &h,
+                    &DataBind::Proof(Some(fresh)).to_vec(),
+                    &key(1),
+                    Channel::Udp,
+                )
+                .expect("a proof fits");
                 let v = c.handle_datagram(now, wall, addr(op / 6), &d);
-                assert!(matches!(v, Verdict::Bound(_) | Verdict::Rejected(_)), "{v:?}");
+                assert!(
+                    matches!(v, Verdict::Bound(_) | Verdict::Rejected(_)),
+                    "{v:?}"
+                );
             }
             _ => {
                 while let Some(a) = c.poll_accepted(now) {
@@ -109,7 +121,10 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(a.header.subtype, Subtype::RELAY_UPSTREAM);
                     assert!(a.relay().is_some());
                     assert!(a.header.hop_count <= 2);
-                    assert!(a.header.sent_at_ms.abs_diff(wall) <= 2000 + (now - start).as_millis() as u64);
+                    assert!(
+                        a.header.sent_at_ms.abs_diff(wall)
+                            <= 2000 + (now - start).as_millis() as u64
+                    );
                 }
             }
         }
@@ -210,7 +225,10 @@ fn parser(data: &[u8]) {
                 let env = open(&bytes, &k, channel).expect("what seals opens");
                 assert_eq!(env.header, h);
                 assert_eq!(env.payload, payload);
-                assert_eq!(peek(&bytes).map(|s| s.node_session_id), Some(h.node_session_id));
+                assert_eq!(
+                    peek(&bytes).map(|s| s.node_session_id),
+                    Some(h.node_session_id)
+                );
             }
             Err(_) => assert!(
                 h.message_id == 0 || h.hop_count > 2 || payload.len() > channel.max_payload()
