@@ -91,9 +91,14 @@
 //!   [`model::Endpoint::WebSocket`] sessions in the same registry and receive
 //!   the frames listed in [`model::Snapshot::websockets`].
 //! - **Edge links (Type 0 interconnect)**: a peer reflector is one more
-//!   member (`Endpoint::Edge`) of the domains it carries: its wire format in
-//!   `codec/interconnect.rs`, its link state machine (hello, keepalive, loop
-//!   prevention) in `core/edge.rs`, its socket in `runtime/edge.rs`.
+//!   member (`Endpoint::Edge`) of the domains it carries. Its wire formats
+//!   are [`codec::interconnect`] (envelope, relay, DataBind, control frames,
+//!   the §3.5 payloads) and its sans-IO data plane and handshake
+//!   [`core::interconnect`] (acceptance pipeline, replay window, address
+//!   binding, budgets, upstream and per-edge downstream relays, the
+//!   projection wait); still to come: the link state machine that drives
+//!   them (route sync, leases, heartbeats) in `core/edge.rs` and its
+//!   sockets and TLS in `runtime/edge.rs`.
 //!
 //! # Departures from the reference server
 //!

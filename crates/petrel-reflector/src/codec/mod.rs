@@ -1,11 +1,13 @@
 //! DraARLv1 wire formats: the 90-byte header, heartbeat, config and voice DATA,
-//! the Type 1 app login JSON, and the `.raw` recording container. Pure functions over byte slices; no
+//! the Type 1 app login JSON, the `.raw` recording container, and the Type 0
+//! interconnect envelope between centre and edges ([`interconnect`]). Pure functions over byte slices; no
 //! I/O, no allocation beyond the returned values.
 
 mod app_login;
 mod config;
 mod header;
 mod heartbeat;
+pub mod interconnect;
 mod raw;
 mod voice;
 

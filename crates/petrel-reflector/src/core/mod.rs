@@ -40,7 +40,8 @@
 //! sessions (`specs/draarl-apps.md` §2): `app_login.rs` (Type 1, answered
 //! through [`AppLoginCheck`](crate::model::AppLoginCheck)s like password
 //! checks), `ghost_uplink.rs` (their later packets) and
-//! `ghost_registry.rs` (the [`GhostRegistry`], one more cross-shard table).
+//! `ghost_registry.rs` (the [`GhostRegistry`], one more cross-shard table);
+//! [`interconnect`], the Type 0 data plane between a centre and its edges.
 
 mod app_login;
 mod auth;
@@ -50,6 +51,7 @@ mod forward;
 mod ghost_registry;
 mod ghost_uplink;
 mod ingress;
+pub mod interconnect;
 mod liveness;
 mod login;
 mod recorder;

@@ -1,0 +1,62 @@
+//! The interconnect data plane between a centre and its edges
+//! (draarl-interconnect §4, §5, §7; draarl-v1 §6), and the control-plane
+//! handshake that opens a node session (§3.2), sans-IO: the runtime
+//! feeds datagrams with the monotonic and the wall clock, polls accepted
+//! frames and envelopes to send, and drives the timers.
+//!
+//! ```text
+//!              ┌──────────────────────── DataPlane (centre | edge) ───────────────────────┐
+//!  UDP in ────▶│ handle_datagram: shape → session → HMAC → identity → ±2 s → replay →      │
+//!              │   budget → bind proof → bound address → subtype → queue (512 / 4096)      │──▶ poll_accepted
+//!  TLS in ────▶│ handle_bind_request (DataBind request → challenge)                        │
+//!  relays ────▶│ relay_upstream (edge) / relay_downstream (centre: one per target edge)   │──▶ poll_transmit
+//!              └───────────────────────────────────────────────────────────────────────────┘
+//!  edge: accepted 0x31 ──▶ ProjectionWait (§4.7: park ≤ 1024 / 200 ms) ──▶ poll_release ──▶ local fan-out
+//!  centre: EdgeRoutes (which edges receive a domain, §5.2) ──▶ relay_downstream targets
+//! ```
+//!
+//! Files: `data_plane.rs` (state, sessions, verdicts), `acceptance.rs`
+//! (§4.3), `outbound.rs` (§4.6, §5), `replay_window.rs` (§4.4),
+//! `address_binding.rs` (§4.5), `data_budget.rs` (§7 rates),
+//! `projection_wait.rs` (§4.7), `edge_routes.rs` (§5.2 targets),
+//! `node_session.rs`, `accepted.rs`, `transmit.rs`, `counters.rs`,
+//! `handshake.rs` (§3.2), `control_envelope.rs` (§3.4: envelopes over TLS,
+//! sharing the session's replay window).
+
+mod acceptance;
+mod accepted;
+mod address_binding;
+mod control_envelope;
+mod counters;
+mod data_budget;
+mod data_plane;
+mod edge_routes;
+mod handshake;
+mod node_session;
+mod outbound;
+mod projection_wait;
+mod replay_window;
+mod transmit;
+
+#[cfg(test)]
+mod tests;
+
+pub use accepted::Accepted;
+pub use address_binding::{same_address, AddressBinding, BindReject, CHALLENGE_TTL};
+pub use control_envelope::{ControlVerdict, CONTROL_FRESHNESS_MS};
+pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
+pub use data_budget::{Charge, DataBudget, DataLimits};
+pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
+pub use edge_routes::{EdgeRoutes, RouteLimitError};
+pub use handshake::{
+    AuthRejection, CentreHandshake, EdgeHandshake, EdgeSession, HandshakeError, HelloOutcome,
+    IssuedCredential, PendingAuth, AUTH_FAILED, CAPACITY_REACHED, HANDSHAKE_TIMEOUT,
+    MIN_SESSION_KEY_LEN, NEGOTIATION_FAILED,
+};
+pub use node_session::NodeSessionParams;
+pub use outbound::{BuildError, DownstreamTarget, FanoutReport, MessageIds};
+pub use projection_wait::{
+    ProjectionWait, ProjectionWaitConfig, WaitCounters, WaitDrop, WaitVerdict,
+};
+pub use replay_window::{Replay, ReplayWindow, REPLAY_WINDOW_BITS};
+pub use transmit::{Outbound, Path};
