@@ -15,6 +15,10 @@ pub struct SessionStats {
     pub app_logins_accepted: u64,
     /// Type 1 logins refused (every reject of §2.2).
     pub app_login_rejects: u64,
+    /// Type 1 rejects and `reserved_ssid` replies not sent because they
+    /// would be larger than the request (the amplification bound of
+    /// `core/app_login.rs`); still counted in their reject counter.
+    pub app_replies_withheld: u64,
     /// Type 1 logins abandoned to make room in a full `app_logins_in_flight`.
     pub app_login_checks_evicted: u64,
     /// Type 1 logins abandoned after 10 s without an answer from the account store.
@@ -156,6 +160,7 @@ impl SessionStats {
             app_logins,
             app_logins_accepted,
             app_login_rejects,
+            app_replies_withheld,
             app_login_checks_evicted,
             app_login_checks_abandoned,
             app_login_results_unknown,
@@ -222,6 +227,7 @@ impl SessionStats {
         self.app_logins += app_logins;
         self.app_logins_accepted += app_logins_accepted;
         self.app_login_rejects += app_login_rejects;
+        self.app_replies_withheld += app_replies_withheld;
         self.app_login_checks_evicted += app_login_checks_evicted;
         self.app_login_checks_abandoned += app_login_checks_abandoned;
         self.app_login_results_unknown += app_login_results_unknown;
@@ -292,6 +298,7 @@ impl SessionStats {
             ("app_logins", self.app_logins),
             ("app_logins_accepted", self.app_logins_accepted),
             ("app_login_rejects", self.app_login_rejects),
+            ("app_replies_withheld", self.app_replies_withheld),
             ("app_login_checks_evicted", self.app_login_checks_evicted),
             (
                 "app_login_checks_abandoned",
