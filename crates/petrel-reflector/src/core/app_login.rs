@@ -207,6 +207,7 @@ impl Reflector {
         };
         self.stats.ghost_replacements += u64::from(reg.replaced.is_some());
         self.stats.ghost_sessions_evicted += u64::from(reg.evicted.is_some());
+        self.stats.ghost_sessions_displaced += u64::from(reg.displaced.is_some());
         self.stats.snapshot_invalidations += self
             .shared
             .invalidate_groups(&self.dir, &reg.changed_groups());

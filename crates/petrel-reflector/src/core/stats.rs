@@ -45,6 +45,9 @@ pub struct SessionStats {
     pub ghost_registration_failures: u64,
     /// App sessions evicted from a full registry (`ghost_sessions_max`).
     pub ghost_sessions_evicted: u64,
+    /// App sessions that had not proved their address, displaced by a
+    /// login from the same IP:port (`core/ghost_registry.rs`).
+    pub ghost_sessions_displaced: u64,
     /// Type 2 packets handled.
     pub heartbeats: u64,
     /// Successful full authentications.
@@ -174,6 +177,7 @@ impl SessionStats {
             ghost_session_limit_rejects,
             ghost_registration_failures,
             ghost_sessions_evicted,
+            ghost_sessions_displaced,
             heartbeats,
             logins,
             rejects_conflict,
@@ -241,6 +245,7 @@ impl SessionStats {
         self.ghost_session_limit_rejects += ghost_session_limit_rejects;
         self.ghost_registration_failures += ghost_registration_failures;
         self.ghost_sessions_evicted += ghost_sessions_evicted;
+        self.ghost_sessions_displaced += ghost_sessions_displaced;
         self.heartbeats += heartbeats;
         self.logins += logins;
         self.rejects_conflict += rejects_conflict;
@@ -321,6 +326,7 @@ impl SessionStats {
                 self.ghost_registration_failures,
             ),
             ("ghost_sessions_evicted", self.ghost_sessions_evicted),
+            ("ghost_sessions_displaced", self.ghost_sessions_displaced),
             ("heartbeats", self.heartbeats),
             ("logins", self.logins),
             ("rejects_conflict", self.rejects_conflict),
