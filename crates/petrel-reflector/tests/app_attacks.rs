@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, AppLoginSuccess, Header, PacketType};
 use petrel_reflector::model::{
-    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, Routing, RoutingChange, RoutingReject,
-    ServerConfig, SessionConfig,
+    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, EndpointPolicy, Routing, RoutingChange,
+    RoutingReject, ServerConfig, SessionConfig,
 };
 use petrel_reflector::runtime::app_authority::{AppAuthority, AppFuture};
 use petrel_reflector::runtime::server::ServerHandle;
@@ -280,7 +280,10 @@ fn a_type1_flood_never_amplifies_and_a_ghost_still_gets_in() {
                     assert!(d.len() <= attempts.iter().map(Vec::len).max().unwrap());
                 }
             }
-            let st = stats_when(srv, |s| s.session.app_logins > 64 * 5).session;
+            let st = stats_when(srv, |s| {
+                s.session.app_login_rejects >= 64 * 5 && s.session.app_replies_withheld >= 64 * 4
+            })
+            .session;
             assert_eq!(st.app_logins, 64 * 5 + 1);
             assert_eq!(st.app_login_rejects, 64 * 5);
             assert_eq!(st.app_logins_accepted, 1);
@@ -422,7 +425,13 @@ fn tag_guessing_and_stolen_tags_are_dropped_and_counted() {
                 assert!(drain(s).is_empty(), "mallory was answered");
             }
             assert!(drain(&alice).is_empty(), "something was forwarded");
-            let st = stats_when(srv, |s| s.session.ghost_invalid_tags >= sprayed).session;
+            let st = stats_when(srv, |s| {
+                s.session.ghost_invalid_tags >= sprayed
+                    && s.session.ghost_endpoint_rejects >= 2
+                    && s.session.ghost_identity_rejects >= 3
+                    && s.session.reserved_tag_drops >= 1
+            })
+            .session;
             assert_eq!(
                 (
                     st.ghost_invalid_tags,
@@ -524,7 +533,10 @@ fn session_limit_and_replacement_games() {
                 login(&ninth, server, token, &instance(9)).unwrap_err(),
                 b"\x01ghost_session_limit active=8 limit=8"
             );
-            let st = stats_when(srv, |s| s.session.ghost_replacements >= 52).session;
+            let st = stats_when(srv, |s| {
+                s.session.ghost_replacements >= 52 && s.session.ghost_session_limit_rejects >= 2
+            })
+            .session;
             assert_eq!(st.ghost_replacements, 52);
             assert_eq!(st.ghost_session_limit_rejects, 2);
         },
@@ -613,11 +625,87 @@ fn malformed_type1_json_gets_its_exact_reject() {
             over.resize(801, b' ');
             sock.send_to(&over, server).unwrap();
             assert!(recv_login(&sock).is_none());
-            let st = stats_when(srv, |s| s.session.decode_errors >= 1).session;
+            let st = stats_when(srv, |s| {
+                s.session.decode_errors >= 1 && s.session.app_login_rejects >= cases.len() as u64
+            })
+            .session;
             assert_eq!(st.decode_errors, 1);
             assert_eq!(st.app_login_rejects, cases.len() as u64);
             // Still serving.
             assert!(login(&sock, server, "ok-5-zed", IID).is_ok());
+        },
+    );
+}
+
+/// A login that never proves its address (as one sent from a forged
+/// source) does not keep the real client at that IP:port out; a proven
+/// session does, until it has been silent past the liveness timeout.
+#[test]
+fn unproven_sessions_do_not_squat_an_address_and_silence_expires() {
+    with_server(
+        "attack_squat_expiry",
+        fake(&[]),
+        |c| ServerConfig {
+            session: SessionConfig {
+                offline_timeout_ms: 1_000,
+                sweep_interval_ms: 100,
+                endpoints: EndpointPolicy {
+                    receive_after_ms: 0,
+                    ..c.session.endpoints
+                },
+                ..c.session
+            },
+            ..c
+        },
+        |srv| {
+            let server = srv.local_addr();
+            // Mallory's own account logs in "from" the phone's address and
+            // never sends a tagged packet.
+            let squatter = client("127.0.0.10");
+            let at = squatter.local_addr().unwrap();
+            assert!(login(&squatter, server, "ok-66-mallory", &instance(66)).is_ok());
+            drop(squatter);
+            let phone = UdpSocket::bind(at).unwrap();
+            phone
+                .set_read_timeout(Some(Duration::from_millis(300)))
+                .unwrap();
+            let ok = login(&phone, server, "ok-1000-ghostbob", IID).unwrap();
+            let tag = ok.session_tag;
+            let hb = ghost_packet(PacketType::Heartbeat, "ghostbob", 101, 101, tag, &[0; 24]);
+            phone.send_to(&hb, server).unwrap();
+            assert!(recv_type(&phone, PacketType::Heartbeat).is_some());
+            let st = stats_when(srv, |s| s.session.ghost_sessions_displaced >= 1).session;
+            assert_eq!(
+                (st.ghost_sessions_displaced, st.ghost_registration_failures),
+                (1, 0)
+            );
+
+            // A proven session keeps its address against another login.
+            assert_eq!(
+                login(&phone, server, "ok-66-mallory", &instance(67)).unwrap_err(),
+                b"\x01ghost_session_registration_failed"
+            );
+
+            // Silence past the timeout: the session ends, its tag stops
+            // resolving and it hears nothing more.
+            std::thread::sleep(Duration::from_millis(1_500));
+            let st = stats_when(srv, |s| s.session.ghost_sessions_expired >= 1).session;
+            assert_eq!(st.ghost_sessions_expired, 1);
+            let alice = client("127.0.0.2");
+            alice
+                .send_to(&heartbeat("alice", 7, PW, &[]), server)
+                .unwrap();
+            assert!(recv_type(&alice, PacketType::Heartbeat).is_some());
+            let mut v = Header::new(PacketType::Voice);
+            v.set_username("alice");
+            v.ssid = 7;
+            alice.send_to(&encode(&v, b"vv").unwrap(), server).unwrap();
+            phone.send_to(&hb, server).unwrap();
+            assert!(drain(&phone).is_empty());
+            let st = stats_when(srv, |s| s.session.ghost_invalid_tags >= 1).session;
+            assert_eq!(st.ghost_invalid_tags, 1);
+            // The address is free again.
+            assert!(login(&phone, server, "ok-1000-ghostbob", IID).is_ok());
         },
     );
 }
