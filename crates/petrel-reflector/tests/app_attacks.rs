@@ -98,6 +98,18 @@ fn with_server(
     config: impl FnOnce(ServerConfig) -> ServerConfig,
     body: impl FnOnce(&ServerHandle),
 ) {
+    with_seeded_server(name, authority, |_, _| {}, config, body);
+}
+
+/// [`with_server`] with `seed(runtime, db)` run on the store after alice
+/// is added.
+fn with_seeded_server(
+    name: &str,
+    authority: Arc<dyn AppAuthority>,
+    seed: impl FnOnce(&Runtime, &str),
+    config: impl FnOnce(ServerConfig) -> ServerConfig,
+    body: impl FnOnce(&ServerHandle),
+) {
     let rt = Runtime::new().unwrap();
     let scratch = rt
         .block_on(ScratchStore::create(Backend::Sqlite, name))
@@ -108,6 +120,7 @@ fn with_server(
         scratch.location(),
         [account("alice", "BG7AAA".into(), 1, PW)],
     );
+    seed(&rt, scratch.location());
     let srv = rt
         .block_on(ServerHandle::start_with_apps(
             config(udp_config(scratch.location())),
@@ -471,6 +484,77 @@ fn tag_guessing_and_stolen_tags_are_dropped_and_counted() {
             let st = stats_when(srv, |s| s.session.ghost_invalid_tags > before).session;
             assert_eq!(st.ghost_invalid_tags, before + 1);
             assert_eq!(st.ghost_replacements, 1);
+        },
+    );
+}
+
+/// A ghost subscribed to every group of a forwarding domain (a virtual
+/// group linking 999 and 51) gets one copy of each frame, with Reserved
+/// the sender's group; the physical sender's copy elsewhere has Reserved 0.
+#[test]
+fn a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame() {
+    with_seeded_server(
+        "attack_domain_copies",
+        fake(&[50, 51]),
+        |rt, db| {
+            rt.block_on(async {
+                let store = support::open_cheap(db).await;
+                // Taken if the store created the default group itself.
+                let _ = store.add_group("main", false, Some(999)).await;
+                store.add_group("net", true, Some(50)).await.unwrap();
+                store.add_group("side", false, Some(51)).await.unwrap();
+                store.link_groups(50, 999).await.unwrap();
+                store.link_groups(50, 51).await.unwrap();
+                store.close().await;
+            });
+            seed_users(rt, db, [account("bob", "BG7BBB".into(), 2, PW)]);
+        },
+        |c| c,
+        |srv| {
+            let server = srv.local_addr();
+            let alice = client("127.0.0.2");
+            let bob = client("127.0.0.12");
+            for (s, name) in [(&alice, "alice"), (&bob, "bob")] {
+                s.send_to(&heartbeat(name, 7, PW, &[]), server).unwrap();
+                assert!(recv_type(s, PacketType::Heartbeat).is_some());
+            }
+            let phone = client("127.0.0.3");
+            let ok = login(&phone, server, "ok-1000-ghostbob", IID).unwrap();
+            assert_eq!(ok.rx_group_ids, vec![50, 51, 999]);
+            phone
+                .send_to(
+                    &ghost_packet(
+                        PacketType::Heartbeat,
+                        "ghostbob",
+                        101,
+                        101,
+                        ok.session_tag,
+                        &[0; 24],
+                    ),
+                    server,
+                )
+                .unwrap();
+            assert!(recv_type(&phone, PacketType::Heartbeat).is_some());
+            let mut v = Header::new(PacketType::Voice);
+            v.set_username("alice");
+            v.ssid = 7;
+            for _ in 0..3 {
+                alice.send_to(&encode(&v, b"vv").unwrap(), server).unwrap();
+            }
+            let copies: Vec<u32> = drain(&phone)
+                .iter()
+                .map(|d| decode(d).unwrap().header)
+                .filter(|h| h.packet_type == PacketType::Voice)
+                .map(|h| h.reserved)
+                .collect();
+            assert_eq!(copies, vec![999; 3]);
+            let heard: Vec<u32> = drain(&bob)
+                .iter()
+                .map(|d| decode(d).unwrap().header)
+                .filter(|h| h.packet_type == PacketType::Voice)
+                .map(|h| h.reserved)
+                .collect();
+            assert_eq!(heard, vec![0; 3]);
         },
     );
 }
