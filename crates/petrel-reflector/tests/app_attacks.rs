@@ -559,6 +559,64 @@ fn a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame() {
     );
 }
 
+/// More accounts log in than the registry holds: the least recently heard
+/// sessions are evicted and counted, their tags stop resolving, and the
+/// session heard last stays.
+#[test]
+fn a_full_registry_evicts_the_least_recently_heard() {
+    with_server(
+        "attack_registry_full",
+        fake(&[]),
+        |c| ServerConfig {
+            session: SessionConfig {
+                ghost_sessions_max: 4,
+                ..c.session
+            },
+            ..c
+        },
+        |srv| {
+            let server = srv.local_addr();
+            let heartbeat_of = |i: u32, tag: u32| {
+                ghost_packet(
+                    PacketType::Heartbeat,
+                    &format!("u{i}"),
+                    101,
+                    101,
+                    tag,
+                    &[0; 24],
+                )
+            };
+            let mut ghosts = Vec::new();
+            for i in 1..=10u32 {
+                let s = client("127.0.0.11");
+                let ok = login(&s, server, &format!("ok-{i}-u{i}"), IID).unwrap();
+                // The first one keeps talking, so it is never the least recent.
+                let first = ghosts.first().map(|(s, tag): &(UdpSocket, u32)| (s, *tag));
+                if let Some((s, tag)) = first {
+                    s.send_to(&heartbeat_of(1, tag), server).unwrap();
+                    assert!(
+                        recv_type(s, PacketType::Heartbeat).is_some(),
+                        "u1 evicted at {i}"
+                    );
+                }
+                ghosts.push((s, ok.session_tag));
+            }
+            let st = stats_when(srv, |s| s.session.ghost_sessions_evicted >= 6).session;
+            assert_eq!(st.ghost_sessions_evicted, 6);
+            let alive: Vec<u32> = ghosts
+                .iter()
+                .zip(1u32..)
+                .filter(|((s, tag), i)| {
+                    s.send_to(&heartbeat_of(*i, *tag), server).unwrap();
+                    recv_type(s, PacketType::Heartbeat).is_some()
+                })
+                .map(|(_, i)| i)
+                .collect();
+            assert_eq!(alive, vec![1, 8, 9, 10]);
+        },
+    );
+}
+
 /// The ninth session, two addresses racing with one instance, and a
 /// client that logs in again and again: the limit text is exact, one of
 /// the racers holds the session, and re-logins never add sessions.
