@@ -17,15 +17,21 @@
 //! only the packet rate limits apply. A login still waiting for the store
 //! after 10 s (Android's whole attempt) is abandoned; when
 //! `app_logins_in_flight` are waiting, the oldest is abandoned for a new
-//! one. Every reply is smaller than a request could be, except the success,
-//! which needs a valid token.
+//! one.
+//!
+//! **Amplification bound.** A Type 1 source address is unproven (UDP
+//! sources can be forged), so a reject is sent only if it is no larger
+//! than the request it answers; otherwise it is counted
+//! (`app_replies_withheld`) and not sent. A real client's request carries
+//! a token and a 36-character instance id, so it is always larger than any
+//! reject text. The success reply is exempt: it needs a valid token.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ghost_registry::{NewGhost, RegisterError};
-use super::reflector::Reflector;
+use super::reflector::{PendingAppLogin, Reflector};
 use crate::codec::{
     self, parse_login_request, AppLoginSuccess, Header, PacketType, CALLSIGN_LEN, PASSWORD_LEN,
 };
@@ -35,16 +41,6 @@ use crate::model::{
 
 /// How long a login waits for the account store before it is abandoned.
 pub(super) const APP_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A Type 1 login waiting for its account check.
-#[derive(Debug)]
-pub(super) struct PendingAppLogin {
-    pub(super) src: SocketAddr,
-    pub(super) header: Header,
-    pub(super) client_instance_id: String,
-    pub(super) capabilities: Vec<String>,
-    pub(super) started: Instant,
-}
 
 /// `DATA[0]` and text of a Type 1 reject (§2.2).
 fn reject_data(code: u8, text: &str) -> Vec<u8> {
@@ -57,8 +53,16 @@ fn reject_data(code: u8, text: &str) -> Vec<u8> {
 impl Reflector {
     /// Sends a Type 1 reject (§2.2 "Reject header"): the request's
     /// username, empty password and callsign, DevModel echoed, SSID =
-    /// DevModel, DMRID 0, Reserved 0.
-    pub(super) fn app_reject(&mut self, src: SocketAddr, req: &Header, code: u8, text: &str) {
+    /// DevModel, DMRID 0, Reserved 0. Not sent, only counted, if larger
+    /// than the request's `request_len` bytes (module docs).
+    pub(super) fn app_reject(
+        &mut self,
+        src: SocketAddr,
+        req: &Header,
+        request_len: usize,
+        code: u8,
+        text: &str,
+    ) {
         self.stats.app_login_rejects += 1;
         let mut h = Header::new(PacketType::JwtAuth);
         h.username = req.username;
@@ -66,17 +70,20 @@ impl Reflector {
         h.callsign = [0; CALLSIGN_LEN];
         h.dev_model = req.dev_model;
         h.ssid = req.dev_model;
-        if let Ok(payload) = codec::encode(&h, &reject_data(code, text)) {
-            self.transmits.push_back(Transmit { dst: src, payload });
+        match codec::encode(&h, &reject_data(code, text)) {
+            Ok(payload) if payload.len() > request_len => self.stats.app_replies_withheld += 1,
+            Ok(payload) => self.transmits.push_back(Transmit { dst: src, payload }),
+            Err(_) => {}
         }
     }
 
     pub(super) fn on_app_login(&mut self, now: Instant, src: SocketAddr, h: &Header, data: &[u8]) {
         self.stats.app_logins += 1;
+        let request_len = codec::HEADER_LEN + data.len();
         let req = match parse_login_request(data) {
             Ok(r) => r,
             Err(e) => {
-                self.app_reject(src, h, 1, e.text());
+                self.app_reject(src, h, request_len, 1, e.text());
                 return;
             }
         };
@@ -102,6 +109,7 @@ impl Reflector {
             PendingAppLogin {
                 src,
                 header: h.clone(),
+                request_len,
                 client_instance_id: req.client_instance_id,
                 capabilities: req.capabilities,
                 started: now,
@@ -134,12 +142,12 @@ impl Reflector {
         let h = &p.header;
         let grant = match verdict {
             Err(r) if r != AppReject::PreferenceUnavailable => {
-                return self.app_reject(p.src, h, r.udp_code(), r.udp_text());
+                return self.app_reject(p.src, h, p.request_len, r.udp_code(), r.udp_text());
             }
             _ if !UDP_GHOST_DEV_MODELS.contains(&h.dev_model) => {
-                return self.app_reject(p.src, h, 5, "Invalid device model for UDP");
+                return self.app_reject(p.src, h, p.request_len, 5, "Invalid device model for UDP");
             }
-            Err(r) => return self.app_reject(p.src, h, r.udp_code(), r.udp_text()),
+            Err(r) => return self.app_reject(p.src, h, p.request_len, r.udp_code(), r.udp_text()),
             Ok(g) => g,
         };
         let routing_ok = grant.routing.tx_group_id > 0
@@ -147,7 +155,7 @@ impl Reflector {
             && grant.routing.rx_group_ids.len() <= self.cfg.ghost_subscriptions;
         if !routing_ok {
             let r = AppReject::PreferenceUnavailable;
-            return self.app_reject(p.src, h, r.udp_code(), r.udp_text());
+            return self.app_reject(p.src, h, p.request_len, r.udp_code(), r.udp_text());
         }
         let routing = crate::model::Routing::new(
             grant.routing.tx_group_id,
@@ -182,11 +190,12 @@ impl Reflector {
                     }
                     other => other.text(),
                 };
-                return self.app_reject(p.src, h, 1, &text);
+                return self.app_reject(p.src, h, p.request_len, 1, &text);
             }
         };
         self.stats.ghost_replacements += u64::from(reg.replaced.is_some());
         self.stats.ghost_sessions_evicted += u64::from(reg.evicted.is_some());
+        self.stats.ghost_sessions_displaced += u64::from(reg.displaced.is_some());
         self.stats.snapshot_invalidations += self
             .shared
             .invalidate_groups(&self.dir, &reg.changed_groups());
@@ -221,7 +230,7 @@ impl Reflector {
                 self.shared.ghosts().remove(&session_id);
                 self.stats.snapshot_invalidations +=
                     self.shared.invalidate_groups(&self.dir, &groups);
-                self.app_reject(p.src, h, 1, "authentication_response_failed");
+                self.app_reject(p.src, h, p.request_len, 1, "authentication_response_failed");
             }
         }
     }

@@ -16,7 +16,11 @@
 //!   does not count the old session toward the limit, gets a new id and
 //!   tag, and removes the old session first.
 //! - **Uniqueness.** One session per tag (32 random bits, non-zero, at most
-//!   16 draws), one live UDP session per transport IP:port.
+//!   16 draws), one live UDP session per transport IP:port. A login from an
+//!   IP:port held by another session is refused (§2.2 step 7) only if that
+//!   session has proved its address (see "Receivers"); one that has not
+//!   is displaced, so a login sent from a forged source address, renewed
+//!   every 20 s, cannot keep the real client at that address out.
 //! - **Receivers.** An index of sessions per receive group, read when a
 //!   domain's snapshot is built. A UDP session receives only once a packet
 //!   carrying its tag came from its address: the tag went out only in the
@@ -155,7 +159,8 @@ pub enum RegisterError {
         /// `subscriptions`.
         limit: usize,
     },
-    /// Tag allocation failed, or another live UDP session holds the endpoint.
+    /// Tag allocation failed, or another live UDP session that proved its
+    /// address holds the endpoint.
     Failed,
 }
 
@@ -183,6 +188,9 @@ pub struct Registered {
     pub replaced: Option<GhostSession>,
     /// The session evicted from a full registry.
     pub evicted: Option<GhostSession>,
+    /// The session of another (owner, DevModel, instance) that held the
+    /// new session's IP:port without having proved it (module docs).
+    pub displaced: Option<GhostSession>,
 }
 
 impl Registered {
@@ -192,6 +200,7 @@ impl Registered {
             Some(&self.session),
             self.replaced.as_ref(),
             self.evicted.as_ref(),
+            self.displaced.as_ref(),
         ]
         .into_iter()
         .flatten()
@@ -405,16 +414,24 @@ impl GhostRegistry {
             new.client_instance_id.clone(),
         );
         let old_id = self.by_instance.get(&key).cloned();
-        if let Endpoint::Udp(addr) = new.transport {
-            if self
+        let squatter = match new.transport {
+            Endpoint::Udp(addr) => self
                 .by_udp
                 .get(&addr)
-                .is_some_and(|held| Some(held) != old_id.as_ref())
-            {
-                return Err(RegisterError::Failed);
-            }
+                .filter(|held| Some(*held) != old_id.as_ref())
+                .and_then(|held| self.sessions.get(held)),
+            Endpoint::WebSocket(_) => None,
+        };
+        if squatter.is_some_and(|s| s.receiving) {
+            return Err(RegisterError::Failed);
         }
-        let active = self.owner_count(new.user.user_id) - usize::from(old_id.is_some());
+        let squatter = squatter.map(|s| (s.session_id.clone(), s.user.user_id));
+        let own_squatter = squatter
+            .as_ref()
+            .is_some_and(|(_, owner)| *owner == new.user.user_id);
+        let active = self.owner_count(new.user.user_id)
+            - usize::from(old_id.is_some())
+            - usize::from(own_squatter);
         if active >= self.limits.per_owner {
             return Err(RegisterError::SessionLimit {
                 active,
@@ -435,6 +452,7 @@ impl GhostRegistry {
             return Err(RegisterError::Failed);
         }
         let replaced = old_id.and_then(|id| self.remove(&id));
+        let displaced = squatter.and_then(|(id, _)| self.remove(&id));
         let evicted = if self.sessions.len() >= self.limits.total {
             self.least_recent().and_then(|id| self.remove(&id))
         } else {
@@ -468,6 +486,7 @@ impl GhostRegistry {
             session,
             replaced,
             evicted,
+            displaced,
         })
     }
 
@@ -857,6 +876,42 @@ mod tests {
             RegisterError::Failed
         );
         assert_eq!(r.len(), 2);
+    }
+
+    #[test]
+    fn a_session_that_never_proved_its_address_is_displaced_from_it() {
+        let mut r = GhostRegistry::new(limits(8, 16, 100));
+        let now = t0();
+        let mut squatter = ghost("s", 33001, 1, &[]);
+        squatter.user = Arc::new(AppUser {
+            user_id: 66,
+            username: "mallory".into(),
+            callsign: String::new(),
+            is_admin: false,
+        });
+        let s = r.register(squatter, now, 0, &mut Script(vec![5])).unwrap();
+        let a = r
+            .register(ghost("a", 33001, 1, &[]), now, 0, &mut Script(vec![6]))
+            .unwrap();
+        assert_eq!(a.displaced.unwrap().session_id, s.session.session_id);
+        assert_eq!((r.len(), r.owner_count(66)), (1, 0));
+        // Once proven, the address is held against other instances.
+        let at = SocketAddr::from(([127, 0, 0, 1], 33001));
+        r.resolve_udp(6, &name("alice"), 101, 101, at, now).unwrap();
+        assert_eq!(
+            r.register(ghost("b", 33001, 1, &[]), now, 0, &mut Script(vec![7]))
+                .unwrap_err(),
+            RegisterError::Failed
+        );
+        // An owner at its limit may displace its own unproven session.
+        let mut r = GhostRegistry::new(limits(1, 16, 100));
+        r.register(ghost("a", 33002, 1, &[]), now, 0, &mut Script(vec![1]))
+            .unwrap();
+        let b = r
+            .register(ghost("b", 33002, 1, &[]), now, 0, &mut Script(vec![2]))
+            .unwrap();
+        assert!(b.displaced.is_some());
+        assert_eq!(r.owner_count(1), 1);
     }
 
     #[test]

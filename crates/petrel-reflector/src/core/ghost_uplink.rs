@@ -4,7 +4,8 @@
 //!
 //! Types 2–5 with SSID 100–105 or 255 never reach the physical-device
 //! path. Untagged, they are answered with code 2 `reserved_ssid` in a
-//! reply of the request's own Type; tagged with SSID 100–105, they are
+//! reply of the request's own Type (unless that reply would be larger than
+//! the request); tagged with SSID 100–105, they are
 //! resolved in the four steps of §2.5 (each failure dropped silently and
 //! counted); tagged with SSID 255, dropped and counted.
 
@@ -42,7 +43,7 @@ impl Reflector {
             self.stats.heartbeats += 1;
         }
         if h.reserved == 0 {
-            self.reserved_ssid_reject(src, h);
+            self.reserved_ssid_reject(src, h, datagram.len());
             return;
         }
         if !APP_SSIDS.contains(&h.ssid) {
@@ -88,13 +89,18 @@ impl Reflector {
         }
     }
 
-    /// Correction 3: code 2 `reserved_ssid` in a reply of the request's Type.
-    fn reserved_ssid_reject(&mut self, src: SocketAddr, h: &Header) {
+    /// Correction 3: code 2 `reserved_ssid` in a reply of the request's
+    /// Type; like a Type 1 reject, not sent (only counted in
+    /// `app_replies_withheld`) if larger than the request's `request_len`
+    /// bytes (the amplification bound of `core/app_login.rs`).
+    fn reserved_ssid_reject(&mut self, src: SocketAddr, h: &Header, request_len: usize) {
         self.stats.rejects_reserved_ssid += 1;
-        self.transmits.push_back(Transmit {
-            dst: src,
-            payload: replies::reject_with_type(h, RejectReason::ReservedSsid),
-        });
+        let payload = replies::reject_with_type(h, RejectReason::ReservedSsid);
+        if payload.len() > request_len {
+            self.stats.app_replies_withheld += 1;
+            return;
+        }
+        self.transmits.push_back(Transmit { dst: src, payload });
     }
 
     /// Type 4/5 of a resolved app session, to its TX group (§2.5 "Media").

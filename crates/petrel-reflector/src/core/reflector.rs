@@ -8,7 +8,6 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
-use super::app_login::PendingAppLogin;
 use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
@@ -27,6 +26,18 @@ const UNREACHABLE_MEMORY: usize = 4096;
 /// How long such an endpoint is remembered: a device whose session a
 /// forged report ended logs in again with its next heartbeat, seconds later.
 const UNREACHABLE_MEMORY_TTL: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// A Type 1 login waiting for its account check (`core/app_login.rs`).
+#[derive(Debug)]
+pub(super) struct PendingAppLogin {
+    pub(super) src: SocketAddr,
+    pub(super) header: Header,
+    /// Bytes of the request datagram (the amplification bound).
+    pub(super) request_len: usize,
+    pub(super) client_instance_id: String,
+    pub(super) capabilities: Vec<String>,
+    pub(super) started: Instant,
+}
 
 #[derive(Debug, Clone)]
 pub(super) struct Session {

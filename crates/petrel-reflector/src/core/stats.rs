@@ -15,6 +15,10 @@ pub struct SessionStats {
     pub app_logins_accepted: u64,
     /// Type 1 logins refused (every reject of §2.2).
     pub app_login_rejects: u64,
+    /// Type 1 rejects and `reserved_ssid` replies not sent because they
+    /// would be larger than the request (the amplification bound of
+    /// `core/app_login.rs`); still counted in their reject counter.
+    pub app_replies_withheld: u64,
     /// Type 1 logins abandoned to make room in a full `app_logins_in_flight`.
     pub app_login_checks_evicted: u64,
     /// Type 1 logins abandoned after 10 s without an answer from the account store.
@@ -41,6 +45,9 @@ pub struct SessionStats {
     pub ghost_registration_failures: u64,
     /// App sessions evicted from a full registry (`ghost_sessions_max`).
     pub ghost_sessions_evicted: u64,
+    /// App sessions that had not proved their address, displaced by a
+    /// login from the same IP:port (`core/ghost_registry.rs`).
+    pub ghost_sessions_displaced: u64,
     /// Type 2 packets handled.
     pub heartbeats: u64,
     /// Successful full authentications.
@@ -156,6 +163,7 @@ impl SessionStats {
             app_logins,
             app_logins_accepted,
             app_login_rejects,
+            app_replies_withheld,
             app_login_checks_evicted,
             app_login_checks_abandoned,
             app_login_results_unknown,
@@ -169,6 +177,7 @@ impl SessionStats {
             ghost_session_limit_rejects,
             ghost_registration_failures,
             ghost_sessions_evicted,
+            ghost_sessions_displaced,
             heartbeats,
             logins,
             rejects_conflict,
@@ -222,6 +231,7 @@ impl SessionStats {
         self.app_logins += app_logins;
         self.app_logins_accepted += app_logins_accepted;
         self.app_login_rejects += app_login_rejects;
+        self.app_replies_withheld += app_replies_withheld;
         self.app_login_checks_evicted += app_login_checks_evicted;
         self.app_login_checks_abandoned += app_login_checks_abandoned;
         self.app_login_results_unknown += app_login_results_unknown;
@@ -235,6 +245,7 @@ impl SessionStats {
         self.ghost_session_limit_rejects += ghost_session_limit_rejects;
         self.ghost_registration_failures += ghost_registration_failures;
         self.ghost_sessions_evicted += ghost_sessions_evicted;
+        self.ghost_sessions_displaced += ghost_sessions_displaced;
         self.heartbeats += heartbeats;
         self.logins += logins;
         self.rejects_conflict += rejects_conflict;
@@ -292,6 +303,7 @@ impl SessionStats {
             ("app_logins", self.app_logins),
             ("app_logins_accepted", self.app_logins_accepted),
             ("app_login_rejects", self.app_login_rejects),
+            ("app_replies_withheld", self.app_replies_withheld),
             ("app_login_checks_evicted", self.app_login_checks_evicted),
             (
                 "app_login_checks_abandoned",
@@ -314,6 +326,7 @@ impl SessionStats {
                 self.ghost_registration_failures,
             ),
             ("ghost_sessions_evicted", self.ghost_sessions_evicted),
+            ("ghost_sessions_displaced", self.ghost_sessions_displaced),
             ("heartbeats", self.heartbeats),
             ("logins", self.logins),
             ("rejects_conflict", self.rejects_conflict),

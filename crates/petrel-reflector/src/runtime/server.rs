@@ -275,6 +275,7 @@ impl ServerHandle {
                 tokio: tokio::runtime::Handle::current(),
                 app_answer_to,
                 app_answers,
+                app_logins_in_flight: session.app_logins_in_flight,
             };
             threads.push(
                 std::thread::Builder::new()

@@ -11,6 +11,7 @@
 //! answer queue, and every shard handles its answers each loop turn
 //! (≤ 20 ms).
 
+use std::collections::VecDeque;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
@@ -18,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc as tmpsc;
+use tokio::task::AbortHandle;
 
 use petrel_sys::error_queue::is_deferred_error;
 
@@ -144,31 +146,68 @@ pub(super) struct ShardIo {
     pub app_answer_to: SyncSender<AppAnswer>,
     /// This shard's app-login answers.
     pub app_answers: Receiver<AppAnswer>,
+    /// Account-store tasks this shard keeps running at most (the core's
+    /// `app_logins_in_flight`); a new one aborts the oldest beyond it.
+    pub app_logins_in_flight: usize,
+}
+
+/// The account-store tasks of one shard's app logins, at most
+/// [`ShardIo::app_logins_in_flight`]: the core abandons its oldest login
+/// for a new one when full, and this aborts the oldest task the same way,
+/// so a flood of logins cannot pile up tasks (each holding its token)
+/// while a slow store keeps them waiting up to [`APP_LOGIN_DEADLINE`].
+struct AppTasks {
+    running: VecDeque<AbortHandle>,
+    max: usize,
+}
+
+impl AppTasks {
+    fn new(max: usize) -> Self {
+        Self {
+            running: VecDeque::new(),
+            max: max.max(1),
+        }
+    }
+
+    fn push(&mut self, task: AbortHandle) {
+        if self.running.len() >= self.max {
+            self.running.retain(|t| !t.is_finished());
+        }
+        if self.running.len() >= self.max {
+            if let Some(oldest) = self.running.pop_front() {
+                oldest.abort();
+            }
+        }
+        self.running.push_back(task);
+    }
 }
 
 /// Hands an app login to the account store on a tokio task, which answers
 /// on the shard's queue (within [`APP_LOGIN_DEADLINE`], else as an invalid
-/// token); without an authority, answers at once that the token is invalid.
-fn authorize(io: &ShardIo, check: AppLoginCheck) {
+/// token), and returns the task; without an authority, answers at once
+/// that the token is invalid.
+fn authorize(io: &ShardIo, check: AppLoginCheck) -> Option<AbortHandle> {
     let Some(authority) = io.app_authority.as_ref() else {
         let _ = io
             .app_answer_to
             .try_send((check.id, Err(AppReject::InvalidToken)));
-        return;
+        return None;
     };
     let verdict = authority.authorize(check.request);
     let answer_to = io.app_answer_to.clone();
-    io.tokio.spawn(async move {
+    let task = io.tokio.spawn(async move {
         let verdict = tokio::time::timeout(APP_LOGIN_DEADLINE, verdict)
             .await
             .unwrap_or(Err(AppReject::InvalidToken));
         // A full queue: the core abandons the login after its own timeout.
         let _ = answer_to.try_send((check.id, verdict));
     });
+    Some(task.abort_handle())
 }
 
 pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
     let mut last_publish = Instant::now();
+    let mut app_tasks = AppTasks::new(io.app_logins_in_flight);
     core.set_wall_clock(last_publish, unix_ms());
     while !io.stop.load(Relaxed) {
         match io.queue.recv_timeout(READ_TICK) {
@@ -201,7 +240,9 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             core.handle_app_login(now, id, verdict);
         }
         while let Some(check) = core.poll_app_login() {
-            authorize(io, check);
+            if let Some(task) = authorize(io, check) {
+                app_tasks.push(task);
+            }
         }
         while let Some(check) = core.poll_password_check() {
             // The core has at most as many checks out as the pool has

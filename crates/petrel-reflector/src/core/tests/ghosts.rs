@@ -262,7 +262,11 @@ fn every_type1_reject_has_its_code_and_text() {
     }
     let ok = || grant(2, "bob", 999, &[]);
     for (data, text) in [
-        (b"legacy.jwt.token".to_vec(), "ghost_protocol_upgrade_required"),
+        // A bare JWT as old clients sent (larger than the reject).
+        (
+            b"eyJhbGciOiJIUzI1NiJ9.eyJ1c2VybmFtZSI6ImJvYiJ9.c2lnbmF0dXJl".to_vec(),
+            "ghost_protocol_upgrade_required",
+        ),
         (
             br#"{"version":1,"token":"tok","client_instance_id":"hardware-id"}"#.to_vec(),
             "invalid_client_instance_id",
@@ -388,12 +392,7 @@ fn malformed_padded_and_doubled_json_is_refused_without_a_check() {
     let mut padded = login_json(IID).into_bytes();
     padded.extend_from_slice(&[0; 8]);
     let doubled = format!("{}{{}}", login_json(IID));
-    for data in [
-        padded.as_slice(),
-        doubled.as_bytes(),
-        b"{\"version\":1",
-        b"",
-    ] {
+    for data in [padded.as_slice(), doubled.as_bytes()] {
         s.r.handle_datagram(s.now, addr("127.0.0.1:1"), &type1(101, data));
         assert!(s.r.poll_app_login().is_none());
         let reply = s.r.poll_transmit().unwrap();
@@ -402,6 +401,14 @@ fn malformed_padded_and_doubled_json_is_refused_without_a_check() {
             (1, "ghost_protocol_upgrade_required".into())
         );
     }
+    // Requests smaller than the reject are refused without a reply
+    // (amplification bound), but counted.
+    for data in [&b"{\"version\":1"[..], b""] {
+        s.r.handle_datagram(s.now, addr("127.0.0.1:1"), &type1(101, data));
+        assert!(s.r.poll_app_login().is_none());
+        assert!(s.r.poll_transmit().is_none());
+    }
+    assert_eq!(s.r.stats().app_replies_withheld, 2);
     assert_eq!(s.r.stats().app_login_rejects, 4);
     assert_eq!(s.r.app_logins_in_flight(), 0);
 }
@@ -455,12 +462,19 @@ fn untagged_reserved_ssids_get_a_reject_of_their_own_type() {
         let mut h = Header::new(t);
         h.set_username("bob");
         h.ssid = ssid;
-        let reply = s.send("127.0.0.1:1", &encode(&h, b"x").unwrap()).unwrap();
+        // 24 bytes of DATA (an old app's GPS heartbeat): the reply is smaller.
+        let reply = s
+            .send("127.0.0.1:1", &encode(&h, &[0; 24]).unwrap())
+            .unwrap();
         let p = decode(&reply).unwrap();
         assert_eq!(p.header.packet_type, t);
         assert_eq!(p.data, b"\x02reserved_ssid");
         assert_eq!(p.header.reserved, 0);
+        // One byte of DATA: the reply would be larger, so none is sent.
+        assert!(s.send("127.0.0.1:1", &encode(&h, b"x").unwrap()).is_none());
     }
+    assert_eq!(s.r.stats().rejects_reserved_ssid, 8);
+    assert_eq!(s.r.stats().app_replies_withheld, 4);
     // Tagged SSID 255 is dropped silently.
     let mut h = Header::new(PacketType::Voice);
     h.ssid = 255;
