@@ -21,6 +21,8 @@ mod captcha;
 mod cookies;
 mod guards;
 mod startup_routes;
+#[cfg(test)]
+mod tests;
 mod user_json;
 
 use std::collections::HashMap;
