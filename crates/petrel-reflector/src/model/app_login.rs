@@ -106,7 +106,7 @@ pub enum AppReject {
 }
 
 impl AppReject {
-    /// DATA[0] of the Type 1 reject (§2.2).
+    /// `DATA[0]` of the Type 1 reject (§2.2).
     pub fn udp_code(self) -> u8 {
         match self {
             Self::InvalidToken | Self::PreferenceUnavailable => 1,

@@ -7,7 +7,7 @@
 //!
 //! Every answer uses the envelope `{"code","message","data"}` with `code`
 //! equal to the HTTP status (correction 7). [`app_router`] gives the
-//! routes; [`app_guard_layer`] the guards of §1.1 (token-like query keys,
+//! routes; [`with_app_guards`] adds the guards of §1.1 (token-like query keys,
 //! origin), applied by the server around its whole router. The server's
 //! per-prefix request budget, timeouts and body limit (`http.rs`) apply
 //! first; captcha and login have their own per-prefix budgets on top.
