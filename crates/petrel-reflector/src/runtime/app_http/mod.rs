@@ -282,6 +282,12 @@ pub fn is_app_path(path: &str) -> bool {
     EXACT.contains(&path) || PREFIXES.iter().any(|p| path.starts_with(p)) || path == "/ws"
 }
 
+/// Whether `path` is the admin API's while the app API is on: under
+/// `/api/` and not one of the app paths ([`is_app_path`]).
+pub fn is_admin_api(path: &str) -> bool {
+    (path == "/api" || path.starts_with("/api/")) && !is_app_path(path)
+}
+
 /// The app routes over `api`.
 pub fn app_router(api: AppApi) -> Router {
     Router::new()
