@@ -55,7 +55,11 @@
 //!   (text history under an age limit and a byte cap, recordings under a
 //!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
 //!   admin API, authenticated before anything else is read; timeouts,
-//!   connection caps with idle eviction, body and per-prefix limits).
+//!   connection caps with idle eviction, body and per-prefix limits), and,
+//!   with `[apps]`, the app clients' API (`specs/draarl-apps.md` §1:
+//!   captcha, login, JWT access and rotated refresh tokens, the start-up
+//!   routes) over the account store, which also answers app logins as the
+//!   `runtime::app_authority::AppAuthority` of ghost sessions.
 //!
 //! # What does not
 //!
@@ -104,8 +108,9 @@
 //! membership change; sends are batched with `sendmmsg`; text is rate-limited
 //! per device and queued apart from voice, so it never evicts voice frames;
 //! stored text and recordings are bounded in bytes. Not implemented
-//! yet: the three endpoints above, PROXY protocol v2, private groups with
-//! membership, pushing a stored Type 3 configuration to a device (the
+//! yet: the three endpoints above, PROXY protocol v2, the private-group
+//! membership rule for physical devices (only the app side applies the
+//! group rule), pushing a stored Type 3 configuration to a device (the
 //! reflector only queries it).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

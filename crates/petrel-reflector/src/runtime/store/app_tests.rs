@@ -30,6 +30,7 @@ macro_rules! on_every_backend {
 on_every_backend!(
     refresh_tokens_rotate_once_and_are_capped,
     schema_4_store_migrates_to_5_keeping_rows,
+    the_generated_jwt_secret_is_kept_once,
 );
 
 fn opts() -> StoreOptions {
@@ -183,5 +184,20 @@ async fn schema_4_store_migrates_to_5_keeping_rows(db: String) {
         .unwrap()
         .password_hash
         .is_some());
+    s.close().await;
+}
+
+async fn the_generated_jwt_secret_is_kept_once(db: String) {
+    let s = Store::open(&db, opts()).await.unwrap();
+    let first = s
+        .jwt_secret_or_insert("first-generated-secret")
+        .await
+        .unwrap();
+    assert_eq!(first, "first-generated-secret");
+    let again = s
+        .jwt_secret_or_insert("second-generated-secret")
+        .await
+        .unwrap();
+    assert_eq!(again, first);
     s.close().await;
 }
