@@ -1,6 +1,7 @@
-//! A captcha solved over loopback HTTP (§1.2–§1.3): the answer is read from
-//! the book the image was drawn for, which only the crate can see. The rest
-//! of the API is tested from outside in `tests/app_login.rs`.
+//! A captcha solved, reused and expired over loopback HTTP (§1.2–§1.3):
+//! the answer is read from the book the image was drawn for, which only
+//! the crate can see. The rest of the API is tested from outside in
+//! `tests/app_login.rs`.
 
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ async fn request(addr: std::net::SocketAddr, method: &str, path: &str, body: &st
 }
 
 #[tokio::test]
-async fn a_solved_captcha_logs_in_once() {
+async fn a_solved_captcha_logs_in_once_and_an_expired_one_never() {
     let scratch = ScratchStore::create(Backend::Sqlite, "captcha_solved")
         .await
         .unwrap()
@@ -86,8 +87,21 @@ async fn a_solved_captcha_logs_in_once() {
     let again = request(addr, "POST", "/api/auth/login", &login(answer)).await;
     assert_eq!(again["code"], 400);
     assert_eq!(again["message"], "图片验证码错误或已过期");
+    // Expired: an answer issued 300 s ago is refused even when right.
+    let mut failures = 1;
+    if let Some(then) = std::time::Instant::now().checked_sub(captcha::CAPTCHA_TTL) {
+        lock(&api.inner.captchas).insert("old".into(), "abcde".into(), then);
+        let old = serde_json::json!({"username":"alice","password":"pw-1","captcha_id":"old","captcha_code":"abcde"});
+        let late = request(addr, "POST", "/api/auth/login", &old.to_string()).await;
+        assert_eq!(late["code"], 400);
+        assert_eq!(late["message"], "图片验证码错误或已过期");
+        failures += 1;
+    }
     let s = api.stats().snapshot();
-    assert_eq!((s.captcha_issued, s.captcha_failed, s.login_ok), (1, 1, 1));
+    assert_eq!(
+        (s.captcha_issued, s.captcha_failed, s.login_ok),
+        (1, failures, 1)
+    );
     server.abort();
     store.close().await;
     scratch.remove().await.unwrap();
