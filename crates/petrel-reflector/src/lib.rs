@@ -55,9 +55,13 @@
 //!   (text history under an age limit and a byte cap, recordings under a
 //!   disk quota), HTTP (`/healthz`, Prometheus `/metrics`, the token-auth
 //!   admin API, authenticated before anything else is read; timeouts,
-//!   connection caps with idle eviction, body and per-prefix limits), and
-//!   the operator dashboard (`/dashboard`: last heard, sessions per group,
-//!   counters with their last ten minutes; self-contained HTML).
+//!   connection caps with idle eviction, body and per-prefix limits), the
+//!   operator dashboard (`/dashboard`: last heard, sessions per group,
+//!   counters with their last ten minutes; self-contained HTML), and,
+//!   with `[apps]`, the app clients' API (`specs/draarl-apps.md` §1:
+//!   captcha, login, JWT access and rotated refresh tokens, the start-up
+//!   routes) over the account store, which also answers app logins as the
+//!   `runtime::app_authority::AppAuthority` of ghost sessions.
 //!
 //! # What does not
 //!
@@ -114,8 +118,9 @@
 //! per device and queued apart from voice, so it never evicts voice frames;
 //! stored text and recordings are bounded in bytes; an app session
 //! receives fan-out only after a packet with its tag came from its
-//! address. Not implemented yet: the endpoints above, PROXY protocol v2, private groups with
-//! membership, pushing a stored Type 3 configuration to a device (the
+//! address. Not implemented yet: the endpoints above, PROXY protocol v2,
+//! the private-group membership rule for physical devices (only the app
+//! side applies the group rule), pushing a stored Type 3 configuration to a device (the
 //! reflector only queries it).
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 

@@ -348,3 +348,6 @@ impl AppAuthority for AppAccounts {
         Box::pin(async move { this.change_routing_at(change, unix_s()).await })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -42,9 +42,9 @@
 //! that grows too large (the `Json` extractor then answers 413).
 //!
 //! With `[apps]` configured, the app clients' API (`app_http/`) shares
-//! this router: its paths under `/api/` ([`is_app_path`]) are served to
+//! this router: its paths under `/api/` are served to
 //! anyone and authenticate themselves (Bearer JWT, §1.1 of
-//! `specs/draarl-apps.md`), every other `/api/` path stays the admin API
+//! `specs/draarl-apps.md`), every other `/api/` path ([`is_admin_api`]) stays the admin API
 //! as above, and the §1.1 guards (token-like query keys, origin) wrap
 //! every non-admin route.
 //!
@@ -71,7 +71,7 @@ use tokio::sync::Notify;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::app_http::{app_router, is_app_path, with_app_guards, AppApi};
+use super::app_http::{app_router, is_admin_api, with_app_guards, AppApi};
 use super::dashboard::{self, Dashboard, DASHBOARD_DATA_PATH, DASHBOARD_PATH};
 use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
@@ -177,13 +177,6 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
 /// request's path as sent, not percent-decoded).
 fn is_admin_path(path: &str) -> bool {
     path == "/api" || path.starts_with("/api/")
-}
-
-/// Whether `path` is the admin API's while the app API is on: under
-/// `/api/` and not one of the app paths
-/// ([`is_app_path`](super::app_http::is_app_path)).
-pub(crate) fn is_admin_api(path: &str) -> bool {
-    is_admin_path(path) && !is_app_path(path)
 }
 
 /// Charges requests without a valid admin token to their source prefix

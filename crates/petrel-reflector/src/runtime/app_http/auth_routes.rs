@@ -125,14 +125,13 @@ pub(super) async fn login(
         Ok(u) => u,
         Err(_) => return store_failure(&api),
     };
-    let hash = user
-        .as_ref()
-        .and_then(|u| u.password_hash.clone())
-        .unwrap_or_else(|| decoy_hash().to_owned());
+    let hash = user.as_ref().and_then(|u| u.password_hash.clone());
     let password = b.password;
-    let verified = tokio::task::spawn_blocking(move || verify_web_password(&password, &hash))
-        .await
-        .unwrap_or(false);
+    let verified = tokio::task::spawn_blocking(move || {
+        verify_web_password(&password, hash.as_deref().unwrap_or_else(|| decoy_hash()))
+    })
+    .await
+    .unwrap_or(false);
     let Some(user) = user else {
         stats.login_failed_unknown_user.fetch_add(1, Relaxed);
         return envelope(StatusCode::UNAUTHORIZED, BAD_CREDENTIALS, None);

@@ -105,6 +105,13 @@ impl CaptchaBook {
         self.evicted
     }
 
+    /// The pending answer of `id`, without consuming it (tests read what
+    /// the image shows).
+    #[cfg(test)]
+    pub(crate) fn peek(&self, id: &str) -> Option<&str> {
+        self.pending.get(id).map(|(a, _)| a.as_str())
+    }
+
     /// Pending answers.
     #[cfg(test)]
     fn len(&self) -> usize {

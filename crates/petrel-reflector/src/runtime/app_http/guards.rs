@@ -95,7 +95,7 @@ fn exempt_from_query_rule(method: &Method, path: &str) -> bool {
 /// The middleware: token-like query keys, then the origin guard.
 pub(crate) async fn guard(State(g): State<Guards>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
-    if crate::runtime::http::is_admin_api(path) {
+    if super::is_admin_api(path) {
         return next.run(req).await;
     }
     if let Some(q) = req.uri().query() {

@@ -7,7 +7,7 @@
 //!
 //! Every answer uses the envelope `{"code","message","data"}` with `code`
 //! equal to the HTTP status (correction 7). [`app_router`] gives the
-//! routes; [`app_guard_layer`] the guards of §1.1 (token-like query keys,
+//! routes; [`with_app_guards`] adds the guards of §1.1 (token-like query keys,
 //! origin), applied by the server around its whole router. The server's
 //! per-prefix request budget, timeouts and body limit (`http.rs`) apply
 //! first; captcha and login have their own per-prefix budgets on top.
@@ -21,6 +21,8 @@ mod captcha;
 mod cookies;
 mod guards;
 mod startup_routes;
+#[cfg(test)]
+mod tests;
 mod user_json;
 
 use std::collections::HashMap;
@@ -278,6 +280,12 @@ pub fn is_app_path(path: &str) -> bool {
     ];
     const PREFIXES: [&str; 3] = ["/api/auth/", "/api/groups/", "/api/radio/"];
     EXACT.contains(&path) || PREFIXES.iter().any(|p| path.starts_with(p)) || path == "/ws"
+}
+
+/// Whether `path` is the admin API's while the app API is on: under
+/// `/api/` and not one of the app paths ([`is_app_path`]).
+pub fn is_admin_api(path: &str) -> bool {
+    (path == "/api" || path.starts_with("/api/")) && !is_app_path(path)
 }
 
 /// The app routes over `api`.

@@ -10,7 +10,7 @@ use crate::model::Backend;
 
 /// Runs `body` with the location of a fresh, empty store on `backend`,
 /// then removes that store, even if `body` panicked.
-pub(super) async fn run<F, Fut>(backend: Backend, name: &str, body: F)
+pub(crate) async fn run<F, Fut>(backend: Backend, name: &str, body: F)
 where
     F: FnOnce(String) -> Fut,
     Fut: Future<Output = ()> + 'static,

@@ -37,7 +37,7 @@ mod web_accounts;
 #[cfg(test)]
 mod app_tests;
 #[cfg(test)]
-mod harness;
+pub(crate) mod harness;
 #[cfg(test)]
 pub(crate) mod scratch_store;
 #[cfg(test)]
