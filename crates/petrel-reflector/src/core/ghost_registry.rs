@@ -40,7 +40,6 @@ use std::time::{Duration, Instant};
 
 use rand::RngCore;
 
-use super::cross_shard::GroupSessions;
 use crate::codec::{Header, PacketType, USERNAME_LEN};
 use crate::model::{AppUser, ConnectionId, Endpoint, Routing};
 use crate::policy::TokenBucket;
@@ -352,28 +351,19 @@ impl GhostRegistry {
         counts
     }
 
-    /// Adds the sessions subscribed to each group to `per_group`, sorted by
-    /// group id (entries are created for groups it lacks). A session
-    /// counts in every group it hears.
-    pub fn count_per_group(&self, per_group: &mut Vec<GroupSessions>) {
-        for &group_id in self.by_group.keys() {
-            let (udp, ws) = self.group_counts(group_id);
-            match per_group.binary_search_by_key(&group_id, |g| g.group_id) {
-                Ok(i) => {
-                    per_group[i].ghost += udp;
-                    per_group[i].websocket += ws;
-                }
-                Err(i) => per_group.insert(
-                    i,
-                    GroupSessions {
-                        group_id,
-                        udp: 0,
-                        ghost: udp,
-                        websocket: ws,
-                    },
-                ),
-            }
-        }
+    /// Sessions subscribed to each group: (group id, UDP, WebSocket),
+    /// ascending by group id. A session counts in every group it hears.
+    pub fn counts_per_group(&self) -> Vec<(i64, usize, usize)> {
+        let mut out: Vec<_> = self
+            .by_group
+            .keys()
+            .map(|&g| {
+                let (udp, ws) = self.group_counts(g);
+                (g, udp, ws)
+            })
+            .collect();
+        out.sort_unstable();
+        out
     }
 
     /// The sessions subscribed to any of `groups`, each once.
@@ -802,25 +792,7 @@ mod tests {
             )
             .unwrap();
         }
-        // Devices already counted in 1001 and in 1005 (which no ghost hears).
-        let mut per_group = vec![
-            GroupSessions {
-                group_id: 1001,
-                udp: 3,
-                ..GroupSessions::default()
-            },
-            GroupSessions {
-                group_id: 1005,
-                udp: 1,
-                ..GroupSessions::default()
-            },
-        ];
-        r.count_per_group(&mut per_group);
-        let seen: Vec<_> = per_group
-            .iter()
-            .map(|g| (g.group_id, g.udp, g.ghost, g.websocket))
-            .collect();
-        assert_eq!(seen, [(1001, 3, 2, 0), (1002, 0, 2, 0), (1005, 1, 0, 0)]);
+        assert_eq!(r.counts_per_group(), [(1001, 2, 0), (1002, 2, 0)]);
     }
 
     #[test]

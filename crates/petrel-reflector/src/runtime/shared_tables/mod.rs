@@ -85,10 +85,26 @@ impl SharedTables {
 
     /// Online sessions per group and kind: devices from
     /// [`Membership::sessions_per_group`], app sessions from
-    /// [`GhostRegistry::count_per_group`].
+    /// [`GhostRegistry::counts_per_group`]; ascending by group id.
     pub fn sessions_per_group(&self) -> Vec<GroupSessions> {
         let mut per_group = lock(&self.membership).sessions_per_group();
-        lock(&self.ghosts).count_per_group(&mut per_group);
+        for (group_id, udp, ws) in lock(&self.ghosts).counts_per_group() {
+            match per_group.binary_search_by_key(&group_id, |g| g.group_id) {
+                Ok(i) => {
+                    per_group[i].ghost += udp;
+                    per_group[i].websocket += ws;
+                }
+                Err(i) => per_group.insert(
+                    i,
+                    GroupSessions {
+                        group_id,
+                        udp: 0,
+                        ghost: udp,
+                        websocket: ws,
+                    },
+                ),
+            }
+        }
         per_group
     }
 
