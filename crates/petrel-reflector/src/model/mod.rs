@@ -27,6 +27,7 @@ mod session_config;
 mod snapshot;
 mod source_prefix;
 mod store_event;
+mod time_text;
 mod verifier_config;
 
 pub use app_login::{
@@ -55,4 +56,5 @@ pub use session_config::SessionConfig;
 pub use snapshot::{endpoint_hash, partition_of, Snapshot};
 pub use source_prefix::{is_loopback_source, SourcePrefix};
 pub use store_event::StoreEvent;
+pub use time_text::{legacy_datetime, rfc3339_utc};
 pub use verifier_config::VerifierConfig;

@@ -6,7 +6,9 @@
 //! `PUT /api/devices/{user}/{ssid}/comm-control`
 //! `{"disable_send": b, "disable_recv": b}` (after the reference's routes,
 //! draarl-v1 §3.7). Admin writes go to the store and trigger an immediate
-//! directory reload.
+//! directory reload. The app clients' radio session routes under
+//! `/api/radio/` (`radio_routes.rs`) are not admin routes: they take their
+//! caller from the account side's Bearer middleware.
 //!
 //! The token is checked before anything else of an admin request is read:
 //! every request under `/api/` without the valid token gets 401 whatever
@@ -98,6 +100,7 @@ pub(crate) struct AppState {
     pub(crate) store: Store,
     pub(crate) reload: Arc<Notify>,
     pub(crate) admin_token: Option<AdminToken>,
+    pub(crate) radio: super::radio_routes::RadioState,
 }
 
 impl std::fmt::Debug for AppState {
@@ -133,6 +136,7 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .route("/api/reload", post(reload))
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
         .route("/api/devices/{user}/{ssid}/comm-control", put(comm_control))
+        .merge(super::radio_routes::routes(state.radio.clone()))
         .with_state(state)
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
@@ -143,9 +147,10 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
 }
 
 /// Whether `path` is under the admin API, as the router matches it (on the
-/// request's path as sent, not percent-decoded).
+/// request's path as sent, not percent-decoded). The radio routes
+/// (`radio_routes.rs`) authenticate their callers themselves.
 fn is_admin_path(path: &str) -> bool {
-    path == "/api" || path.starts_with("/api/")
+    (path == "/api" || path.starts_with("/api/")) && !super::radio_routes::is_radio_path(path)
 }
 
 /// Charges requests without a valid admin token to their source prefix

@@ -19,12 +19,14 @@
 //! and [`http_stats`] gather the counters.
 
 pub mod app_authority;
+pub mod authenticated_user;
 pub mod fanout;
 pub mod http;
 mod http_connections;
 mod http_server;
 pub mod http_stats;
 mod icmp;
+mod radio_routes;
 mod recording_files;
 pub mod server;
 mod shard;
@@ -37,4 +39,5 @@ pub mod verifier;
 mod wall_clock;
 
 pub use icmp::IcmpStats;
+pub use radio_routes::RoutingBody;
 pub use shared_tables::{SharedTables, DOMAIN_STRIPES};

@@ -190,6 +190,11 @@ impl ServerHandle {
                     store: store.clone(),
                     reload: Arc::clone(&reload_now),
                     admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
+                    radio: super::radio_routes::RadioState {
+                        shared: Arc::clone(&shared),
+                        authority: app_authority.clone(),
+                        ptt_hold: Duration::from_millis(session.floor_hold_ms),
+                    },
                 };
                 let (addr, task) = spawn_http(listener, state, &cfg.http)?;
                 (Some(addr), Some(task))
