@@ -101,6 +101,7 @@ pub(crate) struct AppState {
     pub(crate) reload: Arc<Notify>,
     pub(crate) admin_token: Option<AdminToken>,
     pub(crate) radio: super::radio_routes::RadioState,
+    pub(crate) websocket: super::websocket::WebSocketState,
 }
 
 impl std::fmt::Debug for AppState {
@@ -137,6 +138,7 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
         .route("/api/devices/{user}/{ssid}/comm-control", put(comm_control))
         .merge(super::radio_routes::routes(state.radio.clone()))
+        .merge(super::websocket::routes(state.websocket.clone()))
         .with_state(state)
         .layer(RequestBodyLimitLayer::new(limits.max_body_bytes))
         .layer(TimeoutLayer::with_status_code(
@@ -267,6 +269,23 @@ pub fn render_metrics(s: &ServerStats) -> String {
     for (n, v) in s.http.counters() {
         put(format!("petrel_reflector_http_{n}_total"), "counter", v);
     }
+    for (n, v) in &s.websocket {
+        put(
+            format!("petrel_reflector_websocket_{n}_total"),
+            "counter",
+            *v,
+        );
+    }
+    put(
+        "petrel_reflector_websockets_open".into(),
+        "gauge",
+        s.websockets_open as u64,
+    );
+    put(
+        "petrel_reflector_app_sessions".into(),
+        "gauge",
+        s.app_sessions as u64,
+    );
     for (n, v) in s.history.counters() {
         let gauge = n.ends_with("_bytes");
         let (name, kind) = if gauge {
@@ -328,6 +347,9 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         "http": serde_json::Value::Object(map(s.http.counters())),
         "history": serde_json::Value::Object(map(s.history.counters())),
         "icmp": serde_json::Value::Object(map(s.icmp.counters())),
+        "websocket": serde_json::Value::Object(map(s.websocket.clone())),
+        "websockets_open": s.websockets_open,
+        "app_sessions": s.app_sessions,
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,

@@ -37,7 +37,10 @@ mod store_writer;
 mod text_history;
 pub mod verifier;
 mod wall_clock;
+pub mod websocket;
+mod websocket_hub;
 
 pub use icmp::IcmpStats;
 pub use radio_routes::RoutingBody;
 pub use shared_tables::{SharedTables, DOMAIN_STRIPES};
+pub use websocket_hub::{WebSocketHub, WebSocketStats, WRITE_QUEUE};

@@ -17,7 +17,7 @@ use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::app_authority::AppAuthority;
-use super::fanout::FanoutEngine;
+use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::recording_files::RecordingFiles;
@@ -29,6 +29,7 @@ use super::store_writer::spawn_store_writer;
 use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
+use super::websocket_hub::WebSocketHub;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
@@ -154,7 +155,9 @@ impl ServerHandle {
             None
         };
         let local_addr = sock.local_addr()?;
-        let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
+        let websockets = Arc::new(WebSocketHub::default());
+        let sink: Arc<dyn ConnectionSink> = websockets.clone();
+        let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout, Some(sink))?);
         let verifier = Arc::new(
             PasswordVerifier::start(&VerifierConfig {
                 threads: session.password_checks_in_flight,
@@ -180,27 +183,10 @@ impl ServerHandle {
             http: Arc::default(),
             history,
             icmp: Arc::new(IcmpCounters::default()),
+            websockets: Arc::clone(&websockets),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
-        let (http_addr, http_task) = match http_listener {
-            Some(listener) => {
-                let state = super::http::AppState {
-                    stats: stats.clone(),
-                    store: store.clone(),
-                    reload: Arc::clone(&reload_now),
-                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
-                    radio: super::radio_routes::RadioState {
-                        shared: Arc::clone(&shared),
-                        authority: app_authority.clone(),
-                        ptt_hold: Duration::from_millis(session.floor_hold_ms),
-                    },
-                };
-                let (addr, task) = spawn_http(listener, state, &cfg.http)?;
-                (Some(addr), Some(task))
-            }
-            None => (None, None),
-        };
         let (event_tx, events) =
             spawn_store_writer(&store, text_history.clone(), recordings, &stats);
         let mut dir_txs = Vec::new();
@@ -254,6 +240,33 @@ impl ServerHandle {
             report_txs.push(report_tx);
         }
         drop(engine);
+        let (http_addr, http_task) = match http_listener {
+            Some(listener) => {
+                let state = super::http::AppState {
+                    stats: stats.clone(),
+                    store: store.clone(),
+                    reload: Arc::clone(&reload_now),
+                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
+                    radio: super::radio_routes::RadioState {
+                        shared: Arc::clone(&shared),
+                        authority: app_authority.clone(),
+                        ptt_hold: Duration::from_millis(session.floor_hold_ms),
+                        hub: Arc::clone(&websockets),
+                    },
+                    websocket: super::websocket::WebSocketState {
+                        shared: Arc::clone(&shared),
+                        authority: app_authority.clone(),
+                        hub: Arc::clone(&websockets),
+                        shards: queues.clone(),
+                        subscriptions: session.ghost_subscriptions,
+                    },
+                };
+                let (addr, task) = spawn_http(listener, state, &cfg.http)?;
+                (Some(addr), Some(task))
+            }
+            None => (None, None),
+        };
+        let closer = spawn_connection_closer(Arc::clone(&shared), Arc::clone(&websockets));
         let reader = shard::Reader {
             sock,
             ingress: Ingress::new(&session, workers),
@@ -277,7 +290,7 @@ impl ServerHandle {
             Arc::clone(&reload_now),
         );
         tracing::info!(%local_addr, workers, "reflector listening");
-        let mut tasks = vec![events, reload];
+        let mut tasks = vec![events, reload, closer];
         tasks.extend(http_task);
         Ok(Self {
             local_addr,
@@ -398,6 +411,28 @@ fn spawn_reload(
                     errs.fetch_add(1, Relaxed);
                     tracing::warn!(error = %err, "directory reload failed");
                 }
+            }
+        }
+    })
+}
+
+/// The task that closes the WebSocket connections whose sessions the
+/// registry removed (expired on a shard's sweep, replaced, evicted), once a
+/// second.
+fn spawn_connection_closer(
+    shared: Arc<SharedTables>,
+    hub: Arc<WebSocketHub>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let closed: Vec<_> = {
+                let mut ghosts = shared.ghosts();
+                std::iter::from_fn(|| ghosts.poll_closed()).collect()
+            };
+            for conn in closed {
+                hub.close(conn);
             }
         }
     })

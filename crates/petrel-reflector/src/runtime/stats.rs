@@ -43,6 +43,13 @@ pub struct ServerStats {
     pub history: HistoryStatsSnapshot,
     /// ICMP errors read from the socket.
     pub icmp: IcmpStats,
+    /// WebSocket counters (`upgrades`, `writes_dropped`, …), and the
+    /// connections open.
+    pub websocket: Vec<(&'static str, u64)>,
+    /// WebSocket connections open.
+    pub websockets_open: usize,
+    /// App (ghost) sessions live on every transport.
+    pub app_sessions: usize,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -131,6 +138,7 @@ pub(crate) struct StatsSource {
     pub(crate) http: Arc<HttpStats>,
     pub(crate) history: Arc<HistoryStats>,
     pub(crate) icmp: Arc<IcmpCounters>,
+    pub(crate) websockets: Arc<super::websocket_hub::WebSocketHub>,
 }
 
 impl StatsSource {
@@ -161,6 +169,9 @@ impl StatsSource {
             http: self.http.snapshot(),
             history: self.history.snapshot(),
             icmp: self.icmp.snapshot(),
+            websocket: self.websockets.stats().counters(),
+            websockets_open: self.websockets.open(),
+            app_sessions: self.shared.ghosts().len(),
         }
     }
 }

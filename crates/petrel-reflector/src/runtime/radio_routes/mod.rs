@@ -35,10 +35,12 @@ use serde_json::{json, Value};
 use super::app_authority::AppAuthority;
 use super::authenticated_user::AuthenticatedUser;
 use super::shared_tables::SharedTables;
+use super::websocket::routing_updated;
+use super::websocket_hub::{Outbound, WebSocketHub};
 use crate::core::{GhostSession, RoutingError};
 use crate::model::{
-    legacy_datetime, rfc3339_utc, AppUser, Routing, RoutingChange, RoutingReject, DEV_MODEL_WEB,
-    FALLBACK_GROUP_ID,
+    legacy_datetime, rfc3339_utc, AppUser, Endpoint, Routing, RoutingChange, RoutingReject,
+    DEV_MODEL_WEB, FALLBACK_GROUP_ID,
 };
 
 /// What the radio routes need from the server.
@@ -50,6 +52,9 @@ pub(crate) struct RadioState {
     pub(crate) authority: Option<Arc<dyn AppAuthority>>,
     /// The PTT window of §3.4 row 4 (the floor hold, 900 ms by default).
     pub(crate) ptt_hold: Duration,
+    /// The WebSocket connections: `routing_updated` after a change, and
+    /// closing on a delete.
+    pub(crate) hub: Arc<WebSocketHub>,
 }
 
 impl std::fmt::Debug for RadioState {
@@ -325,13 +330,20 @@ async fn routing(
     };
     let applied = {
         let mut ghosts = radio.shared.ghosts();
-        ghosts
-            .set_routing(&id, saved)
-            .and_then(|_| ghosts.get(&id).map(session_json))
+        ghosts.set_routing(&id, saved).and_then(|_| {
+            ghosts
+                .get(&id)
+                .map(|s| (session_json(s), s.transport, s.routing.clone()))
+        })
     };
     match applied {
-        Some(session) => {
+        Some((session, transport, routing)) => {
             radio.shared.invalidate_every_domain();
+            if let Endpoint::WebSocket(conn) = transport {
+                radio
+                    .hub
+                    .send(conn, Outbound::Text(routing_updated(&id, &routing)));
+            }
             Json(json!({"code": 200, "message": "会话路由已更新", "data": session})).into_response()
         }
         None => {
@@ -372,8 +384,11 @@ async fn disconnect(
         }
     };
     match removed {
-        Some(_) => {
+        Some(s) => {
             st.shared.invalidate_every_domain();
+            if let Endpoint::WebSocket(conn) = s.transport {
+                st.hub.close(conn);
+            }
             Json(json!({"code": 200, "message": "会话已断开"})).into_response()
         }
         None => error(StatusCode::NOT_FOUND, "session_not_found", "会话不存在"),

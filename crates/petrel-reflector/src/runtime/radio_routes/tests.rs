@@ -68,6 +68,7 @@ async fn as_test_user(mut req: Request, next: Next) -> Response {
 struct Fixture {
     addr: SocketAddr,
     shared: Arc<SharedTables>,
+    hub: Arc<WebSocketHub>,
     authority: Arc<FakeAuthority>,
     rng: rand_chacha::ChaCha8Rng,
     port: u16,
@@ -81,10 +82,12 @@ impl Fixture {
         };
         let shared = Arc::new(SharedTables::new(&cfg, Instant::now()));
         let authority = Arc::new(FakeAuthority::default());
+        let hub = Arc::new(WebSocketHub::default());
         let radio = RadioState {
             shared: Arc::clone(&shared),
             authority: Some(authority.clone() as Arc<dyn AppAuthority>),
             ptt_hold: Duration::from_millis(900),
+            hub: Arc::clone(&hub),
         };
         let app = routes::<()>(radio).layer(axum::middleware::from_fn(as_test_user));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -93,6 +96,7 @@ impl Fixture {
         Self {
             addr,
             shared,
+            hub,
             authority,
             rng: rand_chacha::ChaCha8Rng::seed_from_u64(1),
             port: 40_000,
@@ -384,4 +388,38 @@ async fn config_and_status_look_at_web_sessions_only() {
         (status, body["error"].as_str()),
         (404, Some("session_not_found"))
     );
+}
+
+#[tokio::test]
+async fn a_web_session_is_told_of_its_new_routing_and_closed_on_delete() {
+    let mut f = Fixture::start(16).await;
+    let id = f.session(1, DEV_MODEL_WEB, 1001, &[]);
+    let conn = u64::from(f.port);
+    let (queue, mut outbound) = tokio::sync::mpsc::channel(8);
+    let (close, mut closed) = tokio::sync::oneshot::channel();
+    f.hub.insert(conn, queue, close);
+    let (status, _) = f
+        .call(
+            "PUT",
+            &format!("/api/radio/sessions/{id}/routing"),
+            Some(1),
+            r#"{"tx_group_id":1002,"rx_group_ids":[1001,1003]}"#,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let Some(Outbound::Text(event)) = outbound.recv().await else {
+        panic!("no routing_updated");
+    };
+    let event: Value = serde_json::from_str(&event).unwrap();
+    assert_eq!(
+        event,
+        json!({"type": "routing_updated", "data": {
+            "session_id": id, "tx_group_id": 1002, "rx_group_ids": [1001, 1002, 1003]}})
+    );
+    assert!(closed.try_recv().is_err());
+    let (status, _) = f
+        .call("DELETE", &format!("/api/radio/sessions/{id}"), Some(1), "")
+        .await;
+    assert_eq!(status, 200);
+    assert!(closed.try_recv().is_ok());
 }
