@@ -67,11 +67,14 @@ fn with_server(
         scratch.location(),
         [account("alice", "BG7AAA".into(), 1, PW)],
     );
+    // Four shards: a Type 1 (no username) lands on the shard of its source
+    // address, the session's later packets on that of their username.
+    let cfg = petrel_reflector::model::ServerConfig {
+        ingress_workers: 4,
+        ..udp_config(scratch.location())
+    };
     let srv = rt
-        .block_on(ServerHandle::start_with_apps(
-            udp_config(scratch.location()),
-            authority,
-        ))
+        .block_on(ServerHandle::start_with_apps(cfg, authority))
         .unwrap();
     let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
     rt.block_on(srv.shutdown());
@@ -190,6 +193,7 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
             )
             .unwrap();
         assert!(recv_type(&alice, PacketType::Voice).is_none());
+        assert_eq!(srv.app_session_counts(999), (1, 0));
         let st = srv.stats().session;
         assert_eq!(
             (

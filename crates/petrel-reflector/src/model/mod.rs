@@ -37,7 +37,7 @@ pub use app_login::{
 pub use app_login_check::AppLoginCheck;
 pub use argon2_memory::{Argon2Memory, Verdict};
 pub use db_location::{redact, Backend};
-pub use device::{is_reserved_ssid, DeviceKey};
+pub use device::{is_app_ssid, is_reserved_ssid, DeviceKey};
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
 pub use endpoint::{ConnectionId, Endpoint};
 pub use endpoint_policy::EndpointPolicy;

@@ -318,6 +318,13 @@ impl ServerHandle {
         self.stats.read()
     }
 
+    /// Live app (ghost) sessions subscribed to `group_id`: (UDP, WebSocket).
+    /// For the online counts of `GET /api/radio/groups/stats`
+    /// (`specs/draarl-apps.md` §1.5).
+    pub fn app_session_counts(&self, group_id: i64) -> (usize, usize) {
+        self.stats.shared.ghosts().group_counts(group_id)
+    }
+
     /// Reloads the directory from the store now instead of at the next interval.
     pub fn reload_now(&self) {
         self.reload.notify_one();
