@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::ghost_registry::{NewGhost, RegisterError};
-use super::reflector::Reflector;
+use super::reflector::{PendingAppLogin, Reflector};
 use crate::codec::{
     self, parse_login_request, AppLoginSuccess, Header, PacketType, CALLSIGN_LEN, PASSWORD_LEN,
 };
@@ -35,16 +35,6 @@ use crate::model::{
 
 /// How long a login waits for the account store before it is abandoned.
 pub(super) const APP_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// A Type 1 login waiting for its account check.
-#[derive(Debug)]
-pub(super) struct PendingAppLogin {
-    pub(super) src: SocketAddr,
-    pub(super) header: Header,
-    pub(super) client_instance_id: String,
-    pub(super) capabilities: Vec<String>,
-    pub(super) started: Instant,
-}
 
 /// `DATA[0]` and text of a Type 1 reject (§2.2).
 fn reject_data(code: u8, text: &str) -> Vec<u8> {

@@ -8,7 +8,6 @@ use std::time::Instant;
 use rand::rngs::StdRng;
 use rand::{RngCore, SeedableRng};
 
-use super::app_login::PendingAppLogin;
 use super::cross_shard::{CrossShard, LocalTables, Member};
 use super::recorder::{Recorder, RecorderStats};
 use super::stats::SessionStats;
@@ -68,6 +67,16 @@ pub(super) struct PendingLogin {
     /// The hash it is checked against; a different one at completion means
     /// the password changed meanwhile and the result is discarded.
     pub(super) phc: String,
+    pub(super) started: Instant,
+}
+
+/// A Type 1 login waiting for its account check.
+#[derive(Debug)]
+pub(super) struct PendingAppLogin {
+    pub(super) src: SocketAddr,
+    pub(super) header: Header,
+    pub(super) client_instance_id: String,
+    pub(super) capabilities: Vec<String>,
     pub(super) started: Instant,
 }
 
