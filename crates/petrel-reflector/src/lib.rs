@@ -85,15 +85,18 @@
 //! holds the source group ([`model::Frame::session_packet`]).
 //! [`model::Endpoint`] names where a session is (`Udp`, `WebSocket`).
 //!
+//! The web client's sessions come through [`runtime::websocket`] (`GET
+//! /ws` on the HTTP port): registered in the same registry as
+//! [`model::Endpoint::WebSocket`], their Types 4/5 handed to a shard
+//! ([`core::Reflector::handle_connection_packet`]), and the frames listed
+//! in [`model::Snapshot::websockets`] queued by the fan-out engine on each
+//! connection's bounded queue ([`runtime::WebSocketHub`]). The radio
+//! session routes (`/api/radio/*`, `runtime/radio_routes`) read and change
+//! the registry for the caller the account side authenticated
+//! ([`runtime::authenticated_user::AuthenticatedUser`]).
+//!
 //! # Where the next features plug in
 //!
-//! Each is a new kind of endpoint of the same core, not a new server; the
-//! cross-shard tables, floors, snapshots and fan-out stay as they are.
-//!
-//! - **WebSocket receivers**: `runtime/websocket.rs`, an upgrade route
-//!   beside `runtime/http.rs` whose connection tasks register
-//!   [`model::Endpoint::WebSocket`] sessions in the same registry and receive
-//!   the frames listed in [`model::Snapshot::websockets`].
 //! - **Edge links (Type 0 interconnect)**: a peer reflector is one more
 //!   member (`Endpoint::Edge`) of the domains it carries. Its wire formats
 //!   are [`codec::interconnect`] (envelope, relay, DataBind, control frames,

@@ -67,11 +67,14 @@ fn with_server(
         scratch.location(),
         [account("alice", "BG7AAA".into(), 1, PW)],
     );
+    // Four shards: a Type 1 (no username) lands on the shard of its source
+    // address, the session's later packets on that of their username.
+    let cfg = petrel_reflector::model::ServerConfig {
+        ingress_workers: 4,
+        ..udp_config(scratch.location())
+    };
     let srv = rt
-        .block_on(ServerHandle::start_with_apps(
-            udp_config(scratch.location()),
-            authority,
-        ))
+        .block_on(ServerHandle::start_with_apps(cfg, authority))
         .unwrap();
     let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
     rt.block_on(srv.shutdown());
@@ -190,6 +193,7 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
             )
             .unwrap();
         assert!(recv_type(&alice, PacketType::Voice).is_none());
+        assert_eq!(srv.app_session_counts(999), (1, 0));
         let st = srv.stats().session;
         assert_eq!(
             (
@@ -225,4 +229,40 @@ fn without_an_authority_every_token_is_invalid() {
             b"\x01Invalid or expired token"
         );
     });
+}
+
+#[test]
+fn radio_routes_are_served_and_ask_for_the_caller_not_the_admin_token() {
+    let rt = Runtime::new().unwrap();
+    let scratch = rt
+        .block_on(ScratchStore::create(Backend::Sqlite, "radio_http"))
+        .unwrap()
+        .unwrap();
+    let cfg = petrel_reflector::model::ServerConfig {
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..udp_config(scratch.location())
+    };
+    let srv = rt
+        .block_on(ServerHandle::start_with_apps(
+            cfg,
+            Some(Arc::new(FakeAuthority)),
+        ))
+        .unwrap();
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let http_addr = srv.http_addr().unwrap();
+        let (code, answer) = support::http(
+            http_addr,
+            "GET /api/radio/sessions HTTP/1.1\r\nhost: x\r\n\r\n",
+        );
+        assert_eq!(code, 401);
+        assert!(answer.contains("未提供认证令牌"), "{answer}");
+        // The admin API stays off without an admin token.
+        let (code, _) = support::http(http_addr, "GET /api/stats HTTP/1.1\r\nhost: x\r\n\r\n");
+        assert_eq!(code, 404);
+    }));
+    rt.block_on(srv.shutdown());
+    rt.block_on(scratch.remove()).unwrap();
+    if let Err(p) = outcome {
+        resume_unwind(p);
+    }
 }

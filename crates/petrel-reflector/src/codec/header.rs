@@ -248,6 +248,24 @@ pub fn decode(datagram: &[u8]) -> Result<Packet<'_>, DecodeError> {
     })
 }
 
+/// Decodes one WebSocket binary frame (`specs/draarl-apps.md` §4.4): at
+/// least 90 bytes, the magic and a Type 1..=5, as [`decode`] checks them;
+/// unlike a UDP datagram, neither the length field nor the 800-byte cap is
+/// checked (DATA is everything after the header).
+pub fn decode_unframed(frame: &[u8]) -> Result<Packet<'_>, DecodeError> {
+    if frame.len() < HEADER_LEN {
+        return Err(DecodeError::TooShort(frame.len()));
+    }
+    let mut header = [0u8; HEADER_LEN];
+    header.copy_from_slice(&frame[..HEADER_LEN]);
+    header[OFF_LENGTH..OFF_LENGTH + 2].copy_from_slice(&(HEADER_LEN as u16).to_be_bytes());
+    let packet = decode(&header)?;
+    Ok(Packet {
+        header: packet.header,
+        data: &frame[HEADER_LEN..],
+    })
+}
+
 /// Encodes `header` + `data` into `out` (cleared first). DMRID is masked to 24
 /// bits, as the wire field is.
 pub fn encode_into(header: &Header, data: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
@@ -328,5 +346,33 @@ pub fn rewrite_forward(buf: &mut [u8], id: &ForwardIdentity) -> bool {
 pub fn set_reserved(buf: &mut [u8], reserved: u32) {
     if let Some(field) = buf.get_mut(OFF_RESERVED..HEADER_LEN) {
         field.copy_from_slice(&reserved.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod unframed_tests {
+    use super::*;
+
+    #[test]
+    fn websocket_frames_ignore_the_length_field_only() {
+        let mut h = Header::new(PacketType::Voice);
+        h.set_username("web");
+        let mut frame = encode(&h, &[1, 2, 3]).unwrap();
+        frame[OFF_LENGTH] = 0xff;
+        assert!(decode(&frame).is_err());
+        let p = decode_unframed(&frame).unwrap();
+        assert_eq!((p.header, p.data), (h, &[1u8, 2, 3][..]));
+        let mut long = frame.clone();
+        long.extend(std::iter::repeat_n(9u8, 2000));
+        assert_eq!(decode_unframed(&long).unwrap().data.len(), 2003);
+        for t in [0u8, 6, 7, 255] {
+            let mut bad = frame.clone();
+            bad[OFF_TYPE] = t;
+            assert_eq!(decode_unframed(&bad).unwrap_err(), DecodeError::BadType(t));
+        }
+        assert!(decode_unframed(&frame[..89]).is_err());
+        let mut magic = frame;
+        magic[0] = b'd';
+        assert_eq!(decode_unframed(&magic).unwrap_err(), DecodeError::BadMagic);
     }
 }

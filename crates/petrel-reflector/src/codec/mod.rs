@@ -20,11 +20,11 @@ pub use app_login::{
 };
 pub use config::{tag_len, ConfigCommand, ConfigError, Tlv};
 pub use header::{
-    decode, encode, encode_into, rewrite_forward, set_reserved, DecodeError, EncodeError,
-    ForwardIdentity, Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC, MAX_DATAGRAM_LEN,
-    MAX_DATA_LEN, PASSWORD_LEN, USERNAME_LEN,
+    decode, decode_unframed, encode, encode_into, rewrite_forward, set_reserved, DecodeError,
+    EncodeError, ForwardIdentity, Header, Packet, PacketType, CALLSIGN_LEN, HEADER_LEN, MAGIC,
+    MAX_DATAGRAM_LEN, MAX_DATA_LEN, PASSWORD_LEN, USERNAME_LEN,
 };
-pub(crate) use header::{OFF_SSID, OFF_USERNAME};
+pub(crate) use header::{OFF_SSID, OFF_TYPE, OFF_USERNAME};
 pub use heartbeat::{Gps, HeartbeatData, HeartbeatError, Mac};
 pub use raw::{decode_raw, encode_raw, RawError, RAW_HEADER_LEN};
 pub use voice::{merge_frames, split_frames, MergeError, MAX_SUBFRAME_LEN};

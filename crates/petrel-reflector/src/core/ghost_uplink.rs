@@ -16,8 +16,8 @@ use super::forward::Outgoing;
 use super::ghost_registry::{GhostUplink, UplinkReject};
 use super::reflector::Reflector;
 use super::replies::{self, RejectReason};
-use crate::codec::{ForwardIdentity, Header, PacketType};
-use crate::model::{DeviceKind, Transmit};
+use crate::codec::{self, ForwardIdentity, Header, PacketType, HEADER_LEN, OFF_TYPE};
+use crate::model::{ConnectionId, DeviceKind, Transmit};
 
 /// SSIDs of app sessions (§2.5 "Resolution").
 pub(super) const APP_SSIDS: std::ops::RangeInclusive<u8> = 100..=105;
@@ -143,5 +143,39 @@ impl Reflector {
         if self.forward(now, out) && voice {
             self.shared.ghosts().mark_voice(&up.session_id, now);
         }
+    }
+}
+
+impl Reflector {
+    /// A Type 4/5 packet from WebSocket connection `conn` at `now`
+    /// (`specs/draarl-apps.md` §4.4): one complete DraARLv1 packet whose
+    /// magic and Type the connection checked; its length field is not
+    /// checked, and every identity field is ignored. It is re-encoded with
+    /// the session's identity (SSID and DevModel 105, DMRID 0, empty
+    /// password) and forwarded like a UDP session's; DATA beyond 710 bytes
+    /// is dropped (counted in `decode_errors`).
+    pub fn handle_connection_packet(&mut self, now: Instant, conn: ConnectionId, packet: &[u8]) {
+        self.stats.received += 1;
+        let (Some(&kind), Some(data)) = (packet.get(OFF_TYPE), packet.get(HEADER_LEN..)) else {
+            self.stats.decode_errors += 1;
+            return;
+        };
+        let packet_type = match PacketType::from_u8(kind) {
+            Some(t @ (PacketType::Text | PacketType::Voice)) => t,
+            _ => return,
+        };
+        let Some(up) = self.shared.ghosts().resolve_connection(conn, now) else {
+            self.stats.ghost_registry_rejects += 1;
+            return;
+        };
+        let mut h = Header::new(packet_type);
+        h.set_username(&up.user.username);
+        h.dev_model = up.dev_model;
+        h.ssid = up.dev_model;
+        let Ok(datagram) = codec::encode(&h, data) else {
+            self.stats.decode_errors += 1;
+            return;
+        };
+        self.ghost_media(now, &up, packet_type, data, &datagram);
     }
 }

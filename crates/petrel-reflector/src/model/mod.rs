@@ -31,6 +31,7 @@ mod session_config;
 mod snapshot;
 mod source_prefix;
 mod store_event;
+mod time_text;
 mod verifier_config;
 mod web_password;
 
@@ -43,7 +44,7 @@ pub use app_login::{
 pub use app_login_check::AppLoginCheck;
 pub use argon2_memory::{Argon2Memory, Verdict};
 pub use db_location::{redact, Backend};
-pub use device::{is_reserved_ssid, DeviceKey};
+pub use device::{is_app_ssid, is_reserved_ssid, DeviceKey};
 pub use device_kind::DeviceKind;
 pub use directory::{DeviceRecord, Directory, Domain, GroupRecord, UserRecord, UNGROUPED};
 pub use endpoint::{ConnectionId, Endpoint};
@@ -64,6 +65,7 @@ pub use session_config::SessionConfig;
 pub use snapshot::{endpoint_hash, partition_of, Snapshot};
 pub use source_prefix::{is_loopback_source, SourcePrefix};
 pub use store_event::StoreEvent;
+pub use time_text::{legacy_datetime, rfc3339_utc};
 pub use verifier_config::VerifierConfig;
 pub use web_password::{
     hash_web_password, verify_web_password, WebPasswordError, MAX_WEB_PASSWORD_BYTES,

@@ -6,7 +6,9 @@
 //! `PUT /api/devices/{user}/{ssid}/comm-control`
 //! `{"disable_send": b, "disable_recv": b}` (after the reference's routes,
 //! draarl-v1 §3.7). Admin writes go to the store and trigger an immediate
-//! directory reload.
+//! directory reload. The app clients' radio session routes under
+//! `/api/radio/` (`radio_routes.rs`) are not admin routes: they take their
+//! caller from the account side's Bearer middleware.
 //!
 //! The operator dashboard (`dashboard/`): its page at `GET /dashboard`
 //! (public: the page holds no data, and signs in from the browser), its
@@ -71,7 +73,7 @@ use tokio::sync::Notify;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::app_http::{app_router, is_admin_api, with_app_guards, AppApi};
+use super::app_http::{app_router, is_admin_api, with_app_guards, with_bearer_identity, AppApi};
 use super::dashboard::{self, Dashboard, DASHBOARD_DATA_PATH, DASHBOARD_PATH};
 use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
@@ -116,6 +118,8 @@ pub(crate) struct AppState {
     pub(crate) dashboard: Dashboard,
     /// The app clients' API with its `[apps]` settings, when configured.
     pub(crate) apps: Option<(AppApi, AppApiConfig)>,
+    pub(crate) radio: super::radio_routes::RadioState,
+    pub(crate) websocket: super::websocket::WebSocketState,
 }
 
 impl std::fmt::Debug for AppState {
@@ -157,6 +161,15 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .route("/api/reload", post(reload))
         .route("/api/devices/{user}/{ssid}/group", put(device_group))
         .route("/api/devices/{user}/{ssid}/comm-control", put(comm_control))
+        .merge(match &apps {
+            // The caller's identity comes from the app API's Bearer check.
+            Some((api, _)) => with_bearer_identity(
+                super::radio_routes::routes(state.radio.clone()),
+                api.clone(),
+            ),
+            None => super::radio_routes::routes(state.radio.clone()),
+        })
+        .merge(super::websocket::routes(state.websocket.clone()))
         .with_state(state);
     if let Some((api, _)) = &apps {
         router = router.merge(app_router(api.clone()));
@@ -173,10 +186,11 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
     router.layer(axum::middleware::from_fn_with_state(guard, guard_request))
 }
 
-/// Whether `path` is under `/api/`, as the router matches it (on the
-/// request's path as sent, not percent-decoded).
+/// Whether `path` is under the admin API, as the router matches it (on the
+/// request's path as sent, not percent-decoded). The radio routes
+/// (`radio_routes.rs`) authenticate their callers themselves.
 fn is_admin_path(path: &str) -> bool {
-    path == "/api" || path.starts_with("/api/")
+    (path == "/api" || path.starts_with("/api/")) && !super::radio_routes::is_radio_path(path)
 }
 
 /// Charges requests without a valid admin token to their source prefix
@@ -318,6 +332,23 @@ pub fn render_metrics(s: &ServerStats) -> String {
     for (n, v) in s.app_auth.counters() {
         put(format!("petrel_reflector_app_auth_{n}_total"), "counter", v);
     }
+    for (n, v) in &s.websocket {
+        put(
+            format!("petrel_reflector_websocket_{n}_total"),
+            "counter",
+            *v,
+        );
+    }
+    put(
+        "petrel_reflector_websockets_open".into(),
+        "gauge",
+        s.websockets_open as u64,
+    );
+    put(
+        "petrel_reflector_app_sessions".into(),
+        "gauge",
+        s.app_sessions as u64,
+    );
     for (n, v) in s.history.counters() {
         let gauge = n.ends_with("_bytes");
         let (name, kind) = if gauge {
@@ -408,6 +439,9 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         "app_auth": serde_json::Value::Object(map(s.app_auth.counters())),
         "history": serde_json::Value::Object(map(s.history.counters())),
         "icmp": serde_json::Value::Object(map(s.icmp.counters())),
+        "websocket": serde_json::Value::Object(map(s.websocket.clone())),
+        "websockets_open": s.websockets_open,
+        "app_sessions": s.app_sessions,
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::extract::ConnectInfo;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -146,13 +147,26 @@ async fn serve_connection(
     let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
         lock(&table).headers_complete(id);
         req.extensions_mut().insert(ConnectInfo(peer));
-        app.clone().oneshot(req)
+        let app = app.clone();
+        async move {
+            let mut resp = app.oneshot(req).await?;
+            // One request per connection: every answer but a WebSocket
+            // upgrade closes it (hyper's own `keep_alive(false)` would
+            // also mark the upgrade's 101 `Connection: close`).
+            if resp.status() != StatusCode::SWITCHING_PROTOCOLS {
+                resp.headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, std::convert::Infallible>(resp)
+        }
     });
     let http = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout())
-        .keep_alive(false)
-        .serve_connection(TokioIo::new(stream), service);
+        .serve_connection(TokioIo::new(stream), service)
+        // A `/ws` upgrade leaves this task with the socket; the deadline
+        // below then covers only its HTTP handshake.
+        .with_upgrades();
     let deadline = limits.header_timeout() + limits.request_timeout();
     tokio::select! {
         served = tokio::time::timeout(deadline, http) => match served {

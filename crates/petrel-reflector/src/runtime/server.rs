@@ -20,7 +20,7 @@ use super::app_accounts::AppAccounts;
 use super::app_authority::AppAuthority;
 use super::app_http::{AppApi, GroupPresence};
 use super::dashboard::{self, Dashboard};
-use super::fanout::FanoutEngine;
+use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::recording_files::RecordingFiles;
@@ -32,6 +32,7 @@ use super::store_writer::spawn_store_writer;
 use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
+use super::websocket_hub::WebSocketHub;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
@@ -159,7 +160,9 @@ impl ServerHandle {
             None
         };
         let local_addr = sock.local_addr()?;
-        let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout)?);
+        let websockets = Arc::new(WebSocketHub::default());
+        let sink: Arc<dyn ConnectionSink> = websockets.clone();
+        let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout, Some(sink))?);
         let verifier = Arc::new(
             PasswordVerifier::start(&VerifierConfig {
                 threads: session.password_checks_in_flight,
@@ -186,6 +189,7 @@ impl ServerHandle {
             app_auth: Arc::default(),
             history,
             icmp: Arc::new(IcmpCounters::default()),
+            websockets: Arc::clone(&websockets),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -216,22 +220,6 @@ impl ServerHandle {
                 .clone()
                 .map(|a| Arc::new(a) as Arc<dyn AppAuthority>)
         });
-        let (http_addr, http_task) = match http_listener {
-            Some(listener) => {
-                let state = super::http::AppState {
-                    stats: stats.clone(),
-                    store: store.clone(),
-                    reload: Arc::clone(&reload_now),
-                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
-                    dashboard: dash.clone(),
-                    apps,
-                };
-                let (addr, task) = spawn_http(listener, state, &cfg.http)?;
-                let sampler = dashboard::spawn_sampler(stats.clone(), dash.clone());
-                (Some(addr), Some([task, sampler]))
-            }
-            None => (None, None),
-        };
         let (event_tx, events) =
             spawn_store_writer(&store, text_history.clone(), recordings, &stats);
         let mut dir_txs = Vec::new();
@@ -287,6 +275,36 @@ impl ServerHandle {
             report_txs.push(report_tx);
         }
         drop(engine);
+        let (http_addr, http_task) = match http_listener {
+            Some(listener) => {
+                let state = super::http::AppState {
+                    stats: stats.clone(),
+                    store: store.clone(),
+                    reload: Arc::clone(&reload_now),
+                    admin_token: cfg.admin_token.as_deref().map(AdminToken::new),
+                    radio: super::radio_routes::RadioState {
+                        shared: Arc::clone(&shared),
+                        authority: app_authority.clone(),
+                        ptt_hold: Duration::from_millis(session.floor_hold_ms),
+                        hub: Arc::clone(&websockets),
+                    },
+                    websocket: super::websocket::WebSocketState {
+                        shared: Arc::clone(&shared),
+                        authority: app_authority.clone(),
+                        hub: Arc::clone(&websockets),
+                        shards: queues.clone(),
+                        subscriptions: session.ghost_subscriptions,
+                    },
+                    dashboard: dash.clone(),
+                    apps,
+                };
+                let (addr, task) = spawn_http(listener, state, &cfg.http)?;
+                let sampler = dashboard::spawn_sampler(stats.clone(), dash.clone());
+                (Some(addr), Some([task, sampler]))
+            }
+            None => (None, None),
+        };
+        let closer = spawn_connection_closer(Arc::clone(&shared), Arc::clone(&websockets));
         let reader = shard::Reader {
             sock,
             ingress: Ingress::new(&session, workers),
@@ -311,7 +329,7 @@ impl ServerHandle {
             dash,
         );
         tracing::info!(%local_addr, workers, "reflector listening");
-        let mut tasks = vec![events, reload];
+        let mut tasks = vec![events, reload, closer];
         tasks.extend(http_task.into_iter().flatten());
         Ok(Self {
             local_addr,
@@ -344,6 +362,13 @@ impl ServerHandle {
     /// Current counters (session counters lag by at most ~20 ms).
     pub fn stats(&self) -> ServerStats {
         self.stats.read()
+    }
+
+    /// Live app (ghost) sessions subscribed to `group_id`: (UDP, WebSocket).
+    /// For the online counts of `GET /api/radio/groups/stats`
+    /// (`specs/draarl-apps.md` §1.5).
+    pub fn app_session_counts(&self, group_id: i64) -> (usize, usize) {
+        self.stats.shared.ghosts().group_counts(group_id)
     }
 
     /// Reloads the directory from the store now instead of at the next interval.
@@ -442,6 +467,28 @@ fn spawn_reload(
                     errs.fetch_add(1, Relaxed);
                     tracing::warn!(error = %err, "directory reload failed");
                 }
+            }
+        }
+    })
+}
+
+/// The task that closes the WebSocket connections whose sessions the
+/// registry removed (expired on a shard's sweep, replaced, evicted), once a
+/// second.
+fn spawn_connection_closer(
+    shared: Arc<SharedTables>,
+    hub: Arc<WebSocketHub>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let closed: Vec<_> = {
+                let mut ghosts = shared.ghosts();
+                std::iter::from_fn(|| ghosts.poll_closed()).collect()
+            };
+            for conn in closed {
+                hub.close(conn);
             }
         }
     })

@@ -32,7 +32,7 @@ use super::store_writer::Persist;
 use super::verifier::{Answer, PasswordVerifier};
 use super::wall_clock::unix_ms;
 use crate::core::{Ingress, IngressStats, Reflector};
-use crate::model::{AppGrant, AppLoginCheck, AppReject, Directory};
+use crate::model::{AppGrant, AppLoginCheck, AppReject, ConnectionId, Directory};
 
 /// The account store's answer to one app login: (check id, verdict).
 pub(super) type AppAnswer = (u64, Result<AppGrant, AppReject>);
@@ -52,11 +52,32 @@ const BATCH: usize = 32;
 /// How often the reader forgets idle rate-limit buckets.
 const SWEEP_EVERY: Duration = Duration::from_secs(5);
 
-/// One datagram on its way to a shard.
+/// One datagram (or WebSocket packet) on its way to a shard.
 pub(super) struct Datagram {
     at: Instant,
     src: SocketAddr,
     bytes: Vec<u8>,
+    /// The WebSocket connection it came from; `src` is then unused.
+    conn: Option<ConnectionId>,
+}
+
+impl Datagram {
+    /// A Type 4/5 packet from WebSocket connection `conn`, received at `at`.
+    pub(super) fn from_connection(at: Instant, conn: ConnectionId, bytes: Vec<u8>) -> Self {
+        Self {
+            at,
+            src: SocketAddr::from(([0, 0, 0, 0], 0)),
+            bytes,
+            conn: Some(conn),
+        }
+    }
+}
+
+fn handle(core: &mut Reflector, d: &Datagram) {
+    match d.conn {
+        Some(conn) => core.handle_connection_packet(d.at, conn, &d.bytes),
+        None => core.handle_datagram(d.at, d.src, &d.bytes),
+    }
 }
 
 /// The reader's side of the shard queues, and its counters.
@@ -89,6 +110,7 @@ pub(super) fn reader_loop(mut r: Reader) {
                         at,
                         src,
                         bytes: datagram.to_vec(),
+                        conn: None,
                     };
                     if let Err(TrySendError::Full(_)) = q.try_send(d) {
                         r.ingress.count_queue_full();
@@ -211,7 +233,7 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
     core.set_wall_clock(last_publish, unix_ms());
     while !io.stop.load(Relaxed) {
         match io.queue.recv_timeout(READ_TICK) {
-            Ok(d) => core.handle_datagram(d.at, d.src, &d.bytes),
+            Ok(d) => handle(&mut core, &d),
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
         }
@@ -220,7 +242,7 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
         // instead of repeating it for every datagram; bounded so replies and
         // frames still go out every BATCH datagrams.
         for d in io.queue.try_iter().take(BATCH - 1) {
-            core.handle_datagram(d.at, d.src, &d.bytes);
+            handle(&mut core, &d);
         }
         let now = Instant::now();
         if now >= core.poll_timeout() {

@@ -46,6 +46,13 @@ pub struct ServerStats {
     pub history: HistoryStatsSnapshot,
     /// ICMP errors read from the socket.
     pub icmp: IcmpStats,
+    /// WebSocket counters (`upgrades`, `writes_dropped`, …), and the
+    /// connections open.
+    pub websocket: Vec<(&'static str, u64)>,
+    /// WebSocket connections open.
+    pub websockets_open: usize,
+    /// App (ghost) sessions live on every transport.
+    pub app_sessions: usize,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -135,6 +142,7 @@ pub(crate) struct StatsSource {
     pub(crate) app_auth: Arc<AppAuthStats>,
     pub(crate) history: Arc<HistoryStats>,
     pub(crate) icmp: Arc<IcmpCounters>,
+    pub(crate) websockets: Arc<super::websocket_hub::WebSocketHub>,
 }
 
 impl StatsSource {
@@ -166,6 +174,9 @@ impl StatsSource {
             app_auth: self.app_auth.snapshot(),
             history: self.history.snapshot(),
             icmp: self.icmp.snapshot(),
+            websocket: self.websockets.stats().counters(),
+            websockets_open: self.websockets.open(),
+            app_sessions: self.shared.ghosts().len(),
         }
     }
 }

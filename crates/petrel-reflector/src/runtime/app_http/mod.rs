@@ -37,8 +37,9 @@ use axum::{Json, Router};
 
 use super::app_accounts::{unix_s, AppAccounts, BearerReject};
 use super::app_auth_stats::AppAuthStats;
+use super::authenticated_user::AuthenticatedUser;
 use super::store::WebUser;
-use crate::model::{normalise_origin, AppApiConfig};
+use crate::model::{normalise_origin, AppApiConfig, AppUser};
 use crate::policy::IpRateTable;
 use captcha::CaptchaBook;
 
@@ -310,6 +311,37 @@ pub fn app_router(api: AppApi) -> Router {
         .route("/api/access-points", get(startup_routes::access_points))
         .route("/api/config/public", get(startup_routes::public_config))
         .with_state(api)
+}
+
+/// `router` (the radio session routes, `radio_routes.rs`) behind the
+/// Bearer and approval check of §1.1: a caller that passes reaches them
+/// with an [`AuthenticatedUser`] extension; every failure is answered here
+/// with its §1.1 status and message.
+pub fn with_bearer_identity<S: Clone + Send + Sync + 'static>(
+    router: Router<S>,
+    api: AppApi,
+) -> Router<S> {
+    router.route_layer(axum::middleware::from_fn_with_state(api, identify))
+}
+
+async fn identify(
+    axum::extract::State(api): axum::extract::State<AppApi>,
+    mut req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match api.approved(req.headers()).await {
+        Ok(u) => {
+            let is_admin = u.is_admin();
+            req.extensions_mut().insert(AuthenticatedUser(AppUser {
+                user_id: u.id,
+                username: u.name,
+                callsign: u.callsign,
+                is_admin,
+            }));
+            next.run(req).await
+        }
+        Err(refused) => refused,
+    }
 }
 
 /// `router` with the §1.1 guards (token-like query keys, origin) around

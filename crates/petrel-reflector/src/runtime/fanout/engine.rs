@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use super::queue::{FrameQueue, Push};
 use super::send::{send_to_many, SendBatch, SendReport};
 use super::stats::FanoutStats;
+use crate::model::ConnectionId;
 use crate::model::FanoutConfig;
 use crate::model::{Frame, FrameKind};
 
@@ -28,6 +29,19 @@ struct Shared {
 }
 
 type Job = (Arc<Frame>, usize);
+
+/// Where frames for WebSocket receivers go: each connection's write queue,
+/// never blocking (`specs/draarl-apps.md` §4.5).
+pub trait ConnectionSink: Send + Sync + std::fmt::Debug {
+    /// Queues `packet` (the frame's source-group copy) for every connection
+    /// of `targets` but `exclude`.
+    fn send_frame(
+        &self,
+        targets: &[ConnectionId],
+        exclude: Option<ConnectionId>,
+        packet: &Arc<[u8]>,
+    );
+}
 
 /// A running engine. Dropping it stops and joins its threads.
 #[derive(Debug)]
@@ -69,9 +83,14 @@ fn send_partition(
 
 impl FanoutEngine {
     /// Starts the dispatcher and `cfg.writers − 1` writer threads sending
-    /// from clones of `sock`. Receiver snapshots must be partitioned for
-    /// `cfg.writers` send paths.
-    pub fn start(sock: &UdpSocket, cfg: &FanoutConfig) -> std::io::Result<Self> {
+    /// from clones of `sock`; frames for WebSocket receivers go to
+    /// `connections` (dropped without one). Receiver snapshots must be
+    /// partitioned for `cfg.writers` send paths.
+    pub fn start(
+        sock: &UdpSocket,
+        cfg: &FanoutConfig,
+        connections: Option<Arc<dyn ConnectionSink>>,
+    ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
             queue: Mutex::new(
                 FrameQueue::new(cfg.frame_queue, Duration::from_millis(cfg.max_frame_age_ms))
@@ -108,7 +127,15 @@ impl FanoutEngine {
         threads.push(
             std::thread::Builder::new()
                 .name("refl-dispatch".into())
-                .spawn(move || dispatch_loop(&sh, &st, &sock, &writers, &done_rx, batch))?,
+                .spawn(move || {
+                    let paths = SendPaths {
+                        sock: &sock,
+                        writers: &writers,
+                        done: &done_rx,
+                        connections: connections.as_deref(),
+                    };
+                    dispatch_loop(&sh, &st, &paths, batch)
+                })?,
         );
         Ok(Self {
             shared,
@@ -172,14 +199,22 @@ impl Drop for FanoutEngine {
     }
 }
 
-fn dispatch_loop(
-    shared: &Shared,
-    stats: &FanoutStats,
-    sock: &UdpSocket,
-    writers: &[SyncSender<Job>],
-    done: &Receiver<()>,
-    batch: usize,
-) {
+/// The dispatcher's send paths: its own socket, the writers (and their
+/// completion channel), and the WebSocket connections.
+struct SendPaths<'a> {
+    sock: &'a UdpSocket,
+    writers: &'a [SyncSender<Job>],
+    done: &'a Receiver<()>,
+    connections: Option<&'a dyn ConnectionSink>,
+}
+
+fn dispatch_loop(shared: &Shared, stats: &FanoutStats, paths: &SendPaths<'_>, batch: usize) {
+    let SendPaths {
+        sock,
+        writers,
+        done,
+        connections,
+    } = *paths;
     let mut batch = SendBatch::new(batch);
     loop {
         let frame = {
@@ -211,6 +246,11 @@ fn dispatch_loop(
             }
         }
         send_partition(sock, &frame, 0, &mut batch, stats);
+        if let (Some(sink), Some(packet)) = (connections, &frame.session_packet) {
+            if !frame.snapshot.websockets.is_empty() {
+                sink.send_frame(&frame.snapshot.websockets, frame.exclude_connection, packet);
+            }
+        }
         for _ in 0..pending {
             if done.recv().is_err() {
                 return;

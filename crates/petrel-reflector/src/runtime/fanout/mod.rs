@@ -8,7 +8,7 @@ mod send;
 mod stats;
 
 pub use crate::model::FanoutConfig;
-pub use engine::FanoutEngine;
+pub use engine::{ConnectionSink, FanoutEngine};
 pub use queue::{FrameQueue, Push};
 pub use send::{send_to_many, SendBatch, SendReport};
 pub use stats::{FanoutStats, FanoutStatsSnapshot};

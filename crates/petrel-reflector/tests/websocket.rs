@@ -1,0 +1,332 @@
+//! WebSocket ghost sessions on real loopback sockets
+//! (`specs/draarl-apps.md` §4): every pre-upgrade 401, `auth_success`
+//! first, voice UDP → WebSocket and WebSocket → UDP through the shared
+//! floor, heartbeat replies, and a client that stops
+//! reading while a UDP receiver keeps getting every frame. SQLite store,
+//! a fake account store.
+#![allow(clippy::unwrap_used)]
+
+use std::net::UdpSocket;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_reflector::model::{
+    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, Routing, RoutingChange, RoutingReject,
+    ServerConfig,
+};
+use petrel_reflector::runtime::app_authority::{AppAuthority, AppFuture};
+use petrel_reflector::runtime::server::ServerHandle;
+use tokio::runtime::Runtime;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+mod support;
+use support::{account, heartbeat, http, recv_type, seed_users, udp_config, ScratchStore};
+
+const PW: &str = "Bench123";
+const IID: &str = "11111111-1111-4111-8111-111111111111";
+const IID2: &str = "22222222-2222-4222-8222-222222222222";
+const CAPS: &str = "multi_receive_v1%2Csource_group_v1";
+
+/// Test-only account store: `ok-<id>-<name>` is that user routed to 999;
+/// `notfound`, `disabled`, `unapproved` and `pref` are those rejects.
+#[derive(Debug)]
+struct FakeAuthority;
+
+impl AppAuthority for FakeAuthority {
+    fn authorize(&self, req: AppAuthRequest) -> AppFuture<Result<AppGrant, AppReject>> {
+        Box::pin(async move {
+            let reject = match req.token.as_str() {
+                "notfound" => Some(AppReject::UserNotFound),
+                "disabled" => Some(AppReject::UserDisabled),
+                "unapproved" => Some(AppReject::UserNotApproved),
+                "pref" => Some(AppReject::PreferenceUnavailable),
+                _ => None,
+            };
+            if let Some(r) = reject {
+                return Err(r);
+            }
+            let mut parts = req.token.splitn(3, '-');
+            match (parts.next(), parts.next(), parts.next()) {
+                (Some("ok"), Some(id), Some(name)) => Ok(AppGrant {
+                    user: AppUser {
+                        user_id: id.parse().map_err(|_| AppReject::InvalidToken)?,
+                        username: name.into(),
+                        callsign: format!("CS{id}"),
+                        is_admin: false,
+                    },
+                    routing: Routing::new(999, vec![]),
+                }),
+                _ => Err(AppReject::InvalidToken),
+            }
+        })
+    }
+
+    fn change_routing(&self, change: RoutingChange) -> AppFuture<Result<Routing, RoutingReject>> {
+        Box::pin(async move { Ok(change.requested) })
+    }
+}
+
+fn with_server(name: &str, body: impl FnOnce(&Runtime, &ServerHandle)) {
+    let rt = Runtime::new().unwrap();
+    let scratch = rt
+        .block_on(ScratchStore::create(Backend::Sqlite, name))
+        .unwrap()
+        .unwrap();
+    seed_users(
+        &rt,
+        scratch.location(),
+        [
+            account("alice", "BG7AAA".into(), 1, PW),
+            account("bob", "BG7BBB".into(), 2, PW),
+        ],
+    );
+    let cfg = ServerConfig {
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..udp_config(scratch.location())
+    };
+    let srv = rt
+        .block_on(ServerHandle::start_with_apps(
+            cfg,
+            Some(Arc::new(FakeAuthority)),
+        ))
+        .unwrap();
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&rt, &srv)));
+    rt.block_on(srv.shutdown());
+    rt.block_on(scratch.remove()).unwrap();
+    if let Err(p) = outcome {
+        resume_unwind(p);
+    }
+}
+
+fn physical(ip: &str, name: &str, ssid: u8, srv: &ServerHandle) -> UdpSocket {
+    let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
+    s.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    s.send_to(&heartbeat(name, ssid, PW, &[]), srv.local_addr())
+        .unwrap();
+    assert!(recv_type(&s, PacketType::Heartbeat).is_some());
+    s
+}
+
+fn voice(name: &str, ssid: u8, data: &[u8]) -> Vec<u8> {
+    let mut h = Header::new(PacketType::Voice);
+    h.set_username(name);
+    h.ssid = ssid;
+    encode(&h, data).unwrap()
+}
+
+type Client =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn open(srv: &ServerHandle, token: &str, instance: &str) -> Client {
+    let url = format!(
+        "ws://{}/ws?client_instance_id={instance}&protocol_version=1&capabilities={CAPS}",
+        srv.http_addr().unwrap()
+    );
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("cookie", format!("ws_token={token}").parse().unwrap());
+    let (ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(resp.status(), 101);
+    ws
+}
+
+async fn next_text(ws: &mut Client) -> serde_json::Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(3), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(t) = m {
+            return serde_json::from_str(&t).unwrap();
+        }
+    }
+}
+
+async fn next_binary(ws: &mut Client) -> Vec<u8> {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(3), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Binary(b) = m {
+            return b.to_vec();
+        }
+    }
+}
+
+#[test]
+fn every_pre_upgrade_refusal_is_a_plain_401() {
+    with_server("ws_401", |_, srv| {
+        let addr = srv.http_addr().unwrap();
+        let ok_q = format!("client_instance_id={IID}&protocol_version=1&capabilities={CAPS}");
+        let cases = [
+            (ok_q.clone(), None, "token_required"),
+            (
+                format!("client_instance_id={IID}&capabilities={CAPS}"),
+                Some("ok-1-web"),
+                "ghost_protocol_upgrade_required",
+            ),
+            (
+                format!("protocol_version=1&capabilities={CAPS}"),
+                Some("ok-1-web"),
+                "ghost_protocol_upgrade_required",
+            ),
+            (
+                format!("client_instance_id=device-id&protocol_version=1&capabilities={CAPS}"),
+                Some("ok-1-web"),
+                "invalid_client_instance_id",
+            ),
+            (
+                format!(
+                    "client_instance_id={IID}&protocol_version=1&capabilities=multi_receive_v1"
+                ),
+                Some("ok-1-web"),
+                "ghost_capabilities_required",
+            ),
+            (ok_q.clone(), Some("garbage"), "invalid_token"),
+            (ok_q.clone(), Some("notfound"), "user_not_found"),
+            (ok_q.clone(), Some("disabled"), "user_disabled"),
+            (ok_q.clone(), Some("unapproved"), "user_not_approved"),
+            (ok_q.clone(), Some("pref"), "client_preference_unavailable"),
+        ];
+        for (query, token, want) in cases {
+            let cookie = token.map_or(String::new(), |t| format!("cookie: a=b; ws_token={t}\r\n"));
+            let (code, answer) = http(
+                addr,
+                &format!(
+                    "GET /ws?{query} HTTP/1.1\r\nhost: x\r\nconnection: upgrade\r\nupgrade: websocket\r\n\
+                     sec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n{cookie}\r\n"
+                ),
+            );
+            assert_eq!(code, 401, "{want}: {answer}");
+            assert!(answer.ends_with(&format!("\r\n\r\n{want}\n")), "{answer}");
+        }
+        assert_eq!(srv.stats().websockets_open, 0);
+    });
+}
+
+#[test]
+fn web_and_udp_clients_talk_both_ways_through_one_floor() {
+    with_server("ws_voice", |rt, srv| {
+        let alice = physical("127.0.0.2", "alice", 7, srv);
+        let server = srv.local_addr();
+        rt.block_on(async {
+            let mut web = open(srv, "ok-1000-webcarol", IID).await;
+            let auth = next_text(&mut web).await;
+            assert_eq!(auth["type"], "auth_success");
+            assert_eq!(auth["data"]["client_instance_id"], IID);
+            assert_eq!(auth["data"]["protocol_version"], 1);
+            assert_eq!(auth["data"]["tx_group_id"], 999);
+            assert_eq!(auth["data"]["rx_group_ids"], serde_json::json!([999]));
+            let session_id = auth["data"]["session_id"].as_str().unwrap().to_owned();
+
+            // Heartbeat: one binary reply with the callsign and Reserved 0.
+            let mut hb = Header::new(PacketType::Heartbeat);
+            hb.set_username("webcarol");
+            hb.ssid = 105;
+            hb.dev_model = 105;
+            web.send(Message::Binary(encode(&hb, &[0; 24]).unwrap().into()))
+                .await
+                .unwrap();
+            let reply_bytes = next_binary(&mut web).await;
+            let reply = decode(&reply_bytes).unwrap();
+            assert_eq!(reply.header.packet_type, PacketType::Heartbeat);
+            assert_eq!(reply.header.callsign_str(), Some("CS1000"));
+            assert_eq!(reply.header.reserved, 0);
+
+            // UDP → WebSocket: Reserved = alice's group.
+            alice
+                .send_to(&voice("alice", 7, b"from-udp"), server)
+                .unwrap();
+            let got = next_binary(&mut web).await;
+            let p = decode(&got).unwrap();
+            assert_eq!(p.header.username_str(), Some("alice"));
+            assert_eq!((p.header.reserved, p.data), (999, &b"from-udp"[..]));
+
+            // WebSocket → UDP after the floor frees; the header's identity
+            // is the session's, whatever the client wrote.
+            tokio::time::sleep(Duration::from_millis(1_000)).await;
+            let mut forged = voice("mallory", 9, b"from-web");
+            forged[4] = 0xff; // a wrong length field is not checked on WS
+            web.send(Message::Binary(forged.into())).await.unwrap();
+            let heard = tokio::task::spawn_blocking(move || {
+                let got = recv_type(&alice, PacketType::Voice);
+                (alice, got)
+            })
+            .await
+            .unwrap();
+            let alice = heard.0;
+            let p = decode(heard.1.as_ref().unwrap()).unwrap();
+            assert_eq!(p.header.username_str(), Some("webcarol"));
+            assert_eq!(
+                (p.header.ssid, p.header.dev_model, p.header.dmrid),
+                (105, 105, 0)
+            );
+            assert_eq!((p.header.reserved, p.data), (0, &b"from-web"[..]));
+            // The web sender does not hear itself.
+            assert!(tokio::time::timeout(Duration::from_millis(300), web.next())
+                .await
+                .is_err());
+            assert_eq!(srv.stats().app_sessions, 1);
+            // Closing the socket ends the session.
+            web.close(None).await.unwrap();
+            drop(alice);
+            for _ in 0..50 {
+                if srv.stats().app_sessions == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            assert_eq!(srv.stats().app_sessions, 0);
+            assert!(!session_id.is_empty());
+        });
+    });
+}
+
+#[test]
+fn a_web_client_that_stops_reading_does_not_delay_udp_receivers() {
+    with_server("ws_slow", |rt, srv| {
+        let alice = physical("127.0.0.2", "alice", 7, srv);
+        let bob = physical("127.0.0.3", "bob", 7, srv);
+        let server = srv.local_addr();
+        // Two web sessions that never read after the handshake.
+        let _clients = rt.block_on(async {
+            let slow = open(srv, "ok-1000-slow", IID).await;
+            let slower = open(srv, "ok-1001-slower", IID2).await;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            (slow, slower)
+        });
+        bob.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        let mut received = 0;
+        for i in 0..100u32 {
+            alice
+                .send_to(&voice("alice", 7, &i.to_be_bytes()), server)
+                .unwrap();
+            if recv_type(&bob, PacketType::Voice).is_some() {
+                received += 1;
+            }
+        }
+        assert_eq!(received, 100);
+        // Every frame was queued for both connections: the writers drain
+        // into the sockets' buffers whether or not the clients read (the
+        // counter may trail the UDP copies by a moment).
+        let sent = || {
+            let st = srv.stats();
+            let n = st.websocket.iter().find(|(n, _)| *n == "fanout_sent");
+            (st.websockets_open, st.app_sessions, n.map_or(0, |n| n.1))
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while sent().2 < 200 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(sent(), (2, 2, 200));
+    });
+}
