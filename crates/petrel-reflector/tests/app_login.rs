@@ -164,6 +164,7 @@ fn with_app_server(
     });
     let mut apps = AppApiConfig {
         public_host: "radio.example.com".into(),
+        public_port: 60050,
         allowed_origins: vec!["http://localhost:9001".into()],
         ..AppApiConfig::default()
     };

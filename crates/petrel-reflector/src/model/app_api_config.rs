@@ -2,10 +2,11 @@
 //! (`specs/draarl-apps.md` §1, §1.5, §3.8): the published UDP access
 //! point, the origin allow-list, and the bounds of the login tables.
 //!
-//! The section is optional: without it the reflector serves no app routes
-//! and everything under `/api/` stays the admin API. The top-level keys
+//! The app API is on by default (`enabled = false` turns it off: then the
+//! reflector serves no app routes, no Type 1 logins and no `/ws`, and
+//! everything under `/api/` stays the admin API). The top-level keys
 //! `login_captcha` and `jwt_secret` of [`ServerConfig`](super::ServerConfig)
-//! apply when it is present.
+//! apply while it is on.
 
 use serde::Deserialize;
 
@@ -18,12 +19,15 @@ pub const MIN_JWT_SECRET_CHARS: usize = 32;
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AppApiConfig {
+    /// Whether the app API is served. Default `true`.
+    pub enabled: bool,
     /// Host name or IP literal the apps send UDP to (`/api/access-points`,
-    /// §3.8): no scheme, no port, 1–253 characters. Required (the default
-    /// `""` is refused), since a listen address like `0.0.0.0` is not
-    /// reachable.
+    /// §3.8): no scheme, no port, 1–253 characters. Default `""`: the host
+    /// the client reached the HTTP API at (its `Host` header), which is right
+    /// whenever one name serves both HTTP and UDP; set it when they differ.
     pub public_host: String,
-    /// UDP port published with `public_host` (1–65535). Default 60050.
+    /// UDP port published with `public_host` (0–65535). Default 0: the
+    /// reflector's UDP listen port.
     pub public_port: u16,
     /// The access point's `id` (`^[a-z0-9](?:[a-z0-9_-]{0,62}[a-z0-9])?$`).
     /// Default `center`.
@@ -71,8 +75,9 @@ pub struct AppApiConfig {
 impl Default for AppApiConfig {
     fn default() -> Self {
         Self {
+            enabled: true,
             public_host: String::new(),
-            public_port: 60050,
+            public_port: 0,
             access_point_id: "center".into(),
             display_name: "中心直连".into(),
             region: String::new(),
@@ -105,14 +110,13 @@ impl AppApiConfig {
     /// Checks every field: ranges, the access point's host, id and labels
     /// (§3.8 "Reference validation"), and each allowed origin.
     pub fn validate(&self) -> Result<(), RangeError> {
-        if !is_host(&self.public_host) {
+        if !self.public_host.is_empty() && !is_host(&self.public_host) {
             return Err(invalid(
                 "apps.public_host",
                 &self.public_host,
                 "a host name or IP literal without scheme or port",
             ));
         }
-        check_range("apps.public_port", self.public_port, &(1..=65535))?;
         if !is_access_point_id(&self.access_point_id) {
             return Err(invalid(
                 "apps.access_point_id",
@@ -188,7 +192,7 @@ impl AppApiConfig {
 
 /// Whether `s` is a host name (letters, digits, `-`, `.`; labels of 1–63)
 /// or an IP literal, with no scheme, path or port.
-fn is_host(s: &str) -> bool {
+pub(crate) fn is_host(s: &str) -> bool {
     if s.parse::<std::net::IpAddr>().is_ok() {
         return true;
     }
@@ -249,7 +253,9 @@ mod tests {
     fn access_point_validation_follows_the_reference() {
         assert!(with(|_| {}).is_ok());
         assert!(with(|c| c.public_host = "192.0.2.7".into()).is_ok());
-        for bad in ["", "https://radio.example.com", "radio.example.com:60050"] {
+        // Empty: the host the client reached the API at.
+        assert!(with(|c| c.public_host = String::new()).is_ok());
+        for bad in ["https://radio.example.com", "radio.example.com:60050"] {
             let e = with(|c| c.public_host = bad.into()).unwrap_err();
             assert_eq!(e.field, "apps.public_host", "{bad}");
         }
@@ -260,7 +266,8 @@ mod tests {
             "apps.access_point_id"
         );
         assert!(with(|c| c.access_point_id = "edge_1-a".into()).is_ok());
-        assert!(with(|c| c.public_port = 0).is_err());
+        // 0: the UDP listen port.
+        assert!(with(|c| c.public_port = 0).is_ok());
         assert!(with(|c| c.region = "福建省 福州市".into()).is_ok());
     }
 

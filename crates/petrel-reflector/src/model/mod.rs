@@ -36,6 +36,7 @@ mod verifier_config;
 mod web_password;
 
 pub use access_token::{AccessClaims, TokenError, TokenKeys, ACCESS_TOKEN_SECS, TOKEN_ISSUER};
+pub(crate) use app_api_config::is_host;
 pub use app_api_config::{normalise_origin, AppApiConfig, MIN_JWT_SECRET_CHARS};
 pub use app_login::{
     AppAuthRequest, AppGrant, AppReject, AppUser, Routing, RoutingChange, RoutingReject,

@@ -72,8 +72,9 @@ pub struct ServerConfig {
     /// secret is generated once from the OS's CSPRNG and kept in the store.
     /// Used with `[apps]`.
     pub jwt_secret: Option<String>,
-    /// The app clients' HTTP API (login, tokens, start-up routes); unset
-    /// serves none of it.
+    /// The app clients' HTTP API (login, tokens, start-up routes, radio
+    /// routes, `/ws`) and their Type 1 logins; on by default. `None` (from
+    /// code) or `[apps] enabled = false` serves none of it.
     pub apps: Option<AppApiConfig>,
 }
 
@@ -97,7 +98,7 @@ impl Default for ServerConfig {
             http: HttpConfig::default(),
             login_captcha: true,
             jwt_secret: None,
-            apps: None,
+            apps: Some(AppApiConfig::default()),
         }
     }
 }
@@ -250,7 +251,13 @@ mod tests {
         let e = cfg.validate().unwrap_err();
         assert_eq!(e.field, "jwt_secret");
         assert!(!e.to_string().contains("too-short"));
-        let cfg: ServerConfig = toml::from_str("[apps]\npublic_port = 60050").unwrap();
+        let cfg: ServerConfig =
+            toml::from_str("[apps]\npublic_host = \"http://radio.example.com\"").unwrap();
         assert_eq!(cfg.validate().unwrap_err().field, "apps.public_host");
+        // The app API is on by default, publishing the host the client
+        // reached and the UDP listen port.
+        let cfg = ServerConfig::default();
+        assert!(cfg.apps.as_ref().is_some_and(|a| a.enabled));
+        assert!(cfg.validate().is_ok());
     }
 }

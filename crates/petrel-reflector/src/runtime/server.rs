@@ -194,13 +194,21 @@ impl ServerHandle {
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
         let dash = Dashboard::new(dir.clone());
-        let app_accounts = match &cfg.apps {
+        // The `[apps]` section in force: on, with port 0 resolved to the UDP
+        // listen port.
+        let apps_cfg = cfg.apps.clone().filter(|a| a.enabled).map(|mut a| {
+            if a.public_port == 0 {
+                a.public_port = local_addr.port();
+            }
+            a
+        });
+        let app_accounts = match &apps_cfg {
             Some(_) => Some(
                 AppAccounts::from_config(&cfg, store.clone(), Arc::clone(&stats.app_auth)).await?,
             ),
             None => None,
         };
-        let apps = match (&cfg.apps, &app_accounts) {
+        let apps = match (&apps_cfg, &app_accounts) {
             (Some(apps_cfg), Some(accounts)) => {
                 let presence: Vec<Arc<dyn GroupPresence>> = vec![shared.clone()];
                 let api = AppApi::new(

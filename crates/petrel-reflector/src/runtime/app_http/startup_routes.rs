@@ -298,6 +298,22 @@ pub(super) async fn group_messages(
 
 /// `GET /api/access-points` (§3.8): Bearer with any-case scheme and an
 /// access token; the one access point of `[apps]`.
+/// The UDP host to publish: `configured`, or when it is empty the host part
+/// of the request's `Host` header (the name the client reached this API
+/// at), if that is a well-formed host name or IP literal.
+fn published_host(configured: &str, headers: &HeaderMap) -> Option<String> {
+    if !configured.is_empty() {
+        return Some(configured.to_owned());
+    }
+    let host = headers.get(header::HOST)?.to_str().ok()?;
+    let name = match host.strip_prefix('[') {
+        // `[v6]:port` or `[v6]`.
+        Some(rest) => rest.split_once(']')?.0,
+        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
+    };
+    crate::model::is_host(name).then(|| name.to_owned())
+}
+
 pub(super) async fn access_points(State(api): State<AppApi>, headers: HeaderMap) -> Response {
     const BAD_TOKEN: &str = "发现凭证无效或已过期";
     let token = headers
@@ -322,11 +338,20 @@ pub(super) async fn access_points(State(api): State<AppApi>, headers: HeaderMap)
         return envelope(StatusCode::FORBIDDEN, "当前账号不可使用设备接入服务", None);
     }
     let c = &api.inner.config;
+    let Some(udp_host) = published_host(&c.public_host, &headers) else {
+        // Android then falls back to `<API host>:60050` (§3.8); an empty
+        // list would stop it from connecting at all.
+        return envelope(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "access_point_host_unknown",
+            None,
+        );
+    };
     let now = rfc3339_nano(unix_s().saturating_mul(1000));
     let mut item = json!({
         "id": c.access_point_id,
         "display_name": c.display_name,
-        "udp_host": c.public_host,
+        "udp_host": udp_host,
         "udp_port": c.public_port,
         "priority": 100,
         "healthy_sample_at": now,
@@ -381,5 +406,34 @@ mod tests {
         ] {
             assert_eq!(decode_cursor(&bad), None, "{bad}");
         }
+    }
+
+    fn host(h: &str) -> HeaderMap {
+        let mut m = HeaderMap::new();
+        m.insert(header::HOST, h.parse().unwrap());
+        m
+    }
+
+    #[test]
+    fn an_unset_public_host_is_the_host_the_client_reached() {
+        assert_eq!(
+            published_host("radio.example.com", &host("10.0.0.1:9000")).as_deref(),
+            Some("radio.example.com")
+        );
+        assert_eq!(
+            published_host("", &host("radio.example.org:9000")).as_deref(),
+            Some("radio.example.org")
+        );
+        assert_eq!(
+            published_host("", &host("[::1]:9000")).as_deref(),
+            Some("::1")
+        );
+        assert_eq!(
+            published_host("", &host("127.0.0.1")).as_deref(),
+            Some("127.0.0.1")
+        );
+        // Not a host name: nothing is published (503, Android falls back).
+        assert_eq!(published_host("", &host("a b:1")), None);
+        assert_eq!(published_host("", &HeaderMap::new()), None);
     }
 }
