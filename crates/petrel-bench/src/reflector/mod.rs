@@ -25,20 +25,24 @@
 //!
 //! Not here: the reflector itself (`petrel_reflector::runtime::server`).
 
+mod app_http;
+mod apps;
 mod child;
 mod config;
 mod cpu;
 mod device;
 mod drive;
+mod ghost;
 mod receive;
 mod result;
 mod schedule;
 pub mod soak;
 mod store_setup;
+mod ws_client;
 
 use std::net::SocketAddr;
 
-pub use crate::record::reflector::LoadResult;
+pub use crate::record::reflector::{LoadResult, ReceiverKindResult};
 pub use config::{LoadConfig, LoadError, ServerProcess};
 pub use device::device_ip;
 
@@ -62,20 +66,29 @@ pub async fn run(cfg: &LoadConfig) -> Result<LoadResult, LoadError> {
 }
 
 async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError> {
-    store_setup::populate(cfg, db).await?;
+    let group_ids = store_setup::populate(cfg, db).await?;
     let fanout = cfg.fanout();
+    let apps = cfg.ghosts + cfg.ws > 0;
     let (res, counters) = match &cfg.server {
         ServerProcess::InProcess => {
             let server = ServerHandle::start(ServerConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 0)),
                 db: db.into(),
                 fanout,
-                http_listen: None,
+                // App receivers log in over HTTP, without a captcha.
+                http_listen: apps.then(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+                //LOGIN_CAPTCHA
                 ..ServerConfig::default()
             })
             .await?;
-            let (at, cfg2) = (server.local_addr(), cfg.clone());
-            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, at, None))
+            let target = drive::Target {
+                udp: server.local_addr(),
+                http: server.http_addr(),
+                pid: None,
+                group_ids,
+            };
+            let cfg2 = cfg.clone();
+            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, &target))
                 .await
                 .map_err(|e| LoadError::Invalid(e.to_string()))?;
             let f = server.stats().fanout;
@@ -92,7 +105,13 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
             let (program, db, cfg2) = (program.clone(), db.to_owned(), cfg.clone());
             tokio::task::spawn_blocking(move || {
                 let server = child::ServerChild::start(&program, &db, &fanout)?;
-                let res = drive::drive(&cfg2, server.udp, Some(server.pid()));
+                let target = drive::Target {
+                    udp: server.udp,
+                    http: Some(server.http),
+                    pid: Some(server.pid()),
+                    group_ids,
+                };
+                let res = drive::drive(&cfg2, &target);
                 let counters = server.fanout()?;
                 Ok::<_, LoadError>((res, counters))
             })
