@@ -17,7 +17,7 @@ use petrel_bench::record::goodput::{
 };
 use petrel_bench::record::idle::{IdleMode, IdleParameters, IdleReport};
 use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
-use petrel_bench::record::reflector::{LoadResult, ReflectorParameters};
+use petrel_bench::record::reflector::{LoadResult, ReceiverKindResult, ReflectorParameters};
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::rudp::{
     FecFigures, FecMode, FecShape, IoModel, KcpSummary, KcptunParameters, KcptunRound,
@@ -463,10 +463,13 @@ fn reflector_is_documented() {
         writers: 2,
         max_frame_age_ms: 120,
         in_process: false,
+        ghosts: 200,
+        ws: 200,
     };
     let stage = LoadResult {
         server_rss_mb: Some(1.0),
         server_process: "child".into(),
+        by_kind: vec![ReceiverKindResult::default()],
         ..LoadResult::default()
     };
     assert_eq!(undocumented(&params), Vec::<String>::new());

@@ -471,6 +471,15 @@ pub struct ReflectorBenchArgs {
     /// Reflector frame-age limit, ms (120 in the reference benchmarks).
     #[arg(long, default_value_t = 120)]
     pub max_frame_age_ms: u64,
+    /// Android-style UDP ghost receivers added to each stage (0-5000): app
+    /// accounts log in through the reflector's HTTP login and Type 1, and
+    /// listen in the groups like devices (draarl-apps §2).
+    #[arg(long, default_value_t = 0)]
+    pub ghosts: usize,
+    /// Web-style WebSocket receivers added to each stage (0-2000), logged
+    /// in the same way over `/ws` (draarl-apps §4).
+    #[arg(long, default_value_t = 0)]
+    pub ws: usize,
     /// Write the JSON result (one round per stage) to FILE (`-` for stdout;
     /// the RESULT lines then go to stderr).
     #[arg(long, value_name = "FILE")]
@@ -523,6 +532,8 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
                     duration_s: args.duration_s,
                     writers: args.writers,
                     max_frame_age_ms: args.max_frame_age_ms,
+                    ghosts: args.ghosts,
+                    ws: args.ws,
                     server: server.clone(),
                 })
                 .collect()
@@ -557,6 +568,8 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         writers: args.writers,
         max_frame_age_ms: args.max_frame_age_ms,
         in_process: args.in_process,
+        ghosts: args.ghosts,
+        ws: args.ws,
     };
     let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
     let case = format!("reflector-{groups}g-{}ms", intervals.join("-"));
@@ -612,9 +625,10 @@ async fn bench(
             let devices = stages.first().map_or(0, |c| c.devices);
             say(match fastest {
                 Some(r) => format!(
-                    "FASTEST clients={devices} zero_loss_interval={}ms output_pps={:.0} latency_avg_ms={:.3} latency_p99_ms={:.3} server_cpu_cores={:.3} server_rss_mb={} process_rss_mb={:.1}",
+                    "FASTEST clients={devices} zero_loss_interval={}ms output_pps={:.0} latency_avg_ms={:.3} latency_p99_ms={:.3} server_cpu_cores={:.3} server_rss_mb={} process_rss_mb={:.1}{}",
                     r.interval_ms, r.output_pps, r.latency_avg_ms, r.latency_p99_ms, r.server_cpu_cores,
-                    r.server_rss_mb.map_or_else(|| "na".to_owned(), |m| format!("{m:.1}")), r.process_rss_mb
+                    r.server_rss_mb.map_or_else(|| "na".to_owned(), |m| format!("{m:.1}")), r.process_rss_mb,
+                    r.kind_fields()
                 ),
                 None => format!("FASTEST clients={devices} zero_loss_interval=none"),
             });

@@ -29,6 +29,10 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
             return Ok(ExitCode::from(2));
         }
     };
+    if args.ghosts > 0 || args.ws > 0 {
+        eprintln!("error: --soak runs physical devices only: drop --ghosts and --ws");
+        return Ok(ExitCode::from(2));
+    }
     let interval_ms = match args.interval_ms.as_slice() {
         &[one] => one,
         _ => {
@@ -51,6 +55,7 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
             writers: args.writers,
             max_frame_age_ms: args.max_frame_age_ms,
             server,
+            ..LoadConfig::default()
         },
         soak_s: seconds,
         warmup_s: args.warmup_s,

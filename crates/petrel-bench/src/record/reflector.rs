@@ -24,6 +24,38 @@ pub struct ReflectorParameters {
     /// Whether the reflector ran inside the load generator's process
     /// instead of as a child `petrel reflector serve`.
     pub in_process: bool,
+    /// UDP ghost receivers per stage (draarl-apps §2).
+    #[serde(default)]
+    pub ghosts: usize,
+    /// WebSocket receivers per stage (draarl-apps §4).
+    #[serde(default)]
+    pub ws: usize,
+}
+
+/// Loss and latency of one kind of receiver in a stage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReceiverKindResult {
+    /// `"device"` (physical, Type 2 login), `"ghost"` (UDP app session) or
+    /// `"websocket"` (web client session).
+    pub kind: String,
+    /// Receivers of this kind online.
+    pub receivers: usize,
+    /// Frames they should have received: Σ over sent packets of the
+    /// receivers of this kind in the speaker's group (the speaker excluded).
+    pub expected: u64,
+    /// Marked frames of the stage they received.
+    pub received: u64,
+    /// 100 × (expected − received) / expected.
+    pub loss_pct: f64,
+    /// Mean latency, ms.
+    pub latency_avg_ms: f64,
+    /// 99th-percentile latency, ms.
+    pub latency_p99_ms: f64,
+    /// Worst latency, ms.
+    pub latency_max_ms: f64,
+    /// Frames whose Reserved was not the source group (app sessions) or 0
+    /// (devices), draarl-apps §2.7; anything but 0 is a reflector bug.
+    pub wrong_reserved: u64,
 }
 
 /// Results of one stage: one element of `rounds`, also printed as a
@@ -100,4 +132,8 @@ pub struct LoadResult {
     pub frames_dropped: u64,
     /// Devices connected per second during login.
     pub connect_per_s: f64,
+    /// The same figures per kind of receiver; the stage's totals above
+    /// cover all of them.
+    #[serde(default)]
+    pub by_kind: Vec<ReceiverKindResult>,
 }

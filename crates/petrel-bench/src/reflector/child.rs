@@ -30,7 +30,8 @@ pub(super) struct ServerChild {
     token: String,
     /// UDP address devices talk to.
     pub udp: SocketAddr,
-    http: SocketAddr,
+    /// HTTP address (admin API, app logins).
+    pub http: SocketAddr,
 }
 
 /// Fan-out counters read from the child's `/api/stats`.
@@ -56,7 +57,7 @@ impl ServerChild {
             rand::random::<u32>()
         ));
         let toml = format!(
-            "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ndb = {db:?}\nadmin_token = \"{token}\"\n\n[fanout]\nwriters = {}\nmax_frame_age_ms = {}\n",
+            "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\ndb = {db:?}\nadmin_token = \"{token}\"\nlogin_captcha = false\n\n[fanout]\nwriters = {}\nmax_frame_age_ms = {}\n\n# Every app login, routing call and WebSocket comes from 127.0.0.1.\n[apps]\nlogin_per_minute = 100000\nlogin_burst = 100000\n\n[http]\nmax_connections = 65536\nmax_connections_per_ip = 65536\nmax_connections_per_prefix = 65536\nper_ip_rps = 100000\nper_ip_burst = 100000\n",
             fanout.writers, fanout.max_frame_age_ms
         );
         std::fs::write(&config, toml)?;

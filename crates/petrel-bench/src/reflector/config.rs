@@ -7,6 +7,11 @@ use petrel_reflector::runtime::store::StoreError;
 use petrel_sys::range::{check_range, RangeError};
 use thiserror::Error;
 
+/// Most UDP ghost receivers of one stage.
+pub const MAX_GHOSTS: usize = 5000;
+/// Most WebSocket receivers of one stage.
+pub const MAX_WS: usize = 2000;
+
 /// Load-generator parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoadConfig {
@@ -24,6 +29,13 @@ pub struct LoadConfig {
     pub writers: usize,
     /// Reflector frame-age limit, ms.
     pub max_frame_age_ms: u64,
+    /// Android-style UDP ghost receivers (draarl-apps §2), 0–5000, logged
+    /// in through the reflector's HTTP login and Type 1; spread over the
+    /// groups like the devices.
+    pub ghosts: usize,
+    /// Web-style WebSocket receivers (draarl-apps §4), 0–2000, logged in
+    /// the same way; spread over the groups like the devices.
+    pub ws: usize,
     /// Where the reflector under test runs.
     pub server: ServerProcess,
 }
@@ -50,6 +62,8 @@ impl Default for LoadConfig {
             duration_s: 5,
             writers: 2,
             max_frame_age_ms: 120,
+            ghosts: 0,
+            ws: 0,
             server: ServerProcess::InProcess,
         }
     }
@@ -94,6 +108,8 @@ impl LoadConfig {
         }
         check_range("payload", self.payload, &(32..=710)).map_err(out_of_range)?;
         check_range("duration_s", self.duration_s, &(1..=600)).map_err(out_of_range)?;
+        check_range("ghosts", self.ghosts, &(0..=MAX_GHOSTS)).map_err(out_of_range)?;
+        check_range("ws", self.ws, &(0..=MAX_WS)).map_err(out_of_range)?;
         // The reflector's own ranges, checked before any stage starts.
         self.fanout()
             .validate()

@@ -63,6 +63,9 @@ pub(super) struct Device {
     pub(super) sock: UdpSocket,
     pub(super) header: Header,
     pub(super) heartbeat: Vec<u8>,
+    /// Reserved in the voice frames it receives: 0 for a physical device,
+    /// the source group for an app session (draarl-apps §2.7).
+    pub(super) downlink_reserved: u32,
 }
 
 /// Binds device `i` to its own address and connects it to `server`.
@@ -90,6 +93,7 @@ pub(super) fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadEr
         sock,
         header,
         heartbeat,
+        downlink_reserved: 0,
     })
 }
 

@@ -9,11 +9,13 @@ use std::time::{Duration, Instant};
 use petrel_reflector::codec::{encode_into, PacketType};
 use petrel_sys::proc::{load_avg_1m, rss_bytes};
 
+use super::apps::{self, in_group};
 use super::cpu::{cpu_between, CpuSample};
 use super::device::{login_all, make_device, unix_ns, Device, MARKER};
-use super::receive::{self, RECV_THREAD};
+use super::receive::{self, Tally, RECV_THREAD};
 use super::schedule::{heartbeat_loop, Schedule};
-use super::{LoadConfig, LoadError, LoadResult};
+use super::ws_client::{self, WS_THREAD};
+use super::{LoadConfig, LoadError, LoadResult, ReceiverKindResult};
 
 /// Rounds sent before the measurement, with stage id 0 (not counted).
 const WARMUP_ROUNDS: u64 = 8;
@@ -22,13 +24,22 @@ const RECEIVER_THREADS: usize = 2;
 /// Name of the heartbeat thread.
 const HEARTBEAT_THREAD: &str = "lg-heartbeat";
 
-/// Runs one stage against the reflector at `server`; `server_pid` is its
-/// process when it is a child.
-pub(super) fn drive(
-    cfg: &LoadConfig,
-    server: SocketAddr,
-    server_pid: Option<u32>,
-) -> Result<LoadResult, LoadError> {
+/// The reflector a stage runs against.
+#[derive(Debug, Clone)]
+pub(super) struct Target {
+    /// Its UDP address.
+    pub(super) udp: SocketAddr,
+    /// Its HTTP address, for the app receivers' logins.
+    pub(super) http: Option<SocketAddr>,
+    /// Its process when it is a child.
+    pub(super) pid: Option<u32>,
+    /// The store ids of the stage's groups, by group index.
+    pub(super) group_ids: Vec<i64>,
+}
+
+/// Runs one stage against the reflector `target`.
+pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, LoadError> {
+    let (server, server_pid) = (target.udp, target.pid);
     let devices: Vec<Device> = (0..cfg.devices)
         .map(|i| make_device(i, server))
         .collect::<Result<_, _>>()?;
@@ -38,7 +49,21 @@ pub(super) fn drive(
         return Err(LoadError::Login(failed));
     }
     let connect_per_s = cfg.devices as f64 / t0.elapsed().as_secs_f64();
-    for d in &devices {
+    let app = match target.http {
+        Some(http) if cfg.ghosts + cfg.ws > 0 => {
+            apps::log_in(cfg, server, http, &target.group_ids)?
+        }
+        _ if cfg.ghosts + cfg.ws > 0 => {
+            return Err(LoadError::Invalid(
+                "app receivers need the reflector's HTTP address".into(),
+            ))
+        }
+        _ => apps::AppReceivers {
+            ghosts: Vec::new(),
+            ws: Vec::new(),
+        },
+    };
+    for d in devices.iter().chain(&app.ghosts) {
         d.sock.set_nonblocking(true)?;
     }
     let per = devices.len().div_ceil(RECEIVER_THREADS);
@@ -46,18 +71,25 @@ pub(super) fn drive(
         .chunks(per)
         .map(|c| receive::register(c).map(|p| (p, c)))
         .collect::<Result<_, _>>()?;
+    let ghost_poll = if app.ghosts.is_empty() {
+        None
+    } else {
+        Some(receive::register(&app.ghosts)?)
+    };
 
     let host_load_1m = load_avg_1m().unwrap_or(0.0);
     let stage = unix_ns();
     let stop = AtomicBool::new(false);
     let speakers: Vec<usize> = (0..cfg.groups).collect();
-    let group_size = |g: usize| (cfg.devices - g).div_ceil(cfg.groups) as u64;
+    let group_size = |g: usize| in_group(cfg.devices, g, cfg.groups);
+    // Per sent packet of group g: devices (the speaker excluded), ghosts
+    // and WebSocket receivers in g.
+    let mut expected_kind = [0u64; 3];
     let interval = Duration::from_millis(cfg.interval_ms);
     let pid = std::process::id();
     let mut sent = 0u64;
-    let mut expected = 0u64;
     let mut samples = None;
-    let tally = std::thread::scope(|s| -> Result<receive::Tally, LoadError> {
+    let tally = std::thread::scope(|s| -> Result<[Option<Tally>; 3], LoadError> {
         let stop = &stop;
         let mut receivers = Vec::with_capacity(polls.len());
         for (poll, chunk) in polls {
@@ -67,10 +99,55 @@ pub(super) fn drive(
                     .spawn_scoped(s, move || receive::receive_loop(poll, chunk, stage, stop))?,
             );
         }
+        let ghost_receiver = match ghost_poll {
+            Some(poll) => {
+                let ghosts = &app.ghosts;
+                Some(
+                    std::thread::Builder::new()
+                        .name(RECV_THREAD.into())
+                        .spawn_scoped(s, move || {
+                            receive::receive_loop(poll, ghosts, stage, stop)
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let ws_receiver = if app.ws.is_empty() {
+            None
+        } else {
+            let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+            let (plans, http) = (&app.ws, target.http);
+            let handle = std::thread::Builder::new()
+                .name(WS_THREAD.into())
+                .spawn_scoped(s, move || match http {
+                    Some(http) => ws_client::run(http, plans, stage, &ready_tx, stop),
+                    None => Err(LoadError::Invalid("no HTTP address".into())),
+                })?;
+            match ready_rx.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    stop.store(true, Relaxed);
+                    return Err(LoadError::Invalid(e));
+                }
+                Err(_) => {
+                    stop.store(true, Relaxed);
+                    return Err(LoadError::Invalid(
+                        "WebSocket receivers did not start".into(),
+                    ));
+                }
+            }
+            Some(handle)
+        };
         let devs = &devices;
         std::thread::Builder::new()
             .name(HEARTBEAT_THREAD.into())
             .spawn_scoped(s, move || heartbeat_loop(devs, stop))?;
+        if !app.ghosts.is_empty() {
+            let ghosts = &app.ghosts;
+            std::thread::Builder::new()
+                .name(HEARTBEAT_THREAD.into())
+                .spawn_scoped(s, move || heartbeat_loop(ghosts, stop))?;
+        }
         // Stops the receive and heartbeat threads on every exit path
         // (including `?` below) before the scope joins them.
         struct StopOnDrop<'a>(&'a AtomicBool);
@@ -108,7 +185,9 @@ pub(super) fn drive(
                     .map_err(|e| LoadError::Invalid(e.to_string()))?;
                 if d.sock.send(&packet).is_ok() && k >= WARMUP_ROUNDS {
                     sent += 1;
-                    expected += group_size(g) - 1;
+                    expected_kind[0] += group_size(g) - 1;
+                    expected_kind[1] += in_group(cfg.ghosts, g, cfg.groups);
+                    expected_kind[2] += in_group(cfg.ws, g, cfg.groups);
                 }
             }
         }
@@ -118,15 +197,40 @@ pub(super) fn drive(
         let last = CpuSample::take(pid, server_pid);
         samples = first.map(|f| (f, last));
         drop(stopper);
-        let mut total = receive::Tally::new()?;
+        let join = |r: std::thread::ScopedJoinHandle<'_, Result<Tally, LoadError>>| {
+            r.join()
+                .map_err(|_| LoadError::Invalid("receive thread panicked".into()))?
+        };
+        let mut total = Tally::new()?;
         for r in receivers {
-            let t = r
-                .join()
-                .map_err(|_| LoadError::Invalid("receive thread panicked".into()))??;
-            total.merge(&t);
+            total.merge(&join(r)?);
         }
-        Ok(total)
+        let ghosts = ghost_receiver.map(join).transpose()?;
+        let ws = ws_receiver.map(join).transpose()?;
+        Ok([Some(total), ghosts, ws])
     })?;
+    let kinds: Vec<ReceiverKindResult> = [
+        ("device", cfg.devices),
+        ("ghost", cfg.ghosts),
+        ("websocket", cfg.ws),
+    ]
+    .iter()
+    .zip(&tally)
+    .zip(expected_kind)
+    .filter_map(|((&(kind, receivers), t), expected)| {
+        t.as_ref()
+            .map(|t| kind_result(kind, receivers, expected, t))
+    })
+    .collect();
+    let mut tally = tally.into_iter().flatten();
+    let mut all = tally
+        .next()
+        .ok_or_else(|| LoadError::Invalid("no tally".into()))?;
+    for t in tally {
+        all.merge(&t);
+    }
+    let tally = all;
+    let expected: u64 = expected_kind.iter().sum();
     let received = tally.received;
     let hist = &tally.hist;
     let measure_s = (cfg.duration_s as f64).max(1e-9);
@@ -139,11 +243,7 @@ pub(super) fn drive(
         sent,
         expected,
         received,
-        loss_pct: if expected == 0 {
-            0.0
-        } else {
-            100.0 * (expected as f64 - received as f64) / expected as f64
-        },
+        loss_pct: loss_pct(expected, received),
         output_pps: received as f64 / measure_s,
         output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
         latency_avg_ms: hist.mean() / 1000.0,
@@ -163,10 +263,35 @@ pub(super) fn drive(
         connect_per_s,
         host_load_1m,
         recv_errors: tally.recv_errors,
+        by_kind: if kinds.len() > 1 { kinds } else { Vec::new() },
         ..LoadResult::default()
     };
     if let Some((a, b)) = samples {
         cpu_between(&mut r, &a, &b);
     }
     Ok(r)
+}
+
+/// The loss and latency of one kind of receiver.
+fn kind_result(kind: &str, receivers: usize, expected: u64, t: &Tally) -> ReceiverKindResult {
+    ReceiverKindResult {
+        kind: kind.to_owned(),
+        receivers,
+        expected,
+        received: t.received,
+        loss_pct: loss_pct(expected, t.received),
+        latency_avg_ms: t.hist.mean() / 1000.0,
+        latency_p99_ms: t.hist.value_at_quantile(0.99) as f64 / 1000.0,
+        latency_max_ms: t.hist.max() as f64 / 1000.0,
+        wrong_reserved: t.wrong_reserved,
+    }
+}
+
+/// 100 × (expected − received) / expected; 0 when nothing was expected.
+fn loss_pct(expected: u64, received: u64) -> f64 {
+    if expected == 0 {
+        0.0
+    } else {
+        100.0 * (expected as f64 - received as f64) / expected as f64
+    }
 }

@@ -25,24 +25,28 @@
 //!
 //! Not here: the reflector itself (`petrel_reflector::runtime::server`).
 
+mod app_http;
+mod apps;
 mod child;
 mod config;
 mod cpu;
 mod device;
 mod drive;
+mod ghost;
 mod receive;
 mod result;
 mod schedule;
 pub mod soak;
 mod store_setup;
+mod ws_client;
 
 use std::net::SocketAddr;
 
-pub use crate::record::reflector::LoadResult;
+pub use crate::record::reflector::{LoadResult, ReceiverKindResult};
 pub use config::{LoadConfig, LoadError, ServerProcess};
 pub use device::device_ip;
 
-use petrel_reflector::model::ServerConfig;
+use petrel_reflector::model::{AppApiConfig, HttpConfig, ServerConfig};
 use petrel_reflector::runtime::server::ServerHandle;
 
 /// Sets up a fresh store and reflector, logs every device in, and runs one stage.
@@ -62,20 +66,31 @@ pub async fn run(cfg: &LoadConfig) -> Result<LoadResult, LoadError> {
 }
 
 async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError> {
-    store_setup::populate(cfg, db).await?;
+    let group_ids = store_setup::populate(cfg, db).await?;
     let fanout = cfg.fanout();
+    let apps = cfg.ghosts + cfg.ws > 0;
     let (res, counters) = match &cfg.server {
         ServerProcess::InProcess => {
             let server = ServerHandle::start(ServerConfig {
                 listen: SocketAddr::from(([127, 0, 0, 1], 0)),
                 db: db.into(),
                 fanout,
-                http_listen: None,
+                // App receivers log in over HTTP, without a captcha.
+                http_listen: apps.then(|| SocketAddr::from(([127, 0, 0, 1], 0))),
+                login_captcha: false,
+                apps: Some(app_api()),
+                http: app_http(),
                 ..ServerConfig::default()
             })
             .await?;
-            let (at, cfg2) = (server.local_addr(), cfg.clone());
-            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, at, None))
+            let target = drive::Target {
+                udp: server.local_addr(),
+                http: server.http_addr(),
+                pid: None,
+                group_ids,
+            };
+            let cfg2 = cfg.clone();
+            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, &target))
                 .await
                 .map_err(|e| LoadError::Invalid(e.to_string()))?;
             let f = server.stats().fanout;
@@ -92,7 +107,13 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
             let (program, db, cfg2) = (program.clone(), db.to_owned(), cfg.clone());
             tokio::task::spawn_blocking(move || {
                 let server = child::ServerChild::start(&program, &db, &fanout)?;
-                let res = drive::drive(&cfg2, server.udp, Some(server.pid()));
+                let target = drive::Target {
+                    udp: server.udp,
+                    http: Some(server.http),
+                    pid: Some(server.pid()),
+                    group_ids,
+                };
+                let res = drive::drive(&cfg2, &target);
                 let counters = server.fanout()?;
                 Ok::<_, LoadError>((res, counters))
             })
@@ -107,4 +128,27 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
         r.max_dispatch_ms = counters.max_dispatch_ns as f64 / 1e6;
         r
     })
+}
+
+/// The app API of a stage's reflector: every app login comes from
+/// 127.0.0.1, so the per-prefix login budget must not be what is measured.
+fn app_api() -> AppApiConfig {
+    AppApiConfig {
+        login_per_minute: 100_000,
+        login_burst: 100_000,
+        ..AppApiConfig::default()
+    }
+}
+
+/// The HTTP limits of a stage's reflector: every WebSocket receiver and
+/// every routing call comes from 127.0.0.1.
+fn app_http() -> HttpConfig {
+    HttpConfig {
+        max_connections: 65_536,
+        max_connections_per_ip: 65_536,
+        max_connections_per_prefix: 65_536,
+        per_ip_rps: 100_000,
+        per_ip_burst: 100_000,
+        ..HttpConfig::default()
+    }
 }

@@ -44,6 +44,10 @@ pub(super) struct Tally {
     /// `recv` failures other than `EAGAIN`/`EINTR` (e.g. ICMP-reported
     /// errors on the connected socket).
     pub recv_errors: u64,
+    /// Marked frames whose Reserved was not what the receiver must see:
+    /// the source group for app sessions, 0 for physical devices
+    /// (draarl-apps §2.7).
+    pub wrong_reserved: u64,
 }
 
 impl Tally {
@@ -53,13 +57,27 @@ impl Tally {
             hist: Histogram::new_with_bounds(1, HIST_MAX_US, 3)
                 .map_err(|e| LoadError::Invalid(e.to_string()))?,
             recv_errors: 0,
+            wrong_reserved: 0,
         })
+    }
+
+    /// Counts `datagram` if it is a marked voice frame of `stage`: its
+    /// latency, and whether its Reserved is `reserved`.
+    pub(super) fn count(&mut self, datagram: &[u8], stage: u64, reserved: u32) {
+        let now = unix_ns();
+        if let Some((sent, r)) = stage_frame(datagram, stage) {
+            self.received += 1;
+            self.wrong_reserved += u64::from(r != reserved);
+            self.hist
+                .saturating_record((now.saturating_sub(sent) / 1000).max(1));
+        }
     }
 
     /// Adds another thread's counts.
     pub(super) fn merge(&mut self, other: &Self) {
         self.received += other.received;
         self.recv_errors += other.recv_errors;
+        self.wrong_reserved += other.wrong_reserved;
         // Same bounds on both sides, so adding cannot fail.
         let _ = self.hist.add(&other.hist);
     }
@@ -100,15 +118,7 @@ pub(super) fn receive_loop(
             };
             loop {
                 match d.sock.recv(&mut buf) {
-                    Ok(n) => {
-                        let now = unix_ns();
-                        if let Some(sent) = stage_send_time(&buf[..n], stage) {
-                            tally.received += 1;
-                            tally
-                                .hist
-                                .saturating_record((now.saturating_sub(sent) / 1000).max(1));
-                        }
-                    }
+                    Ok(n) => tally.count(&buf[..n], stage, d.downlink_reserved),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     // A pending socket error is consumed by this call; the
@@ -124,8 +134,9 @@ pub(super) fn receive_loop(
     Ok(tally)
 }
 
-/// The embedded send time (Unix ns) of a marked voice packet of `stage`.
-fn stage_send_time(datagram: &[u8], stage: u64) -> Option<u64> {
+/// The embedded send time (Unix ns) and the header's Reserved of a marked
+/// voice packet of `stage`.
+fn stage_frame(datagram: &[u8], stage: u64) -> Option<(u64, u32)> {
     let p = decode(datagram).ok()?;
     if p.header.packet_type != PacketType::Voice || p.data.len() < 32 || &p.data[..8] != MARKER {
         return None;
@@ -135,5 +146,5 @@ fn stage_send_time(datagram: &[u8], stage: u64) -> Option<u64> {
         a.copy_from_slice(&p.data[o..o + 8]);
         u64::from_be_bytes(a)
     };
-    (field(8) == stage).then(|| field(24))
+    (field(8) == stage).then(|| (field(24), p.header.reserved))
 }

@@ -15,6 +15,24 @@ impl LoadResult {
             self.loadgen_recv_cpu_cores, self.host_busy_cores, self.host_softirq_cores, self.host_steal_cores, self.host_cpus,
             self.host_load_1m, self.recv_errors, self.frames_expired, self.queue_high_water, self.max_dispatch_ms,
             self.server_process, self.server_rss_mb.map_or_else(|| "na".to_owned(), |m| format!("{m:.1}"))
-        )
+        ) + &self.kind_fields()
+    }
+
+    /// ` <kind>_loss_pct=… <kind>_latency_p99_ms=… …` for each receiver kind
+    /// when the stage had app receivers (empty otherwise).
+    pub fn kind_fields(&self) -> String {
+        if self.by_kind.len() < 2 {
+            return String::new();
+        }
+        self.by_kind
+            .iter()
+            .map(|k| {
+                format!(
+                    " {0}_receivers={1} {0}_expected={2} {0}_received={3} {0}_loss_pct={4:.4} {0}_latency_avg_ms={5:.3} {0}_latency_p99_ms={6:.3} {0}_latency_max_ms={7:.3} {0}_wrong_reserved={8}",
+                    k.kind, k.receivers, k.expected, k.received, k.loss_pct, k.latency_avg_ms,
+                    k.latency_p99_ms, k.latency_max_ms, k.wrong_reserved
+                )
+            })
+            .collect()
     }
 }
