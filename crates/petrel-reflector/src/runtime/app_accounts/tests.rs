@@ -5,30 +5,9 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::model::{Backend, HashCost};
-use crate::runtime::store::harness::run;
+use crate::model::HashCost;
+use crate::runtime::store::harness::on_every_backend;
 use crate::runtime::store::{NewUser, PreferenceKey, Store, StoreOptions};
-
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Sqlite, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Postgres, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-    };
-}
 
 on_every_backend!(
     authorize_creates_sanitises_and_saves_the_preference,

@@ -3,29 +3,8 @@
 
 use sqlx::{ConnectOptions, Connection};
 
-use super::harness::run;
+use super::harness::on_every_backend;
 use super::*;
-
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Sqlite, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Postgres, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-    };
-}
 
 on_every_backend!(
     refresh_tokens_rotate_once_and_are_capped,

@@ -5,6 +5,41 @@
 
 use std::future::Future;
 
+/// Declares one `#[tokio::test]` per backend for each named test body of
+/// the calling module: `sqlite::<name>` and `postgres::<name>`, each
+/// running the body through [`run`].
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    $crate::runtime::store::harness::run(
+                        $crate::model::Backend::Sqlite,
+                        stringify!($name),
+                        super::$name,
+                    )
+                    .await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    $crate::runtime::store::harness::run(
+                        $crate::model::Backend::Postgres,
+                        stringify!($name),
+                        super::$name,
+                    )
+                    .await;
+                }
+            )*
+        }
+    };
+}
+pub(crate) use on_every_backend;
+
 use super::scratch_store::ScratchStore;
 use crate::model::Backend;
 

@@ -1,29 +1,7 @@
-use super::harness::run;
+use super::harness::{on_every_backend, run};
 use super::*;
 use crate::codec::{Mac, Tlv};
 use crate::model::{DeviceRecord, StoreEvent};
-
-/// Each body runs once per backend: `sqlite::<name>` and `postgres::<name>`.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Sqlite, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::run(super::Backend::Postgres, stringify!($name), super::$name).await;
-                }
-            )*
-        }
-    };
-}
 
 on_every_backend!(
     fresh_store_migrates_once_and_has_the_public_group,
