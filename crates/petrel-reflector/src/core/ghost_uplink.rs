@@ -126,7 +126,11 @@ impl Reflector {
         let user = &up.user;
         let out = Outgoing {
             talker: (user.user_id, up.dev_model),
-            kind: DeviceKind::Ghost,
+            kind: if up.connection.is_some() {
+                DeviceKind::WebSocket
+            } else {
+                DeviceKind::Ghost
+            },
             group_id: up.tx_group_id,
             voice,
             identity: ForwardIdentity::new(

@@ -591,3 +591,54 @@ fn logins_waiting_too_long_or_beyond_the_bound_are_abandoned() {
     assert!(s.r.poll_transmit().is_none());
     assert_eq!(s.r.stats().app_login_results_unknown, 1);
 }
+
+/// "Last heard" tells the kinds apart: a UDP ghost's spurt is a ghost's, a
+/// WebSocket session's a WebSocket's (the dashboard's device kind).
+#[test]
+fn talk_spurts_name_ghost_and_websocket_talkers() {
+    use crate::core::{GhostRegistry, NewGhost};
+    use crate::model::{DeviceKind, Endpoint, DEV_MODEL_WEB};
+    use std::sync::Arc;
+
+    let mut s = ghost_sim(SessionConfig::default());
+    s.r.set_wall_clock(s.now, 1_000_000);
+    let g = s.ghost("127.0.0.1:5000", IID, grant(2, "bob", 999, &[]));
+    s.send(g.src, &g.packet(PacketType::Voice, b"v"));
+    let start = s.r.poll_talk_spurt().expect("the ghost's spurt");
+    assert_eq!(
+        (start.device, start.kind, start.group_id),
+        ((2, 101), DeviceKind::Ghost, 999)
+    );
+
+    // A web session of carol, registered as the WebSocket upgrade does.
+    let conn = 42;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let registered = GhostRegistry::register(
+        &mut s.r.shared.ghosts(),
+        NewGhost {
+            user: Arc::new(app_user(3, "carol")),
+            dev_model: DEV_MODEL_WEB,
+            client_instance_id: IID2.into(),
+            capabilities: vec![],
+            transport: Endpoint::WebSocket(conn),
+            routing: Routing::new(999, vec![]),
+        },
+        s.now,
+        1_000_000,
+        &mut rng,
+    );
+    assert!(registered.is_ok());
+    // The floor is bob's until it frees.
+    s.advance(1_000);
+    let mut h = Header::new(PacketType::Voice);
+    h.set_username("carol");
+    let packet = encode(&h, b"w").unwrap();
+    s.r.handle_connection_packet(s.now, conn, &packet);
+    let kinds: Vec<_> = std::iter::from_fn(|| s.r.poll_talk_spurt())
+        .map(|e| (e.device, e.kind))
+        .collect();
+    assert!(
+        kinds.contains(&((3, DEV_MODEL_WEB), DeviceKind::WebSocket)),
+        "{kinds:?}"
+    );
+}
