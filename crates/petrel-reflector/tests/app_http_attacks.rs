@@ -7,7 +7,8 @@
 //! session under the same instance id; another owner's session, forbidden
 //! groups, 17 groups, bad ids and a transmit change during PTT on the
 //! radio routes; hostile login bodies; a login flood against the global
-//! bound on password checks; and secrets in logs, error bodies and
+//! bound on password checks; one refresh token raced from eight
+//! connections; and secrets in logs, error bodies and
 //! `/metrics`. Each attack asserts the observable outcome (status, body,
 //! close, counters). SQLite store.
 #![allow(clippy::unwrap_used)]
@@ -880,4 +881,42 @@ fn a_login_flood_queues_password_checks_behind_a_global_bound() {
             "{flood} checks at once, none queued"
         );
     });
+}
+
+#[test]
+fn a_refresh_token_raced_from_eight_connections_rotates_once() {
+    with_app_server(
+        "attack_refresh_race",
+        |_| {},
+        |srv, addr, _| {
+            let body = json!({"username": "alice", "password": PASSWORD}).to_string();
+            let (_, login) = login_raw(addr, &body);
+            let refresh = login["data"]["refresh_token"].as_str().unwrap().to_owned();
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (start, refresh) = (std::sync::Arc::clone(&start), refresh.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        let body = json!({ "refresh_token": refresh }).to_string();
+                        raw(
+                            addr,
+                            &format!(
+                            "POST /api/auth/refresh HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        )
+                        .0
+                    })
+                })
+                .collect();
+            let mut statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            statuses.sort_unstable();
+            // One rotation; every other presentation is a reuse (401).
+            assert_eq!(statuses, [200, 401, 401, 401, 401, 401, 401, 401]);
+            let s = srv.stats().app_auth;
+            assert_eq!((s.refreshes_ok, s.refreshes_failed), (1, 7));
+        },
+    );
 }
