@@ -53,6 +53,9 @@ app_auth_counters! {
     login_failed_disabled,
     /// Logins that failed on a store error (500).
     login_failed_store,
+    /// Logins whose password check waited for one of the global permits
+    /// (every permit busy: a login flood, or many users at once).
+    password_checks_queued,
     /// Access tokens renewed with a refresh token.
     refreshes_ok,
     /// Refreshes refused (any §1.4 401).

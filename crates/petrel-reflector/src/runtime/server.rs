@@ -356,7 +356,7 @@ impl ServerHandle {
         self.local_addr
     }
 
-    /// The account store's [`AppAuthority`](super::app_authority::AppAuthority)
+    /// The account store's [`AppAuthority`]
     /// for app sessions (ghost UDP, WebSocket, routing API), with `[apps]`.
     pub fn app_accounts(&self) -> Option<&AppAccounts> {
         self.app_accounts.as_ref()

@@ -14,8 +14,10 @@
 //! origin guard and the refusal of token-like query keys (§1.1) are the
 //! account side's middleware, in front of every route.
 //!
-//! **After the upgrade** the session (DevModel and SSID 105) is registered
-//! in the shared [`GhostRegistry`](crate::core::GhostRegistry); a failure
+//! **After the upgrade** frames and messages are read up to [`MAX_FRAME`]
+//! bytes (§5.3 allows a read limit of 64 KiB or more); the session
+//! (DevModel and SSID 105) is registered in the shared
+//! [`GhostRegistry`](crate::core::GhostRegistry); a failure
 //! sends a close frame 1008 whose reason is the stable code. Otherwise the
 //! first message is `auth_success`; `routing_updated` follows each routing
 //! change. Binary frames in are one DraARLv1 packet each: magic and Type
@@ -66,6 +68,12 @@ use crate::model::{
 
 /// How often a ping is queued (§4.5).
 const PING_EVERY: Duration = Duration::from_secs(30);
+/// The largest frame and message read, bytes (§5.3: "a limit of 64 KiB or
+/// more is safe"; a DraARLv1 packet is under 1 KiB). A longer one ends
+/// the connection as soon as its header announces it, so a client
+/// cannot make the server buffer the library's defaults (16 MiB frames,
+/// 64 MiB messages) per connection.
+pub const MAX_FRAME: usize = 64 << 10;
 
 /// What `/ws` needs from the server.
 #[derive(Clone)]
@@ -170,7 +178,9 @@ async fn upgrade(
         Err(rejection) => return rejection.into_response(),
     };
     st.hub.stats.upgrades.fetch_add(1, Relaxed);
-    ws.on_upgrade(move |socket| run(st, socket, grant, instance, capabilities))
+    ws.max_frame_size(MAX_FRAME)
+        .max_message_size(MAX_FRAME)
+        .on_upgrade(move |socket| run(st, socket, grant, instance, capabilities))
 }
 
 /// The close reason of a failed registration (§4.2).

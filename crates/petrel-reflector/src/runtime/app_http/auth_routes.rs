@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use axum::body::Bytes;
@@ -127,8 +127,24 @@ pub(super) async fn login(
     };
     let hash = user.as_ref().and_then(|u| u.password_hash.clone());
     let password = b.password;
+    let checks = Arc::clone(&api.inner.password_checks);
+    let permit = match Arc::clone(&checks).try_acquire_owned() {
+        Ok(p) => p,
+        Err(_) => {
+            stats.password_checks_queued.fetch_add(1, Relaxed);
+            match checks.acquire_owned().await {
+                Ok(p) => p,
+                Err(_) => return store_failure(&api),
+            }
+        }
+    };
+    // The permit goes with the check, so a request that times out does
+    // not free it before the hash is done.
     let verified = tokio::task::spawn_blocking(move || {
-        verify_web_password(&password, hash.as_deref().unwrap_or_else(|| decoy_hash()))
+        let verified =
+            verify_web_password(&password, hash.as_deref().unwrap_or_else(|| decoy_hash()));
+        drop(permit);
+        verified
     })
     .await
     .unwrap_or(false);

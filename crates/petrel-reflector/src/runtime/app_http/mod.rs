@@ -10,7 +10,9 @@
 //! routes; [`with_app_guards`] adds the guards of §1.1 (token-like query keys,
 //! origin), applied by the server around its whole router. The server's
 //! per-prefix request budget, timeouts and body limit (`http.rs`) apply
-//! first; captcha and login have their own per-prefix budgets on top.
+//! first; captcha and login have their own per-prefix budgets on top, and
+//! password checks (bcrypt) run at most half the cores at once over every
+//! source, later logins waiting their turn within the request timeout.
 //!
 //! What the ghost-session side adds (`/api/radio/sessions*`, `/ws`)
 //! merges into the same router; per-group online counts of its sessions
@@ -65,7 +67,21 @@ struct ApiInner {
     captchas: Mutex<CaptchaBook>,
     captcha_limit: Mutex<IpRateTable>,
     login_limit: Mutex<IpRateTable>,
+    /// Password checks (bcrypt) running at once, over every source: the
+    /// per-prefix login budget bounds one network, this bounds them all.
+    /// Its waiters are requests, so at most `http.max_connections`, each
+    /// until its request timeout.
+    password_checks: Arc<tokio::sync::Semaphore>,
     presence: Vec<Arc<dyn GroupPresence>>,
+}
+
+/// Password checks that may run at once: half the cores, at least one, so
+/// a login flood from many networks leaves the rest of the CPU to the
+/// voice path.
+fn password_check_permits() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() / 2)
+        .max(1)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -94,6 +110,7 @@ impl AppApi {
                 captchas: Mutex::new(CaptchaBook::new(config.captcha_max)),
                 captcha_limit: table(config.captcha_per_minute, config.captcha_burst),
                 login_limit: table(config.login_per_minute, config.login_burst),
+                password_checks: Arc::new(tokio::sync::Semaphore::new(password_check_permits())),
                 accounts,
                 login_captcha,
                 presence,

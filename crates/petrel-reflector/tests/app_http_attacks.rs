@@ -1,0 +1,922 @@
+//! An Internet attacker against the app clients' HTTP and WebSocket side
+//! (`specs/draarl-apps.md` §1.1, §1.3, §2.4, §3.4–§3.5, §4.2–§4.5, §5.3),
+//! on real loopback sockets with the real account store: the `/ws`
+//! upgrade with the token in the query, a foreign `Origin` or no cookie;
+//! frames and messages over 64 KiB; ping and text floods; many WebSocket
+//! sessions from one address against the HTTP connection caps; a second
+//! session under the same instance id; another owner's session, forbidden
+//! groups, 17 groups, bad ids and a transmit change during PTT on the
+//! radio routes; hostile login bodies; a login flood against the global
+//! bound on password checks; one refresh token raced from eight
+//! connections; and secrets in logs, error bodies and
+//! `/metrics`. Each attack asserts the observable outcome (status, body,
+//! close, counters). SQLite store.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_reflector::model::{AppApiConfig, Backend, HashCost, HttpConfig, ServerConfig};
+use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::stats::ServerStats;
+use petrel_reflector::runtime::store::{Store, StoreOptions};
+use serde_json::{json, Value};
+use tokio::io::AsyncWriteExt;
+use tokio::runtime::Runtime;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::MaybeTlsStream;
+
+mod support;
+use support::{account, ScratchStore};
+
+const SECRET: &str = "jwt-secret-for-attacks-0123456789abcdef";
+const PASSWORD: &str = "web-pass-1";
+const ORIGIN: &str = "http://localhost:9001";
+const CAPS: &str = "multi_receive_v1%2Csource_group_v1";
+
+/// A server with `[apps]` (origin [`ORIGIN`] allowed), `jwt_secret` =
+/// [`SECRET`], no login captcha, and alice and bob (web password
+/// [`PASSWORD`]), a login budget no test reaches, public groups 1001/1002 and private group 2001 (bob's
+/// only); `http` adjusts the HTTP limits.
+fn with_app_server(
+    name: &str,
+    http: impl FnOnce(&mut HttpConfig),
+    body: impl FnOnce(&ServerHandle, SocketAddr, &Runtime),
+) {
+    let rt = Runtime::new().unwrap();
+    let scratch = rt
+        .block_on(ScratchStore::create(Backend::Sqlite, name))
+        .unwrap()
+        .unwrap();
+    let store = rt.block_on(async {
+        let s = Store::open(
+            scratch.location(),
+            StoreOptions {
+                hash_cost: HashCost {
+                    m_cost_kib: 64,
+                    t_cost: 1,
+                    p_cost: 1,
+                },
+                web_password_cost: 4,
+                ..StoreOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+        for (i, n) in ["alice", "bob"].iter().enumerate() {
+            s.add_user(&account(n, format!("BA1AA{i}"), 0, "Secret12"))
+                .await
+                .unwrap();
+            s.set_web_password(n, PASSWORD).await.unwrap();
+        }
+        for (id, n) in [(1001, "A"), (1002, "B"), (2001, "P")] {
+            s.add_group(n, false, Some(id)).await.unwrap();
+        }
+        s.set_group_access(2001, true, Some("bob")).await.unwrap();
+        s
+    });
+    let mut limits = HttpConfig {
+        per_ip_rps: 10_000,
+        per_ip_burst: 10_000,
+        ..HttpConfig::default()
+    };
+    http(&mut limits);
+    let cfg = ServerConfig {
+        http_listen: Some("127.0.0.1:0".parse().unwrap()),
+        http: limits,
+        login_captcha: false,
+        jwt_secret: Some(SECRET.into()),
+        apps: Some(AppApiConfig {
+            public_host: "radio.example.com".into(),
+            public_port: 60050,
+            allowed_origins: vec![ORIGIN.into()],
+            login_per_minute: 1000,
+            login_burst: 1000,
+            ..AppApiConfig::default()
+        }),
+        ..support::udp_config(scratch.location())
+    };
+    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
+    let addr = srv.http_addr().unwrap();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&srv, addr, &rt)));
+    rt.block_on(srv.shutdown());
+    rt.block_on(store.close());
+    rt.block_on(scratch.remove()).unwrap();
+    if let Err(p) = outcome {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Status and body of one raw HTTP/1.1 request.
+fn raw(addr: SocketAddr, req: &str) -> (u16, String) {
+    let (status, text) = support::http(addr, req);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, body.to_owned())
+}
+
+/// Alice's (or `name`'s) access token, from a real login.
+fn token(addr: SocketAddr, name: &str) -> String {
+    let body = json!({"username": name, "password": PASSWORD}).to_string();
+    let (status, answer) = raw(
+        addr,
+        &format!(
+            "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let v: Value = serde_json::from_str(&answer).unwrap();
+    v["data"]["token"].as_str().unwrap().to_owned()
+}
+
+fn instance(n: u32) -> String {
+    format!("{n:08x}-1111-4111-8111-111111111111")
+}
+
+type Client = tokio_tungstenite::WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A `/ws` session for `token` under instance `n`, from the allowed origin.
+async fn open(addr: SocketAddr, token: &str, n: u32) -> Client {
+    let url = format!(
+        "ws://{addr}/ws?client_instance_id={}&protocol_version=1&capabilities={CAPS}",
+        instance(n)
+    );
+    let mut req = url.into_client_request().unwrap();
+    let h = req.headers_mut();
+    h.insert("cookie", format!("ws_token={token}").parse().unwrap());
+    h.insert("origin", ORIGIN.parse().unwrap());
+    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(resp.status(), 101);
+    let first = next_message(&mut ws).await.unwrap();
+    let Message::Text(t) = first else {
+        panic!("first message {first:?}");
+    };
+    let v: Value = serde_json::from_str(&t).unwrap();
+    assert_eq!(v["type"], "auth_success");
+    ws
+}
+
+/// The next data message (pings and pongs skipped); `None` once the
+/// connection has ended (close frame, error or EOF).
+async fn next_message(ws: &mut Client) -> Option<Message> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(3), ws.next())
+            .await
+            .expect("no message within 3 s")
+        {
+            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return None,
+            Some(Ok(m)) => return Some(m),
+        }
+    }
+}
+
+/// Sends a heartbeat carrying `data` and returns the reply's data.
+async fn heartbeat(ws: &mut Client, data: &[u8]) -> Vec<u8> {
+    let mut hb = Header::new(PacketType::Heartbeat);
+    hb.set_username("alice");
+    ws.send(Message::Binary(encode(&hb, data).unwrap().into()))
+        .await
+        .unwrap();
+    loop {
+        match next_message(ws).await {
+            Some(Message::Binary(b)) => {
+                let reply = decode(&b).unwrap();
+                assert_eq!(reply.header.packet_type, PacketType::Heartbeat);
+                return reply.data.to_vec();
+            }
+            Some(_) => {}
+            None => panic!("the session ended"),
+        }
+    }
+}
+
+fn ws_counter(st: &ServerStats, name: &str) -> u64 {
+    st.websocket
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(0, |(_, v)| *v)
+}
+
+fn upgrade_request(path: &str, headers: &str) -> String {
+    format!(
+        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n{headers}\r\n"
+    )
+}
+
+#[test]
+fn ws_upgrades_with_query_tokens_foreign_origins_or_no_cookie_are_refused() {
+    with_app_server(
+        "attack_ws_guard",
+        |_| {},
+        |srv, addr, _| {
+            let alice = token(addr, "alice");
+            let q = format!(
+                "client_instance_id={}&protocol_version=1&capabilities={CAPS}",
+                instance(1)
+            );
+            let cookie = format!("Cookie: ws_token={alice}\r\n");
+            // The token in the query, even next to a valid cookie: 400.
+            for key in ["token", "access_token", "JWT", "%74oken"] {
+                let (status, body) = raw(
+                    addr,
+                    &upgrade_request(&format!("/ws?{q}&{key}={alice}"), &cookie),
+                );
+                let v: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(
+                    (status, v["message"].as_str()),
+                    (400, Some("token_query_not_allowed"))
+                );
+                assert!(!body.contains(&alice), "the token is echoed: {body}");
+            }
+            // Cross-site WebSocket hijacking: a foreign page's origin, with the
+            // victim's cookie, and a look-alike of the allowed origin.
+            for origin in [
+                "https://evil.example",
+                "http://localhost:9001.evil.example",
+                "http://localhost:90011",
+                "null",
+            ] {
+                let (status, body) = raw(
+                    addr,
+                    &upgrade_request(
+                        &format!("/ws?{q}"),
+                        &format!("{cookie}Origin: {origin}\r\n"),
+                    ),
+                );
+                let v: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                assert_eq!(
+                    (status, v["message"].as_str()),
+                    (403, Some("origin_not_allowed")),
+                    "{origin}"
+                );
+            }
+            // `ws_token` is not a token-like key (§1.1): without the cookie it
+            // is ignored, and the upgrade still lacks its token.
+            let (status, body) = raw(
+                addr,
+                &upgrade_request(&format!("/ws?{q}&ws_token={alice}"), ""),
+            );
+            assert_eq!((status, body.as_str()), (401, "token_required\n"));
+            // No cookie, an empty one, a forged one: 401 before the upgrade.
+            for (cookie, code) in [
+                ("", "token_required"),
+                ("Cookie: ws_token=\r\n", "token_required"),
+                (
+                    "Cookie: ws_token=eyJhbGciOiJub25lIn0.eyJ1c2VybmFtZSI6ImFsaWNlIn0.\r\n",
+                    "invalid_token",
+                ),
+            ] {
+                let (status, body) = raw(addr, &upgrade_request(&format!("/ws?{q}"), cookie));
+                assert_eq!((status, body.as_str()), (401, format!("{code}\n").as_str()));
+            }
+            let st = srv.stats();
+            assert_eq!(
+                (st.app_auth.token_query_refused, st.app_auth.origin_refused),
+                (4, 4)
+            );
+            assert_eq!((ws_counter(&st, "upgrades"), st.app_sessions), (0, 0));
+        },
+    );
+}
+
+/// A masked frame header (key 0, so the payload goes as is) with the
+/// first byte `b0` (FIN and opcode) declaring `len` payload bytes.
+fn frame_header(b0: u8, len: u64) -> Vec<u8> {
+    let mut h = vec![b0];
+    match len {
+        0..=125 => h.push(0x80 | len as u8),
+        126..=0xffff => {
+            h.push(0x80 | 126);
+            h.extend_from_slice(&(len as u16).to_be_bytes());
+        }
+        _ => {
+            h.push(0x80 | 127);
+            h.extend_from_slice(&len.to_be_bytes());
+        }
+    }
+    h.extend_from_slice(&[0, 0, 0, 0]);
+    h
+}
+
+/// Writes `bytes` raw on `ws`'s socket and waits for the server to end
+/// the connection; false if it is still open after 3 s.
+async fn raw_write_is_refused(ws: &mut Client, bytes: &[u8]) -> bool {
+    let MaybeTlsStream::Plain(tcp) = ws.get_mut() else {
+        panic!("plain TCP expected");
+    };
+    tcp.write_all(bytes).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(3), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if matches!(m, Message::Close(_)) {
+                return;
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
+
+#[test]
+fn frames_and_messages_over_64_kib_are_refused_before_they_are_buffered() {
+    with_app_server(
+        "attack_ws_big",
+        |_| {},
+        |srv, addr, rt| {
+            let alice = token(addr, "alice");
+            rt.block_on(async {
+                // Just under 64 KiB, the limit §5.3 calls safe, still passes.
+                let mut ws = open(addr, &alice, 1).await;
+                // (A heartbeat padded past its length field: §4.4 checks
+                // magic and Type, not length; too long to answer.)
+                let mut hb = Header::new(PacketType::Heartbeat);
+                hb.set_username("alice");
+                let mut padded = encode(&hb, b"pad").unwrap();
+                padded.resize(64 << 10, 0x5a);
+                ws.send(Message::Binary(padded.into())).await.unwrap();
+                assert_eq!(heartbeat(&mut ws, b"small").await, b"small");
+                // A header declaring 16 MiB (the library's default frame limit)
+                // then 1 KiB of it: the server ends the connection at once
+                // rather than waiting for, and buffering, the rest.
+                let mut header = frame_header(0x82, 16 << 20);
+                header.extend_from_slice(&[0x5a; 1024]);
+                let mut attacker = open(addr, &alice, 2).await;
+                assert!(
+                    raw_write_is_refused(&mut attacker, &header).await,
+                    "the server waits for a 16 MiB frame"
+                );
+                // Two 40 KiB fragments of one 80 KiB message.
+                let mut hb = Header::new(PacketType::Heartbeat);
+                hb.set_username("alice");
+                let mut packet = encode(&hb, b"pad").unwrap();
+                packet.resize(40 << 10, 0x5a);
+                let mut fragments = frame_header(0x02, packet.len() as u64);
+                fragments.extend_from_slice(&packet);
+                fragments.extend_from_slice(&frame_header(0x80, 40 << 10));
+                fragments.extend_from_slice(&[0x5a; 40 << 10]);
+                let mut attacker = open(addr, &alice, 3).await;
+                assert!(
+                    raw_write_is_refused(&mut attacker, &fragments).await,
+                    "the server buffered an 80 KiB message"
+                );
+                let deadline = std::time::Instant::now() + Duration::from_secs(3);
+                while srv.stats().websockets_open != 1 && std::time::Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let st = srv.stats();
+                assert_eq!((st.websockets_open, st.app_sessions), (1, 1));
+                assert_eq!(
+                    (
+                        ws_counter(&st, "frames_received"),
+                        ws_counter(&st, "frames_malformed")
+                    ),
+                    (2, 0)
+                );
+                // The honest session is untouched.
+                assert_eq!(heartbeat(&mut ws, b"still here").await, b"still here");
+            });
+        },
+    );
+}
+
+#[test]
+fn ping_and_text_floods_leave_the_session_serving() {
+    with_app_server(
+        "attack_ws_flood",
+        |_| {},
+        |srv, addr, rt| {
+            let alice = token(addr, "alice");
+            rt.block_on(async {
+                let mut ws = open(addr, &alice, 1).await;
+                // 5000 pings (never reading the pongs) and 500 text frames.
+                for i in 0..5000u32 {
+                    ws.feed(Message::Ping(i.to_be_bytes().to_vec().into()))
+                        .await
+                        .unwrap();
+                }
+                for _ in 0..500 {
+                    ws.feed(Message::Text("{\"type\":\"auth\"}".into()))
+                        .await
+                        .unwrap();
+                }
+                ws.flush().await.unwrap();
+                assert_eq!(
+                    heartbeat(&mut ws, b"after the flood").await,
+                    b"after the flood"
+                );
+                let st = srv.stats();
+                assert_eq!(
+                    (
+                        ws_counter(&st, "frames_received"),
+                        ws_counter(&st, "frames_malformed")
+                    ),
+                    (1, 0)
+                );
+                assert_eq!((st.websockets_open, st.app_sessions), (1, 1));
+            });
+        },
+    );
+}
+
+#[test]
+fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted() {
+    let caps = |h: &mut HttpConfig| {
+        h.max_connections = 6;
+        h.max_connections_per_ip = 4;
+        h.max_connections_per_prefix = 6;
+    };
+    with_app_server("attack_ws_caps", caps, |srv, addr, rt| {
+        let alice = token(addr, "alice");
+        rt.block_on(async {
+            // Seven sessions from one address: more than the address's and
+            // the server's HTTP connection caps.
+            let mut sessions = Vec::new();
+            for n in 1..=7 {
+                sessions.push(open(addr, &alice, n).await);
+            }
+            // Idle sockets now fill the table: four from this address, the
+            // fifth refused by the per-address cap.
+            let mut idle = Vec::new();
+            for _ in 0..4 {
+                idle.push(TcpStream::connect(addr).unwrap());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let mut fifth = TcpStream::connect(addr).unwrap();
+            fifth
+                .set_read_timeout(Some(Duration::from_secs(2)))
+                .unwrap();
+            let mut head = String::new();
+            let _ = fifth.read_to_string(&mut head);
+            assert!(head.starts_with("HTTP/1.1 503"), "{head}");
+            // Every live session still answers: none was taken as idle.
+            for ws in &mut sessions {
+                assert_eq!(heartbeat(ws, b"alive").await, b"alive");
+            }
+            let st = srv.stats();
+            assert_eq!(st.http.connections_refused_per_ip, 1);
+            assert_eq!(st.http.idle_evictions, 0);
+            assert_eq!((st.websockets_open, st.app_sessions), (7, 7));
+            // The eighth is the owner's last (limit 8); the ninth gets the
+            // stable close of §4.2.
+            drop(idle);
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            sessions.push(open(addr, &alice, 8).await);
+            let url = format!(
+                "ws://{addr}/ws?client_instance_id={}&protocol_version=1&capabilities={CAPS}",
+                instance(9)
+            );
+            let mut req = url.into_client_request().unwrap();
+            req.headers_mut()
+                .insert("cookie", format!("ws_token={alice}").parse().unwrap());
+            let (mut ninth, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+            let close = tokio::time::timeout(Duration::from_secs(3), ninth.next())
+                .await
+                .unwrap();
+            match close {
+                Some(Ok(Message::Close(Some(f)))) => {
+                    assert_eq!(
+                        (u16::from(f.code), f.reason.as_str()),
+                        (1008, "ghost_session_limit")
+                    );
+                }
+                other => panic!("expected close 1008, got {other:?}"),
+            }
+            assert_eq!(srv.stats().app_sessions, 8);
+        });
+    });
+}
+
+#[test]
+fn a_second_session_with_the_same_instance_closes_the_first() {
+    with_app_server(
+        "attack_ws_replace",
+        |_| {},
+        |srv, addr, rt| {
+            let alice = token(addr, "alice");
+            let bob = token(addr, "bob");
+            rt.block_on(async {
+                let mut first = open(addr, &alice, 1).await;
+                let mut bobs = open(addr, &bob, 1).await;
+                let mut second = open(addr, &alice, 1).await;
+                // The old connection ends (TCP close, no close frame, §4.5).
+                let ended = tokio::time::timeout(Duration::from_secs(3), async {
+                    loop {
+                        match first.next().await {
+                            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                            Some(Ok(m)) => panic!("unexpected {m:?}"),
+                        }
+                    }
+                })
+                .await;
+                assert!(ended.is_ok(), "the replaced connection stays open");
+                assert_eq!(heartbeat(&mut second, b"new").await, b"new");
+                // Same instance id under another owner: a separate session.
+                assert_eq!(heartbeat(&mut bobs, b"bob").await, b"bob");
+                let st = srv.stats();
+                assert_eq!((st.websockets_open, st.app_sessions), (2, 2));
+                assert_eq!(ws_counter(&st, "closed"), 1);
+            });
+        },
+    );
+}
+
+/// `method path` with `token` as Bearer and `body` (JSON): status and
+/// parsed body (`Null` if not JSON).
+fn api(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
+    let (status, text) = raw(
+        addr,
+        &format!(
+            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+fn routing_body(tx: i64, rx: &[i64]) -> String {
+    json!({"tx_group_id": tx, "rx_group_ids": rx}).to_string()
+}
+
+#[test]
+fn radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids() {
+    with_app_server(
+        "attack_radio",
+        |_| {},
+        |srv, addr, rt| {
+            let alice = token(addr, "alice");
+            let bob = token(addr, "bob");
+            let mut ws = rt.block_on(open(addr, &alice, 1));
+            let (_, list) = api(addr, "GET", "/api/radio/sessions", &alice, "");
+            let sid = list["data"][0]["session_id"].as_str().unwrap().to_owned();
+            let put = |token: &str, path: &str, body: &str| {
+                let (status, v) = api(addr, "PUT", path, token, body);
+                (
+                    status,
+                    v["error"].as_str().map(str::to_owned),
+                    v["message"].clone(),
+                )
+            };
+            let routing = format!("/api/radio/sessions/{sid}/routing");
+            // Bob cannot see, route or end alice's session.
+            let (_, bobs) = api(addr, "GET", "/api/radio/sessions", &bob, "");
+            assert_eq!(bobs["data"], json!([]));
+            assert_eq!(put(&bob, &routing, &routing_body(1001, &[])).0, 404);
+            let (status, v) = api(
+                addr,
+                "DELETE",
+                &format!("/api/radio/sessions/{sid}"),
+                &bob,
+                "",
+            );
+            assert_eq!(
+                (status, v["error"].as_str()),
+                (404, Some("session_not_found"))
+            );
+            // Alice: a private group she may not use, 17 groups, bad ids.
+            assert_eq!(
+                put(&alice, &routing, &routing_body(2001, &[])).1.as_deref(),
+                Some("group_forbidden")
+            );
+            let seventeen: Vec<i64> = (1..=16).collect();
+            let (status, code, message) = put(&alice, &routing, &routing_body(1001, &seventeen));
+            assert_eq!(
+                (status, code.as_deref(), message.as_str()),
+                (
+                    422,
+                    Some("subscription_limit"),
+                    Some("ghost subscription limit reached: requested=17 limit=16")
+                )
+            );
+            for (body, want) in [
+                (routing_body(0, &[]), (400, None)),
+                (routing_body(-5, &[]), (400, Some("invalid_routing"))),
+                (routing_body(1001, &[-1]), (400, Some("invalid_routing"))),
+                (routing_body(1001, &[0]), (400, Some("invalid_routing"))),
+                (routing_body(i64::MAX, &[]), (404, Some("group_not_found"))),
+                (
+                    routing_body(1001, &[i64::MAX]),
+                    (404, Some("group_not_found")),
+                ),
+                (
+                    "{\"tx_group_id\": 1e300, \"rx_group_ids\": []}".into(),
+                    (400, None),
+                ),
+                (
+                    "{\"tx_group_id\": 18446744073709551616, \"rx_group_ids\": []}".into(),
+                    (400, None),
+                ),
+                ("{\"tx_group_id\": 1001}".into(), (400, None)),
+                ("not json".into(), (400, None)),
+            ] {
+                let (status, code, _) = put(&alice, &routing, &body);
+                assert_eq!((status, code.as_deref()), want, "{body}");
+            }
+            // Unknown, path-like and huge session ids.
+            for id in ["nope", "..%2F..%2Fstats", &"9".repeat(4000)] {
+                let (status, code, _) = put(
+                    &alice,
+                    &format!("/api/radio/sessions/{id}/routing"),
+                    &routing_body(1001, &[]),
+                );
+                assert_eq!(
+                    (status, code.as_deref()),
+                    (404, Some("session_not_found")),
+                    "{id:.20}"
+                );
+            }
+            // Still routed to 999 after all that; a valid change works.
+            assert_eq!(list["data"][0]["tx_group_id"], 999);
+            // While she talks, the transmit group cannot change (409); the
+            // receive groups can.
+            rt.block_on(async {
+                let mut v = Header::new(PacketType::Voice);
+                v.set_username("alice");
+                for _ in 0..3 {
+                    ws.send(Message::Binary(encode(&v, &[1; 40]).unwrap().into()))
+                        .await
+                        .unwrap();
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            });
+            let (status, code, _) = put(&alice, &routing, &routing_body(1001, &[]));
+            assert_eq!((status, code.as_deref()), (409, Some("ptt_active")));
+            assert_eq!(put(&alice, &routing, &routing_body(999, &[1002])).0, 200);
+            // Her own delete closes her connection.
+            let (status, _) = api(
+                addr,
+                "DELETE",
+                &format!("/api/radio/sessions/{sid}"),
+                &alice,
+                "",
+            );
+            assert_eq!(status, 200);
+            rt.block_on(async {
+                let ended = tokio::time::timeout(Duration::from_secs(3), async {
+                    loop {
+                        match ws.next().await {
+                            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
+                            Some(Ok(_)) => {}
+                        }
+                    }
+                })
+                .await;
+                assert!(ended.is_ok(), "the deleted session's connection stays open");
+            });
+            assert_eq!(srv.stats().app_sessions, 0);
+        },
+    );
+}
+
+/// A `tracing` writer into a shared buffer.
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn no_secret_reaches_the_logs_error_bodies_or_metrics() {
+    let logs = Captured::default();
+    let writer = logs.clone();
+    // Every event of every level, from every thread of this test binary.
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .init();
+    let wrong = "wrong-guess-Zq9";
+    let mut answers = String::new();
+    let mut secrets = vec![SECRET.to_owned(), PASSWORD.to_owned(), wrong.to_owned()];
+    with_app_server(
+        "attack_secrets",
+        |_| {},
+        |_, addr, rt| {
+            let body = json!({"username": "alice", "password": PASSWORD}).to_string();
+            let (_, login) = raw(
+                addr,
+                &format!(
+                    "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                 Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                ),
+            );
+            let v: Value = serde_json::from_str(&login).unwrap();
+            let access = v["data"]["token"].as_str().unwrap().to_owned();
+            let refresh = v["data"]["refresh_token"].as_str().unwrap().to_owned();
+            secrets.extend([access.clone(), refresh.clone()]);
+            let mut ask = |method: &str, path: &str, headers: &str, body: &str| {
+                let (status, text) = support::http(
+                    addr,
+                    &format!(
+                        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    ),
+                );
+                // Error bodies and the metrics; a successful refresh answers
+                // a token by design (the same one within one second).
+                if status >= 400 || path == "/metrics" {
+                    answers.push_str(&text);
+                }
+                status
+            };
+            // Failures that carry a secret in: wrong password, unknown user,
+            // tampered and foreign tokens, a used refresh token, the token in
+            // the query, a bad WebSocket cookie.
+            let wrong_login = json!({"username": "alice", "password": wrong}).to_string();
+            assert_eq!(ask("POST", "/api/auth/login", "", &wrong_login), 401);
+            let unknown = json!({"username": "nobody", "password": PASSWORD}).to_string();
+            assert_eq!(ask("POST", "/api/auth/login", "", &unknown), 401);
+            let tampered = format!("{access}x");
+            let bearer = format!("Authorization: Bearer {tampered}\r\n");
+            assert_eq!(ask("GET", "/api/me", &bearer, ""), 401);
+            let refresh_body = json!({"refresh_token": refresh}).to_string();
+            assert_eq!(ask("POST", "/api/auth/refresh", "", &refresh_body), 200);
+            assert_eq!(ask("POST", "/api/auth/refresh", "", &refresh_body), 401);
+            assert_eq!(ask("GET", &format!("/api/me?token={access}"), "", ""), 400);
+            let cookie = format!("Cookie: ws_token={tampered}\r\nUpgrade: websocket\r\n");
+            assert_eq!(ask("GET", "/ws?protocol_version=1", &cookie, ""), 401);
+            let q = format!(
+                "/ws?client_instance_id={}&protocol_version=1&capabilities={CAPS}",
+                instance(1)
+            );
+            assert_eq!(ask("GET", &q, &cookie, ""), 401);
+            // A real session, then the metrics.
+            drop(rt.block_on(open(addr, &access, 1)));
+            assert_eq!(ask("GET", "/metrics", "", ""), 200);
+        },
+    );
+    let logs = String::from_utf8_lossy(&logs.0.lock().unwrap()).into_owned();
+    for s in &secrets {
+        // (The test's own WebSocket client traces its request, cookie
+        // included; only the server's events count.)
+        let line = logs
+            .lines()
+            .filter(|l| !l.contains("tungstenite::handshake::client"))
+            .find(|l| l.contains(s.as_str()));
+        assert_eq!(line, None, "a secret is logged");
+        assert!(
+            !answers.contains(s.as_str()),
+            "a secret is answered: {s:.12}…"
+        );
+    }
+}
+
+/// `POST /api/auth/login` with `body` as is: status and parsed body.
+fn login_raw(addr: SocketAddr, body: &str) -> (u16, Value) {
+    let (status, text) = raw(
+        addr,
+        &format!(
+            "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+#[test]
+fn hostile_login_bodies_get_clear_refusals() {
+    let budget = |h: &mut HttpConfig| h.max_body_bytes = 16 << 10;
+    with_app_server("attack_login_input", budget, |srv, addr, _| {
+        let named = |name: &str| {
+            let (status, v) = login_raw(
+                addr,
+                &json!({"username": name, "password": PASSWORD}).to_string(),
+            );
+            (status, v["code"].as_i64())
+        };
+        // Look-alikes of alice and SQL: unknown users, never alice.
+        for name in [
+            "alice' OR '1'='1",
+            "alice'--",
+            "\" OR 1=1 --",
+            "ALICE",
+            "alice ",
+            "\u{ff41}lice",
+            "a\u{200b}lice",
+            "alice\u{0}",
+            "%",
+            "_lice",
+        ] {
+            assert_eq!(named(name), (401, Some(401)), "{name:?}");
+        }
+        // A username just under the body limit: an unknown user.
+        assert_eq!(named(&"a".repeat(15 << 10)), (401, Some(401)));
+        // Over the body limit: 413 before any parsing.
+        let (status, _) = login_raw(
+            addr,
+            &json!({"username": "a".repeat(17 << 10), "password": "x"}).to_string(),
+        );
+        assert_eq!(status, 413);
+        // Malformed or mistyped JSON: 400.
+        for body in [
+            "{",
+            "null",
+            "[]",
+            "{\"username\": 5, \"password\": \"x\"}",
+            "{\"username\": \"alice\"}",
+            "{\"username\": \"alice\", \"password\": \"\"}",
+            "{\"username\": \"alice\", \"password\": \"x\"\u{0}}",
+            &format!("{}1{}", "[".repeat(5000), "]".repeat(5000)),
+        ] {
+            let (status, v) = login_raw(addr, body);
+            assert_eq!((status, v["code"].as_i64()), (400, Some(400)), "{body:.40}");
+        }
+        let s = srv.stats().app_auth;
+        assert_eq!(s.login_failed_unknown_user, 11);
+        assert_eq!(s.login_failed_bad_request, 8);
+        // Alice herself is untouched.
+        assert_eq!(named("alice"), (200, Some(200)));
+    });
+}
+
+#[test]
+fn a_login_flood_queues_password_checks_behind_a_global_bound() {
+    let open_caps = |h: &mut HttpConfig| {
+        h.max_connections_per_ip = 64;
+        h.max_connections_per_prefix = 64;
+    };
+    with_app_server("attack_login_flood", open_caps, |srv, addr, _| {
+        let permits = std::thread::available_parallelism()
+            .map_or(1, |n| n.get() / 2)
+            .max(1);
+        let flood = 2 * permits + 4;
+        // Unknown names: each costs a check of the decoy hash (bcrypt at
+        // the production cost), all sent at once.
+        let start = std::sync::Arc::new(std::sync::Barrier::new(flood));
+        let threads: Vec<_> = (0..flood)
+            .map(|i| {
+                let start = std::sync::Arc::clone(&start);
+                std::thread::spawn(move || {
+                    start.wait();
+                    let body = json!({"username": format!("nobody{i}"), "password": "guess"});
+                    login_raw(addr, &body.to_string()).0
+                })
+            })
+            .collect();
+        let statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(statuses, vec![401; flood]);
+        let s = srv.stats().app_auth;
+        assert_eq!(s.login_failed_unknown_user, flood as u64);
+        assert!(
+            s.password_checks_queued >= 1,
+            "{flood} checks at once, none queued"
+        );
+    });
+}
+
+#[test]
+fn a_refresh_token_raced_from_eight_connections_rotates_once() {
+    with_app_server(
+        "attack_refresh_race",
+        |_| {},
+        |srv, addr, _| {
+            let body = json!({"username": "alice", "password": PASSWORD}).to_string();
+            let (_, login) = login_raw(addr, &body);
+            let refresh = login["data"]["refresh_token"].as_str().unwrap().to_owned();
+            let start = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let threads: Vec<_> = (0..8)
+                .map(|_| {
+                    let (start, refresh) = (std::sync::Arc::clone(&start), refresh.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        let body = json!({ "refresh_token": refresh }).to_string();
+                        raw(
+                            addr,
+                            &format!(
+                            "POST /api/auth/refresh HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
+                             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                            body.len()
+                        ),
+                        )
+                        .0
+                    })
+                })
+                .collect();
+            let mut statuses: Vec<u16> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+            statuses.sort_unstable();
+            // One rotation; every other presentation is a reuse (401).
+            assert_eq!(statuses, [200, 401, 401, 401, 401, 401, 401, 401]);
+            let s = srv.stats().app_auth;
+            assert_eq!((s.refreshes_ok, s.refreshes_failed), (1, 7));
+        },
+    );
+}
