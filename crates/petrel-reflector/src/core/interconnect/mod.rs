@@ -27,6 +27,7 @@ mod acceptance;
 mod accepted;
 mod address_binding;
 mod control_envelope;
+mod control_send;
 mod counters;
 mod data_budget;
 mod data_plane;
@@ -36,6 +37,10 @@ mod node_session;
 mod outbound;
 mod projection_wait;
 mod replay_window;
+mod route_projection;
+mod route_sync_centre;
+mod route_sync_edge;
+mod snapshot_assembly;
 mod transmit;
 
 #[cfg(test)]
@@ -44,6 +49,7 @@ mod tests;
 pub use accepted::Accepted;
 pub use address_binding::{same_address, AddressBinding, BindReject, CHALLENGE_TTL};
 pub use control_envelope::{ControlVerdict, CONTROL_FRESHNESS_MS};
+pub use control_send::ControlSend;
 pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
@@ -59,4 +65,14 @@ pub use projection_wait::{
     ProjectionWait, ProjectionWaitConfig, WaitCounters, WaitDrop, WaitVerdict,
 };
 pub use replay_window::{Replay, ReplayWindow, REPLAY_WINDOW_BITS};
+pub use route_projection::{
+    chunk_count, delta_checksum, go_json, sha256_hex, Projection, ProjectionError,
+    MAX_DEVICE_SESSIONS_PER_NODE, MAX_SNAPSHOT_BYTES, SNAPSHOT_CHUNK_BYTES,
+};
+pub use route_sync_centre::{
+    AckOutcome, AckRefusal, CentreRouteSync, CentreSyncCounters, RetryOutcome,
+    MAX_PENDING_ROUTE_MESSAGES, ROUTE_ACK_TIMEOUT, ROUTE_MAX_ATTEMPTS, ROUTE_RESEND_INTERVAL,
+};
+pub use route_sync_edge::{resync_reason, EdgeRouteSync, EdgeSyncCounters, EdgeSyncEvent};
+pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use transmit::{Outbound, Path};

@@ -9,6 +9,7 @@ mod outbound;
 mod projection_wait;
 mod properties;
 mod replay_window;
+mod route_sync;
 
 use std::net::SocketAddr;
 use std::time::Instant;
