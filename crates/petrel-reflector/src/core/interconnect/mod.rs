@@ -41,6 +41,8 @@ mod route_projection;
 mod route_sync_centre;
 mod route_sync_edge;
 mod snapshot_assembly;
+mod speaker_lease_centre;
+mod speaker_lease_edge;
 mod transmit;
 
 #[cfg(test)]
@@ -75,4 +77,12 @@ pub use route_sync_centre::{
 };
 pub use route_sync_edge::{resync_reason, EdgeRouteSync, EdgeSyncCounters, EdgeSyncEvent};
 pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
+pub use speaker_lease_centre::{
+    lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable,
+    LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL,
+};
+pub use speaker_lease_edge::{
+    EdgeLeaseCounters, EdgeSpeaker, LeaseDrop, Released, VoiceDecision, LEASE_BUFFER_FRAMES,
+    LEASE_BUFFER_MAX_AGE, LEASE_CLAIM_TIMEOUT, LEASE_MAX_BLOCK, LEASE_MAX_TTL, LEASE_MIN_BLOCK,
+};
 pub use transmit::{Outbound, Path};

@@ -10,6 +10,7 @@ mod projection_wait;
 mod properties;
 mod replay_window;
 mod route_sync;
+mod speaker_lease;
 
 use std::net::SocketAddr;
 use std::time::Instant;
