@@ -31,6 +31,8 @@ mod control_send;
 mod counters;
 mod data_budget;
 mod data_plane;
+mod device_owners;
+mod device_sessions_edge;
 mod edge_routes;
 mod handshake;
 mod node_session;
@@ -55,6 +57,15 @@ pub use control_send::ControlSend;
 pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
+pub use device_owners::{
+    session_error, ActivateError, Activation, ControlRef, DeviceIdentity, DeviceOwners,
+    OwnedSession, OwnerCounters, ReportOutcome, GRANT_LIFETIME_MS,
+};
+pub use device_sessions_edge::{
+    identity_key, removal_reason, AuthOutcome, EdgeSessionCounters, EdgeSessions,
+    EdgeSessionsConfig, LocalDeviceSession, Removal, Touch, DEVICE_SESSION_TIMEOUT,
+    GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
+};
 pub use edge_routes::{EdgeRoutes, RouteLimitError};
 pub use handshake::{
     AuthRejection, CentreHandshake, EdgeHandshake, EdgeSession, HandshakeError, HelloOutcome,

@@ -3,6 +3,7 @@
 //! prevention, the wait rule, and property tests.
 
 mod acceptance;
+mod device_sessions;
 mod edge_routes;
 mod handshake;
 mod outbound;
