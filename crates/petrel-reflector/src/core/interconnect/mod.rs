@@ -33,6 +33,7 @@ mod data_budget;
 mod data_plane;
 mod device_owners;
 mod device_sessions_edge;
+mod edge_link;
 mod edge_routes;
 mod handshake;
 mod node_session;
@@ -65,6 +66,9 @@ pub use device_sessions_edge::{
     identity_key, removal_reason, AuthOutcome, EdgeSessionCounters, EdgeSessions,
     EdgeSessionsConfig, LocalDeviceSession, Removal, Touch, DEVICE_SESSION_TIMEOUT,
     GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
+};
+pub use edge_link::{
+    EdgeLink, EdgeLinkCounters, LinkState, PacketPolicy, DISCONNECTED_LOCAL_GRACE, LOCAL_FLOOR_IDLE,
 };
 pub use edge_routes::{EdgeRoutes, RouteLimitError};
 pub use handshake::{
