@@ -1,8 +1,11 @@
-//! The interconnect data plane between a centre and its edges
-//! (draarl-interconnect §4, §5, §7; draarl-v1 §6), and the control-plane
-//! handshake that opens a node session (§3.2), sans-IO: the runtime
-//! feeds datagrams with the monotonic and the wall clock, polls accepted
-//! frames and envelopes to send, and drives the timers.
+//! The interconnect between a centre and its edges, sans-IO
+//! (draarl-interconnect §3–§7; draarl-v1 §6): the data plane, the
+//! control-plane handshake that opens a node session (§3.2), and the
+//! control logic the minimum subset of §10 needs — route projection sync
+//! (§3.7), speaker leases (§3.10), device sessions (§3.8) and the edge's
+//! disconnected grace (§6.1). The runtime feeds datagrams and decoded
+//! control payloads with the monotonic and the wall clock, sends what the
+//! state machines return or queue, and drives their timers.
 //!
 //! ```text
 //!              ┌──────────────────────── DataPlane (centre | edge) ───────────────────────┐
@@ -13,6 +16,12 @@
 //!              └───────────────────────────────────────────────────────────────────────────┘
 //!  edge: accepted 0x31 ──▶ ProjectionWait (§4.7: park ≤ 1024 / 200 ms) ──▶ poll_release ──▶ local fan-out
 //!  centre: EdgeRoutes (which edges receive a domain, §5.2) ──▶ relay_downstream targets
+//!
+//!  control (type0 over TLS, handle_control_envelope → payload) ─▶ ControlSend back
+//!    centre, per edge: CentreRouteSync (§3.7)     edge: EdgeRouteSync + SnapshotAssembly
+//!    centre: LeaseTable (§3.10)                   edge: EdgeSpeaker (claim, buffer, block)
+//!    centre: DeviceOwners (§3.8)                  edge: EdgeSessions (auth proxy, grants)
+//!                                                 edge: EdgeLink (ready / grace / fail closed, §6.1)
 //! ```
 //!
 //! Files: `data_plane.rs` (state, sessions, verdicts), `acceptance.rs`
@@ -21,7 +30,12 @@
 //! `projection_wait.rs` (§4.7), `edge_routes.rs` (§5.2 targets),
 //! `node_session.rs`, `accepted.rs`, `transmit.rs`, `counters.rs`,
 //! `handshake.rs` (§3.2), `control_envelope.rs` (§3.4: envelopes over TLS,
-//! sharing the session's replay window).
+//! sharing the session's replay window), `control_send.rs` (a control
+//! envelope to send), `route_projection.rs` (projection JSON, chunking,
+//! checksums), `route_sync_centre.rs`, `route_sync_edge.rs`,
+//! `snapshot_assembly.rs` (§3.7), `speaker_lease_centre.rs`,
+//! `speaker_lease_edge.rs` (§3.10), `device_owners.rs`,
+//! `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1).
 
 mod acceptance;
 mod accepted;

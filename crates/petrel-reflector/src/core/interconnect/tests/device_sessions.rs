@@ -595,3 +595,123 @@ fn edge_and_centre_together() {
     ));
     assert!(o.is_empty());
 }
+
+mod properties {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Any sequence of activations, reports and disconnects: each
+        /// identity has at most one session, the per-control counts add up
+        /// and stay within the limit, and every new activation of an
+        /// identity gets a higher epoch than any before.
+        #[test]
+        fn owner_table_invariants(
+            steps in proptest::collection::vec((0u8..4, 0u8..3, 0i64..4), 1..120),
+        ) {
+            let mut ids = MessageIds::new();
+            let mut o = DeviceOwners::new(3, 1000);
+            let mut last_epoch: HashMap<DeviceIdentity, u64> = HashMap::new();
+            for (op, c, who) in steps {
+                let control = ctl("edge", u64::from(c) + 1);
+                let identity = DeviceIdentity { owner_id: who, ssid: 1 };
+                match op {
+                    0 | 1 => {
+                        if let Ok(a) = o.activate(&mut ids, WALL, control, identity) {
+                            let prev = last_epoch.get(&identity).copied().unwrap_or(0);
+                            if a.reused {
+                                prop_assert_eq!(a.session.session_epoch, prev);
+                            } else {
+                                prop_assert!(a.session.session_epoch > prev);
+                            }
+                            last_epoch.insert(identity, a.session.session_epoch);
+                            prop_assert!(o.owns(control, a.session.session_id, a.session.session_epoch));
+                        }
+                    }
+                    2 => {
+                        let owned: Vec<OwnedSession> = (1..=ids.clone().next_id())
+                            .filter_map(|id| o.get(id).copied())
+                            .filter(|s| s.identity == identity)
+                            .collect();
+                        for s in owned {
+                            let rep = DeviceSessionReport {
+                                session_id: s.session_id,
+                                session_epoch: s.session_epoch,
+                                online: false,
+                                ..DeviceSessionReport::default()
+                            };
+                            let out = o.handle_report(s.control, &rep);
+                            prop_assert_eq!(out, ReportOutcome::Removed(s));
+                        }
+                    }
+                    _ => {
+                        o.drop_control(control);
+                        prop_assert_eq!(o.count(control), 0);
+                    }
+                }
+                let total: usize = (1..=3).map(|c| o.count(ctl("edge", c))).sum();
+                prop_assert_eq!(total, o.len());
+                prop_assert!((1..=3).all(|c| o.count(ctl("edge", c)) <= 3));
+                prop_assert!(o.len() <= 4);
+            }
+        }
+
+        /// Any sequence of auth requests, responses, touches and timeouts:
+        /// the indexes agree (by address, by session id), one session per
+        /// address, and the table stays within its limits.
+        #[test]
+        fn edge_table_invariants(
+            steps in proptest::collection::vec((0u8..5, 0u8..4, 0u8..3, 0u64..3000), 1..150),
+        ) {
+            let mut now = crate::test_clock::origin();
+            let mut wall = WALL;
+            let mut ids = MessageIds::new();
+            let mut e = EdgeSessions::new(EdgeSessionsConfig {
+                max_sessions: 3,
+                max_pending: 2,
+                ..EdgeSessionsConfig::default()
+            });
+            let mut sent: Vec<(u64, String)> = Vec::new();
+            let mut next_session = 100u64;
+            for (op, who, port, dt) in steps {
+                now += Duration::from_millis(dt);
+                wall += dt as i64;
+                let name = format!("u{who}");
+                let identity = identity_key(&name, 1);
+                let at = addr(&format!("10.0.0.1:{}", 1000 + u16::from(port)));
+                match op {
+                    0 => {
+                        if let Some(req) = e.request_auth(&mut ids, now, &identity, at, "ip", b"x") {
+                            sent.push((req.message_id, name));
+                        }
+                    }
+                    1 => {
+                        if let Some((request_id, user)) = sent.pop() {
+                            next_session += 1;
+                            e.handle_auth_response(&mut ids, now, wall, ok(request_id, grant(next_session, &user, 1, wall + 60_000)));
+                        }
+                    }
+                    2 => {
+                        e.touch(&mut ids, now, wall, &identity, at, true);
+                    }
+                    3 => {
+                        e.handle_timeout(&mut ids, now, wall);
+                    }
+                    _ => e.detach(),
+                }
+                prop_assert!(e.len() <= 3);
+                prop_assert!(e.pending() <= 2);
+                let mut addrs = std::collections::HashSet::new();
+                for s in e.iter() {
+                    prop_assert!(addrs.insert(s.addr));
+                    prop_assert_eq!(e.at(&s.addr).map(|x| x.session_id()), Some(s.session_id()));
+                    prop_assert_eq!(e.by_session_id(s.session_id()).map(|x| &x.identity), Some(&s.identity));
+                    prop_assert_eq!(e.get(&s.identity).map(|x| x.session_id()), Some(s.session_id()));
+                }
+            }
+        }
+    }
+}
