@@ -449,6 +449,10 @@ fn snapshot_supersedes_pending_and_pending_is_bounded() {
     assert_eq!(c.pending(), MAX_PENDING_ROUTE_MESSAGES);
     assert_eq!(c.counters().pending_evictions, 3);
     let sends = c.snapshot(&mut ids, t);
+    // Several full chunks, each within one control envelope.
+    assert!(sends.len() >= 5);
+    let limit = crate::codec::interconnect::Channel::Control.max_payload();
+    assert!(sends.iter().all(|s| s.payload.len() <= limit));
     assert_eq!(c.pending(), 1);
     assert_eq!(c.counters().superseded, MAX_PENDING_ROUTE_MESSAGES as u64);
     let commit = sends.last().unwrap();
@@ -513,6 +517,10 @@ fn delta_encoding_follows_go() {
         r#""session_epoch":1,"disable_send":false,"disable_recv":false}}],"checksum":""}"#
     ));
     assert_eq!(delta_checksum(&d), sha256_hex(json.as_bytes()));
+    // Control characters as Go ≥ 1.22 writes them.
+    let text = "\u{1}\u{8}\u{c}\n\t\"\\\u{7f}";
+    let want = "\"\\u0001\\b\\f\\n\\t\\\"\\\\\u{7f}\"";
+    assert_eq!(go_json(&text), want.as_bytes());
     assert_eq!(delta_checksum(&d).len(), 64);
 }
 
