@@ -6,7 +6,7 @@
 //! show both devices in "last heard", the hostile callsign as text; the
 //! page must raise no script error and break no Content-Security-Policy
 //! rule. A screenshot of the signed-in page is saved to
-//! `target/tmp/dashboard-browser/dashboard.png` (or to the path in
+//! `target/tmp/dashboard-browser-<backend>/dashboard.png` (or to the path in
 //! `PETREL_DASHBOARD_SCREENSHOT`); `tests/dashboard_screenshot.sh` runs
 //! this test and prints where the picture is.
 //!
@@ -18,6 +18,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -31,6 +32,10 @@ use petrel_reflector::codec::{decode, encode, merge_frames, Header, PacketType};
 use petrel_reflector::model::ServerConfig;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
+
+use support::Env;
+
+on_every_backend!(signed_in_operator_sees_who_just_talked,);
 
 const TOKEN: &str = "0123456789abcdef";
 const PW: &str = "Bench123";
@@ -267,8 +272,7 @@ fn config(db: &str) -> ServerConfig {
 
 const LAST_HEARD: &str = "document.querySelector('#last-heard tbody')";
 
-#[test]
-fn signed_in_operator_sees_who_just_talked() {
+fn signed_in_operator_sees_who_just_talked(env: &Env) {
     let Some(bin) = chromium() else {
         let msg = "chromium not found; install it (apt install chromium) to check the dashboard in a browser";
         assert!(
@@ -278,12 +282,12 @@ fn signed_in_operator_sees_who_just_talked() {
         eprintln!("skipping: {msg}");
         return;
     };
-    let work = scratch("dashboard-browser");
+    let work = scratch(&format!("dashboard-browser-{:?}", env.backend).to_ascii_lowercase());
     let users = [
         support::account("alice", "BT00000".into(), 9_000_000, PW),
         support::account("mallory", HOSTILE.into(), 9_000_001, PW),
     ];
-    support::with_sqlite_server("dashboard_browser", users, config, |srv| {
+    support::with_seeded_server(env, users, config, |srv| {
         let alice = Device::new([127, 0, 5, 1], srv.local_addr(), "alice");
         let mallory = Device::new([127, 0, 5, 2], srv.local_addr(), "mallory");
         alice.login();

@@ -5,6 +5,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -13,6 +14,13 @@ use std::time::{Duration, Instant};
 use petrel_reflector::codec::{encode, merge_frames, Header, PacketType};
 use petrel_reflector::model::ServerConfig;
 use serde_json::Value;
+
+use support::Env;
+
+on_every_backend!(
+    page_and_data_behind_the_admin_sign_in,
+    without_an_admin_token_the_data_is_off,
+);
 
 const TOKEN: &str = "0123456789abcdef";
 const PW: &str = "Bench123";
@@ -49,11 +57,10 @@ fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-#[test]
-fn page_and_data_behind_the_admin_sign_in() {
+fn page_and_data_behind_the_admin_sign_in(env: &Env) {
     let users = [support::account("alice", "BT00000".into(), 9_000_000, PW)];
-    support::with_sqlite_server(
-        "dashboard_http",
+    support::with_seeded_server(
+        env,
         users,
         |db| config(db, Some(TOKEN)),
         |srv| {
@@ -138,10 +145,9 @@ fn page_and_data_behind_the_admin_sign_in() {
     );
 }
 
-#[test]
-fn without_an_admin_token_the_data_is_off() {
-    support::with_sqlite_server(
-        "dashboard_http_off",
+fn without_an_admin_token_the_data_is_off(env: &Env) {
+    support::with_seeded_server(
+        env,
         [],
         |db| config(db, None),
         |srv| {

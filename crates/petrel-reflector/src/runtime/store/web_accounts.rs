@@ -156,8 +156,13 @@ impl Store {
         }
     }
 
-    /// The account whose name or e-mail is `login` (§1.3 step 3).
+    /// The account whose name or e-mail is `login` (§1.3 step 3). `None`
+    /// for a `login` with a NUL: no stored name holds one, and PostgreSQL
+    /// refuses it as a parameter.
     pub async fn web_user_by_login(&self, login: &str) -> Result<Option<WebUser>, StoreError> {
+        if login.contains('\0') {
+            return Ok(None);
+        }
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM users WHERE name = $1 OR email = $1 ORDER BY id LIMIT 1"
         ))
@@ -167,8 +172,12 @@ impl Store {
         Ok(row.as_ref().map(web_user).transpose()?)
     }
 
-    /// The account named `name` (a token's `username`).
+    /// The account named `name` (a token's `username`); `None` for a name
+    /// with a NUL, as [`Store::web_user_by_login`].
     pub async fn web_user_by_name(&self, name: &str) -> Result<Option<WebUser>, StoreError> {
+        if name.contains('\0') {
+            return Ok(None);
+        }
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE name = $1"))
             .bind(name)
             .fetch_optional(&self.pool)
