@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::HttpConfig;
+use petrel_reflector::model::ServerConfig;
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::stats::ServerStats;
 use serde_json::{json, Value};
@@ -45,6 +45,7 @@ on_every_backend!(
     frames_and_messages_over_64_kib_are_refused_before_they_are_buffered,
     ping_and_text_floods_leave_the_session_serving,
     live_websocket_sessions_hold_no_http_slot_and_are_never_evicted,
+    a_full_server_evicts_the_idlest_websocket_session,
     a_second_session_with_the_same_instance_closes_the_first,
     radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids,
     no_secret_reaches_the_logs_error_bodies_or_metrics,
@@ -54,19 +55,20 @@ on_every_backend!(
 );
 
 /// Alice and bob with web passwords ([`support::app_server`]), a login
-/// budget no test reaches; `http` adjusts the HTTP limits.
+/// budget no test reaches; `tune` adjusts the settings further (HTTP
+/// limits, `[apps]`).
 fn with_app_server(
     env: &Env,
-    http: impl FnOnce(&mut HttpConfig),
+    tune: impl FnOnce(&mut ServerConfig),
     body: impl FnOnce(&ServerHandle, SocketAddr, &Runtime),
 ) {
     let store = open_app_store(env, &["alice", "bob"]);
-    let tune = |cfg: &mut petrel_reflector::model::ServerConfig| {
+    let tune = |cfg: &mut ServerConfig| {
         if let Some(apps) = cfg.apps.as_mut() {
             apps.login_per_minute = 1000;
             apps.login_burst = 1000;
         }
-        http(&mut cfg.http);
+        tune(cfg);
     };
     serve_app(env, store, tune, |srv, addr, _| body(srv, addr, &env.rt));
 }
@@ -323,10 +325,10 @@ fn ping_and_text_floods_leave_the_session_serving(env: &Env) {
 }
 
 fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted(env: &Env) {
-    let caps = |h: &mut HttpConfig| {
-        h.max_connections = 6;
-        h.max_connections_per_ip = 4;
-        h.max_connections_per_prefix = 6;
+    let caps = |c: &mut ServerConfig| {
+        c.http.max_connections = 6;
+        c.http.max_connections_per_ip = 4;
+        c.http.max_connections_per_prefix = 6;
     };
     with_app_server(env, caps, |srv, addr, rt| {
         let alice = access_token(addr, "alice");
@@ -386,6 +388,73 @@ fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted(env: &Env) {
             }
             assert_eq!(srv.stats().app_sessions, 8);
         });
+    });
+}
+
+/// With `[apps] max_websocket_sessions = 3`, a fourth session evicts the
+/// idlest of three (the one whose client sent nothing since it opened)
+/// with the close frame 1008 `websocket_sessions_full`, counted and
+/// exported; the others keep serving and the evicted session is gone from
+/// the registry.
+fn a_full_server_evicts_the_idlest_websocket_session(env: &Env) {
+    let cap = |c: &mut ServerConfig| {
+        if let Some(apps) = c.apps.as_mut() {
+            apps.max_websocket_sessions = 3;
+        }
+    };
+    with_app_server(env, cap, |srv, addr, rt| {
+        let alice = access_token(addr, "alice");
+        let bob = access_token(addr, "bob");
+        rt.block_on(async {
+            let mut first = open(addr, &alice, 1).await;
+            let mut idle = open(addr, &bob, 2).await;
+            let mut third = open(addr, &alice, 3).await;
+            // The first and third talk after the second opened.
+            assert_eq!(heartbeat(&mut first, b"one").await, b"one");
+            assert_eq!(heartbeat(&mut third, b"three").await, b"three");
+            let mut fourth = open(addr, &alice, 4).await;
+            let close = tokio::time::timeout(Duration::from_secs(3), async {
+                loop {
+                    match idle.next().await {
+                        Some(Ok(Message::Close(f))) => return f,
+                        Some(Ok(_)) => {}
+                        other => panic!("expected a close frame, got {other:?}"),
+                    }
+                }
+            })
+            .await
+            .expect("no close frame within 3 s")
+            .expect("a close frame with a code");
+            assert_eq!(
+                (u16::from(close.code), close.reason.as_str()),
+                (1008, "websocket_sessions_full")
+            );
+            for (ws, data) in [
+                (&mut first, &b"still"[..]),
+                (&mut third, b"here"),
+                (&mut fourth, b"new"),
+            ] {
+                assert_eq!(heartbeat(ws, data).await, data);
+            }
+            for _ in 0..50 {
+                if srv.stats().app_sessions == 3 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let st = srv.stats();
+            assert_eq!((st.websockets_open, st.app_sessions), (3, 3));
+            assert_eq!(ws_counter(&st, "sessions_evicted"), 1);
+            assert_eq!(ws_counter(&st, "closed"), 0);
+        });
+        let (_, metrics) = raw(
+            addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(
+            metrics.contains("petrel_reflector_websocket_sessions_evicted_total 1"),
+            "{metrics}"
+        );
     });
 }
 
@@ -681,7 +750,7 @@ fn login_raw(addr: SocketAddr, body: &str) -> (u16, Value) {
 }
 
 fn hostile_login_bodies_get_clear_refusals(env: &Env) {
-    let budget = |h: &mut HttpConfig| h.max_body_bytes = 16 << 10;
+    let budget = |c: &mut ServerConfig| c.http.max_body_bytes = 16 << 10;
     with_app_server(env, budget, |srv, addr, _| {
         let named = |name: &str| {
             let (status, v) = login_raw(
@@ -736,9 +805,9 @@ fn hostile_login_bodies_get_clear_refusals(env: &Env) {
 }
 
 fn a_login_flood_queues_password_checks_behind_a_global_bound(env: &Env) {
-    let open_caps = |h: &mut HttpConfig| {
-        h.max_connections_per_ip = 64;
-        h.max_connections_per_prefix = 64;
+    let open_caps = |c: &mut ServerConfig| {
+        c.http.max_connections_per_ip = 64;
+        c.http.max_connections_per_prefix = 64;
     };
     with_app_server(env, open_caps, |srv, addr, _| {
         let permits = std::thread::available_parallelism()

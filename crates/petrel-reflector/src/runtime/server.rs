@@ -36,7 +36,7 @@ use super::websocket_hub::WebSocketHub;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
-use crate::model::{Directory, HttpConfig, VerifierConfig};
+use crate::model::{AppApiConfig, Directory, HttpConfig, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -160,7 +160,13 @@ impl ServerHandle {
             None
         };
         let local_addr = sock.local_addr()?;
-        let websockets = Arc::new(WebSocketHub::default());
+        let max_websockets = cfg
+            .apps
+            .as_ref()
+            .map_or(AppApiConfig::default().max_websocket_sessions, |a| {
+                a.max_websocket_sessions
+            });
+        let websockets = Arc::new(WebSocketHub::new(max_websockets));
         let sink: Arc<dyn ConnectionSink> = websockets.clone();
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout, Some(sink))?);
         let verifier = Arc::new(
