@@ -34,7 +34,7 @@ use tokio_tungstenite::MaybeTlsStream;
 
 #[macro_use]
 mod support;
-use support::app_client::{access_token, bearer, post, raw, send};
+use support::app_client::{access_token, bearer, login, post, raw, send};
 use support::app_server::{open_app_store, serve_app, ORIGIN, PASSWORD, SECRET};
 use support::ghost_client::instance;
 use support::ws_client::{next_message, open_authed, Client, CAPS};
@@ -46,6 +46,7 @@ on_every_backend!(
     ping_and_text_floods_leave_the_session_serving,
     live_websocket_sessions_hold_no_http_slot_and_are_never_evicted,
     a_full_server_evicts_the_idlest_websocket_session,
+    a_disabled_user_or_new_password_ends_app_sessions_and_refresh_tokens,
     a_second_session_with_the_same_instance_closes_the_first,
     radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids,
     no_secret_reaches_the_logs_error_bodies_or_metrics,
@@ -456,6 +457,70 @@ fn a_full_server_evicts_the_idlest_websocket_session(env: &Env) {
             "{metrics}"
         );
     });
+}
+
+/// `specs/draarl-apps.md` §2.4 "Other removals" (permission revocation)
+/// and §1.4: a new web password revokes alice's refresh tokens at once and
+/// ends her WebSocket session at the next directory reload; disabling bob
+/// ends his. Both are counted; the new password logs in, bob does not.
+fn a_disabled_user_or_new_password_ends_app_sessions_and_refresh_tokens(env: &Env) {
+    with_app_server(
+        env,
+        |_| {},
+        |srv, addr, rt| {
+            let first = post(
+                addr,
+                "/api/auth/login",
+                &[],
+                &json!({"username": "alice", "password": PASSWORD}).to_string(),
+            );
+            assert_eq!(first.status, 200, "{}", first.body);
+            let alice = first.body["data"]["token"].as_str().unwrap().to_owned();
+            let refresh = first.body["data"]["refresh_token"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let bob = access_token(addr, "bob");
+            let (mut alices, mut bobs) =
+                rt.block_on(async { (open(addr, &alice, 1).await, open(addr, &bob, 2).await) });
+            assert_eq!(srv.stats().app_sessions, 2);
+
+            // Another process (the CLI) changes the store.
+            rt.block_on(async {
+                let store = support::open_cheap(&env.db).await;
+                store.set_web_password("alice", "new-pass-2").await.unwrap();
+                store.set_user_enabled("bob", false).await.unwrap();
+                store.close().await;
+            });
+            let again = post(
+                addr,
+                "/api/auth/refresh",
+                &[],
+                &json!({"refresh_token": refresh}).to_string(),
+            );
+            assert_eq!(
+                (again.status, again.message()),
+                (401, "refresh_token_revoked")
+            );
+
+            srv.reload_now();
+            rt.block_on(async {
+                for ws in [&mut alices, &mut bobs] {
+                    let end = tokio::time::timeout(Duration::from_secs(5), async {
+                        while let Some(Ok(_)) = ws.next().await {}
+                    })
+                    .await;
+                    assert!(end.is_ok(), "the session was not ended");
+                }
+            });
+            let st = srv.stats();
+            assert_eq!((st.app_sessions, st.websockets_open), (0, 0));
+            assert_eq!(st.app_auth.ghost_sessions_revoked, 2);
+            assert_eq!(login(addr, "alice", PASSWORD).status, 401);
+            assert_eq!(login(addr, "alice", "new-pass-2").status, 200);
+            assert_eq!(login(addr, "bob", PASSWORD).status, 403);
+        },
+    );
 }
 
 fn a_second_session_with_the_same_instance_closes_the_first(env: &Env) {

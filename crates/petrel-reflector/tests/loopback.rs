@@ -444,11 +444,22 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
         alice.send(PacketType::Voice, &voice);
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The spurt ends after the floor hold; its row is written by the store
+    // writer a moment later (sooner or later on a loaded machine).
     std::thread::sleep(Duration::from_millis(1000));
-    let rows = env.rt.block_on(async {
-        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
-        store.recent_recordings(999, 10).await.unwrap()
-    });
+    let store = env
+        .rt
+        .block_on(Store::open(&env.db, StoreOptions::default()))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let rows = loop {
+        let rows = env.rt.block_on(store.recent_recordings(999, 10)).unwrap();
+        if !rows.is_empty() || std::time::Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    env.rt.block_on(store.close());
     assert_eq!(rows.len(), 1, "{:?}", srv.stats().recording);
     assert_eq!(rows[0].1, 12 * 60);
     let file = std::fs::read(dir.join(&rows[0].0)).unwrap();

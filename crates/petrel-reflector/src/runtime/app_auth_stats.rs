@@ -99,4 +99,8 @@ app_auth_counters! {
     app_logins_refused,
     /// Routing preferences evicted over the per-user cap (least recently used).
     preference_evictions,
+    /// Ghost and WebSocket sessions ended at a directory reload because
+    /// their user was disabled or deleted or changed the web password
+    /// (`session_revocation.rs`).
+    ghost_sessions_revoked,
 }
