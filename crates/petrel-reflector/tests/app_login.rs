@@ -21,7 +21,7 @@ use tokio::runtime::Runtime;
 
 #[macro_use]
 mod support;
-use support::app_client::{bearer, get, login, post, send};
+use support::app_client::{bearer, get, login, post, send, unix_s};
 use support::app_server::{open_app_store, serve_app, PASSWORD, SECRET};
 use support::Env;
 
@@ -298,13 +298,7 @@ fn bearer_errors_follow_the_reference(env: &Env) {
             assert_eq!(me(h).message(), "认证令牌格式错误", "{h}");
         }
         let keys = TokenKeys::new(SECRET.as_bytes());
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-        )
-        .unwrap();
+        let now = unix_s();
         let expired = keys.issue("alice", "", now - 10_801);
         let foreign = TokenKeys::new(b"another-secret-another-secret-xx").issue("alice", "", now);
         let edge = jsonwebtoken::encode(

@@ -17,7 +17,7 @@ use petrel_reflector::codec::{encode, merge_frames, Header, PacketType};
 use petrel_reflector::model::{ServerConfig, TokenKeys};
 use serde_json::Value;
 
-use support::app_client::{access_token, bearer, get as api_get};
+use support::app_client::{access_token, bearer, get as api_get, unix_s};
 use support::app_server::{open_app_store, serve_app, SECRET};
 use support::Env;
 
@@ -201,13 +201,7 @@ fn admin_accounts_sign_in_with_their_jwt_and_others_are_refused(env: &Env) {
         );
         assert_eq!(srv.stats().app_auth.admin_required, 1);
 
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-        )
-        .unwrap();
+        let now = unix_s();
         let keys = TokenKeys::new(SECRET.as_bytes());
         let expired = keys.issue("root", "", now - 10_801);
         let foreign = TokenKeys::new(b"another-secret-another-secret-xx").issue("root", "", now);

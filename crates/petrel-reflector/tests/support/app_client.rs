@@ -103,3 +103,12 @@ pub fn access_token(addr: SocketAddr, name: &str) -> String {
 pub fn bearer(token: &str) -> String {
     format!("Authorization: Bearer {token}")
 }
+
+/// The wall clock in Unix seconds, for issuing test tokens (§1.4 `iat`,
+/// `exp`).
+pub fn unix_s() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since.as_secs()).unwrap()
+}
