@@ -3,63 +3,45 @@
 //! HTTP (`specs/draarl-apps.md` §2; the dashboard of `runtime/dashboard/`).
 //! Every flood is bounded in count and time; each test asserts what the
 //! attacker sees (bytes back, replies) and the counters the server keeps.
-//! The account store is a fake (token `ok-<id>-<name>` is user `<id>`),
-//! as in `app_sessions.rs`. SQLite store.
+//! The account store is a fake (`tests/support/fake_authority.rs`); every
+//! test runs on SQLite and PostgreSQL (`tests/support/backends.rs`).
 #![allow(clippy::unwrap_used)]
 
 use std::net::{SocketAddr, UdpSocket};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use petrel_reflector::codec::{decode, encode, AppLoginSuccess, Header, PacketType};
+use petrel_reflector::codec::{decode, encode, Header, PacketType};
 use petrel_reflector::model::{
-    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, EndpointPolicy, Routing, RoutingChange,
-    RoutingReject, ServerConfig, SessionConfig,
+    AppAuthRequest, AppGrant, AppReject, EndpointPolicy, Routing, RoutingChange, RoutingReject,
+    ServerConfig, SessionConfig,
 };
 use petrel_reflector::runtime::app_authority::{AppAuthority, AppFuture};
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::stats::ServerStats;
 use tokio::runtime::Runtime;
 
+#[macro_use]
 mod support;
-use support::{account, heartbeat, recv_type, seed_users, udp_config, ScratchStore};
+use support::fake_authority::FakeAuthority;
+use support::ghost_client::{
+    drain, ghost_packet, instance, login, login_json, physical, recv_login, type1, type1_data,
+    udp_client, IID, PW,
+};
+use support::{account, heartbeat, recv_type, seed_users, udp_config, Env};
 
-const PW: &str = "Bench123";
-const IID: &str = "11111111-1111-4111-8111-111111111111";
-
-/// Token `ok-<id>-<name>` is user `<id>` named `<name>` with `routing`;
-/// anything else is an invalid token.
-#[derive(Debug)]
-struct FakeAuthority {
-    routing: Routing,
-}
-
-impl AppAuthority for FakeAuthority {
-    fn authorize(&self, req: AppAuthRequest) -> AppFuture<Result<AppGrant, AppReject>> {
-        let routing = self.routing.clone();
-        Box::pin(async move {
-            let mut parts = req.token.splitn(3, '-');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some("ok"), Some(id), Some(name)) => Ok(AppGrant {
-                    user: AppUser {
-                        user_id: id.parse().map_err(|_| AppReject::InvalidToken)?,
-                        username: name.into(),
-                        callsign: format!("CS{id}"),
-                        is_admin: false,
-                    },
-                    routing,
-                }),
-                _ => Err(AppReject::InvalidToken),
-            }
-        })
-    }
-
-    fn change_routing(&self, change: RoutingChange) -> AppFuture<Result<Routing, RoutingReject>> {
-        Box::pin(async move { Ok(change.requested) })
-    }
-}
+on_every_backend!(
+    a_type1_flood_never_amplifies_and_a_ghost_still_gets_in,
+    a_stalled_account_store_holds_a_bounded_number_of_checks,
+    tag_guessing_and_stolen_tags_are_dropped_and_counted,
+    a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame,
+    a_full_registry_evicts_the_least_recently_heard,
+    session_limit_and_replacement_games,
+    malformed_type1_json_gets_its_exact_reject,
+    unproven_sessions_do_not_squat_an_address_and_silence_expires,
+    dashboard_sign_in_and_hostile_callsigns,
+);
 
 /// An account store that never answers; counts the checks still waiting.
 #[derive(Debug, Default)]
@@ -93,129 +75,30 @@ impl AppAuthority for HangingAuthority {
 }
 
 fn with_server(
-    name: &str,
+    env: &Env,
     authority: Arc<dyn AppAuthority>,
     config: impl FnOnce(ServerConfig) -> ServerConfig,
     body: impl FnOnce(&ServerHandle),
 ) {
-    with_seeded_server(name, authority, |_, _| {}, config, body);
+    with_seeded_server(env, authority, |_, _| {}, config, body);
 }
 
 /// [`with_server`] with `seed(runtime, db)` run on the store after alice
 /// is added.
 fn with_seeded_server(
-    name: &str,
+    env: &Env,
     authority: Arc<dyn AppAuthority>,
     seed: impl FnOnce(&Runtime, &str),
     config: impl FnOnce(ServerConfig) -> ServerConfig,
     body: impl FnOnce(&ServerHandle),
 ) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    seed_users(
-        &rt,
-        scratch.location(),
-        [account("alice", "BG7AAA".into(), 1, PW)],
-    );
-    seed(&rt, scratch.location());
-    let srv = rt
-        .block_on(ServerHandle::start_with_apps(
-            config(udp_config(scratch.location())),
-            Some(authority),
-        ))
-        .unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        resume_unwind(p);
-    }
-}
-
-fn fake(rx: &[i64]) -> Arc<dyn AppAuthority> {
-    Arc::new(FakeAuthority {
-        routing: Routing::new(999, rx.to_vec()),
-    })
+    seed_users(&env.rt, &env.db, [account("alice", "BG7AAA".into(), 1, PW)]);
+    seed(&env.rt, &env.db);
+    support::serve(env, config(udp_config(&env.db)), Some(authority), body);
 }
 
 fn client(ip: &str) -> UdpSocket {
-    let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(300)))
-        .unwrap();
-    s
-}
-
-fn instance(n: u32) -> String {
-    format!("{n:08x}-1111-4111-8111-111111111111")
-}
-
-fn login_json(token: &str, iid: &str) -> String {
-    format!(
-        r#"{{"version":1,"token":"{token}","client_instance_id":"{iid}","capabilities":["multi_receive_v1","source_group_v1"]}}"#
-    )
-}
-
-fn type1_data(data: &[u8]) -> Vec<u8> {
-    let mut h = Header::new(PacketType::JwtAuth);
-    h.dev_model = 101;
-    encode(&h, data).unwrap()
-}
-
-fn type1(token: &str, iid: &str) -> Vec<u8> {
-    type1_data(login_json(token, iid).as_bytes())
-}
-
-fn ghost_packet(
-    t: PacketType,
-    name: &str,
-    ssid: u8,
-    dev_model: u8,
-    tag: u32,
-    data: &[u8],
-) -> Vec<u8> {
-    let mut h = Header::new(t);
-    h.set_username(name);
-    h.ssid = ssid;
-    h.dev_model = dev_model;
-    h.reserved = tag;
-    encode(&h, data).unwrap()
-}
-
-/// Every datagram that reaches `sock` until it is quiet for 300 ms.
-fn drain(sock: &UdpSocket) -> Vec<Vec<u8>> {
-    let mut buf = [0u8; 2048];
-    let mut out = Vec::new();
-    while let Ok((n, _)) = sock.recv_from(&mut buf) {
-        out.push(buf[..n].to_vec());
-    }
-    out
-}
-
-/// The next Type 1 reply on `sock`.
-fn recv_login(sock: &UdpSocket) -> Option<Vec<u8>> {
-    recv_type(sock, PacketType::JwtAuth)
-}
-
-/// Logs in `token`/`iid` from `sock`; the success, or the reject DATA.
-fn login(
-    sock: &UdpSocket,
-    server: SocketAddr,
-    token: &str,
-    iid: &str,
-) -> Result<AppLoginSuccess, Vec<u8>> {
-    sock.send_to(&type1(token, iid), server).unwrap();
-    let reply = recv_login(sock).expect("a Type 1 reply");
-    let p = decode(&reply).unwrap();
-    if p.data.first() == Some(&0) {
-        let ok: AppLoginSuccess = serde_json::from_slice(&p.data[1..]).unwrap();
-        assert_eq!(ok.session_tag, p.header.reserved);
-        Ok(ok)
-    } else {
-        Err(p.data.to_vec())
-    }
+    udp_client(ip, Duration::from_millis(300))
 }
 
 /// The server's counters once `done` holds (published every 10 ms), or
@@ -234,11 +117,10 @@ fn stats_when(srv: &ServerHandle, done: impl Fn(&ServerStats) -> bool) -> Server
 /// Many sources send Type 1 logins (and untagged app packets) of every
 /// size: none gets more bytes back than it sent, every reject is counted,
 /// the rate limits hold per source, and a real ghost logs in meanwhile.
-#[test]
-fn a_type1_flood_never_amplifies_and_a_ghost_still_gets_in() {
+fn a_type1_flood_never_amplifies_and_a_ghost_still_gets_in(env: &Env) {
     with_server(
-        "attack_type1_flood",
-        fake(&[]),
+        env,
+        FakeAuthority::routed(999, &[]),
         |c| c,
         |srv| {
             let server = srv.local_addr();
@@ -246,9 +128,9 @@ fn a_type1_flood_never_amplifies_and_a_ghost_still_gets_in() {
                 (1..=64).map(|i| client(&format!("127.1.0.{i}"))).collect();
             let attempts: Vec<Vec<u8>> = vec![
                 // Empty DATA: a 90-byte request; its reject would be 122 bytes.
-                type1_data(b""),
-                type1_data(b"{}"),
-                type1_data(b"legacy"),
+                type1_data(b"", 101),
+                type1_data(b"{}", 101),
+                type1_data(b"legacy", 101),
                 // Full requests: answered, each smaller than the request.
                 type1("stolen-or-forged", IID),
                 type1("t", "hardware-id"),
@@ -320,13 +202,12 @@ fn a_type1_flood_never_amplifies_and_a_ghost_still_gets_in() {
 
 /// An account store that never answers while logins pour in: the
 /// checks waiting stay within `app_logins_in_flight` per shard.
-#[test]
-fn a_stalled_account_store_holds_a_bounded_number_of_checks() {
+fn a_stalled_account_store_holds_a_bounded_number_of_checks(env: &Env) {
     let authority = Arc::new(HangingAuthority::default());
     let waiting = Arc::clone(&authority.waiting);
     const IN_FLIGHT: usize = 8;
     with_server(
-        "attack_stalled_store",
+        env,
         authority,
         |c| ServerConfig {
             session: SessionConfig {
@@ -362,19 +243,14 @@ fn a_stalled_account_store_holds_a_bounded_number_of_checks() {
 /// silently in its step of §2.5 and counted; nothing is forwarded. The
 /// ghost subscribed to several groups gets one copy per frame, at its own
 /// address only.
-#[test]
-fn tag_guessing_and_stolen_tags_are_dropped_and_counted() {
+fn tag_guessing_and_stolen_tags_are_dropped_and_counted(env: &Env) {
     with_server(
-        "attack_tags",
-        fake(&[1, 2, 3]),
+        env,
+        FakeAuthority::routed(999, &[1, 2, 3]),
         |c| c,
         |srv| {
             let server = srv.local_addr();
-            let alice = client("127.0.0.2");
-            alice
-                .send_to(&heartbeat("alice", 7, PW, &[]), server)
-                .unwrap();
-            assert!(recv_type(&alice, PacketType::Heartbeat).is_some());
+            let alice = physical("127.0.0.2", "alice", 7, srv);
             let phone = client("127.0.0.3");
             let ok = login(&phone, server, "ok-1000-ghostbob", IID).unwrap();
             assert_eq!(ok.rx_group_ids, vec![1, 2, 3, 999]);
@@ -491,11 +367,10 @@ fn tag_guessing_and_stolen_tags_are_dropped_and_counted() {
 /// A ghost subscribed to every group of a forwarding domain (a virtual
 /// group linking 999 and 51) gets one copy of each frame, with Reserved
 /// the sender's group; the physical sender's copy elsewhere has Reserved 0.
-#[test]
-fn a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame() {
+fn a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame(env: &Env) {
     with_seeded_server(
-        "attack_domain_copies",
-        fake(&[50, 51]),
+        env,
+        FakeAuthority::routed(999, &[50, 51]),
         |rt, db| {
             rt.block_on(async {
                 let store = support::open_cheap(db).await;
@@ -562,11 +437,10 @@ fn a_ghost_in_every_group_of_a_domain_gets_one_copy_per_frame() {
 /// More accounts log in than the registry holds: the least recently heard
 /// sessions are evicted and counted, their tags stop resolving, and the
 /// session heard last stays.
-#[test]
-fn a_full_registry_evicts_the_least_recently_heard() {
+fn a_full_registry_evicts_the_least_recently_heard(env: &Env) {
     with_server(
-        "attack_registry_full",
-        fake(&[]),
+        env,
+        FakeAuthority::routed(999, &[]),
         |c| ServerConfig {
             session: SessionConfig {
                 ghost_sessions_max: 4,
@@ -620,11 +494,10 @@ fn a_full_registry_evicts_the_least_recently_heard() {
 /// The ninth session, two addresses racing with one instance, and a
 /// client that logs in again and again: the limit text is exact, one of
 /// the racers holds the session, and re-logins never add sessions.
-#[test]
-fn session_limit_and_replacement_games() {
+fn session_limit_and_replacement_games(env: &Env) {
     with_server(
-        "attack_session_limit",
-        fake(&[]),
+        env,
+        FakeAuthority::routed(999, &[]),
         |c| c,
         |srv| {
             let server = srv.local_addr();
@@ -647,7 +520,7 @@ fn session_limit_and_replacement_games() {
             let tags: Vec<(UdpSocket, u32)> = [a, b]
                 .into_iter()
                 .map(|s| {
-                    let p = recv_login(&s).unwrap();
+                    let (p, _) = recv_login(&s).unwrap();
                     let tag = decode(&p).unwrap().header.reserved;
                     assert_ne!(tag, 0);
                     (s, tag)
@@ -687,11 +560,10 @@ fn session_limit_and_replacement_games() {
 
 /// Malformed Type 1 JSON of every kind: the exact reject, or a counted
 /// drop; the server keeps answering.
-#[test]
-fn malformed_type1_json_gets_its_exact_reject() {
+fn malformed_type1_json_gets_its_exact_reject(env: &Env) {
     with_server(
-        "attack_type1_json",
-        fake(&[]),
+        env,
+        FakeAuthority::routed(999, &[]),
         |c| c,
         |srv| {
             let server = srv.local_addr();
@@ -750,10 +622,10 @@ fn malformed_type1_json_gets_its_exact_reject() {
             ),
         ];
             for (data, want) in &cases {
-                let req = type1_data(data);
+                let req = type1_data(data, 101);
                 assert!(req.len() <= 800, "{}", req.len());
                 sock.send_to(&req, server).unwrap();
-                let got = recv_login(&sock).map(|r| decode(&r).unwrap().data.to_vec());
+                let got = recv_login(&sock).map(|(r, _)| decode(&r).unwrap().data.to_vec());
                 assert_eq!(
                     got.as_ref(),
                     want.as_ref(),
@@ -782,11 +654,10 @@ fn malformed_type1_json_gets_its_exact_reject() {
 /// A login that never proves its address (as one sent from a forged
 /// source) does not keep the real client at that IP:port out; a proven
 /// session does, until it has been silent past the liveness timeout.
-#[test]
-fn unproven_sessions_do_not_squat_an_address_and_silence_expires() {
+fn unproven_sessions_do_not_squat_an_address_and_silence_expires(env: &Env) {
     with_server(
-        "attack_squat_expiry",
-        fake(&[]),
+        env,
+        FakeAuthority::routed(999, &[]),
         |c| ServerConfig {
             session: SessionConfig {
                 offline_timeout_ms: 1_000,
@@ -833,11 +704,7 @@ fn unproven_sessions_do_not_squat_an_address_and_silence_expires() {
             std::thread::sleep(Duration::from_millis(1_500));
             let st = stats_when(srv, |s| s.session.ghost_sessions_expired >= 1).session;
             assert_eq!(st.ghost_sessions_expired, 1);
-            let alice = client("127.0.0.2");
-            alice
-                .send_to(&heartbeat("alice", 7, PW, &[]), server)
-                .unwrap();
-            assert!(recv_type(&alice, PacketType::Heartbeat).is_some());
+            let alice = physical("127.0.0.2", "alice", 7, srv);
             let mut v = Header::new(PacketType::Voice);
             v.set_username("alice");
             v.ssid = 7;
@@ -865,13 +732,12 @@ fn http_get(addr: SocketAddr, path: &str, auth: Option<&str>) -> (u16, String) {
 /// The dashboard's data route: the token in the query string or a wrong
 /// one never signs in and is never echoed; a callsign with markup and
 /// control characters is served as inert JSON text.
-#[test]
-fn dashboard_sign_in_and_hostile_callsigns() {
+fn dashboard_sign_in_and_hostile_callsigns(env: &Env) {
     // The store takes at most 32 bytes; the markup and controls fit.
     let callsign = "<img src=x onerror=alert(1)>\u{7}\u{1b}".to_owned();
     let users = [account("mallory", callsign.clone(), 9_000_001, PW)];
-    support::with_sqlite_server(
-        "attack_dashboard",
+    support::with_seeded_server(
+        env,
         users,
         |db| ServerConfig {
             http_listen: Some("127.0.0.1:0".parse().unwrap()),

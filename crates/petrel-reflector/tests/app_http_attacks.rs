@@ -10,19 +10,21 @@
 //! bound on password checks; one refresh token raced from eight
 //! connections; and secrets in logs, error bodies and
 //! `/metrics`. Each attack asserts the observable outcome (status, body,
-//! close, counters). SQLite store.
+//! close, counters). The real account store
+//! (`tests/support/app_server.rs`); every test runs on SQLite and
+//! PostgreSQL (`tests/support/backends.rs`).
 #![allow(clippy::unwrap_used)]
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{AppApiConfig, Backend, HashCost, HttpConfig, ServerConfig};
+use petrel_reflector::model::ServerConfig;
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::stats::ServerStats;
-use petrel_reflector::runtime::store::{Store, StoreOptions};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
 use tokio::runtime::Runtime;
@@ -30,150 +32,52 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::MaybeTlsStream;
 
+#[macro_use]
 mod support;
-use support::{account, ScratchStore};
+use support::app_client::{access_token, bearer, login, post, raw, send};
+use support::app_server::{open_app_store, serve_app, ORIGIN, PASSWORD, SECRET};
+use support::ghost_client::instance;
+use support::ws_client::{next_message, open_authed, Client, CAPS};
+use support::Env;
 
-const SECRET: &str = "jwt-secret-for-attacks-0123456789abcdef";
-const PASSWORD: &str = "web-pass-1";
-const ORIGIN: &str = "http://localhost:9001";
-const CAPS: &str = "multi_receive_v1%2Csource_group_v1";
+on_every_backend!(
+    ws_upgrades_with_query_tokens_foreign_origins_or_no_cookie_are_refused,
+    frames_and_messages_over_64_kib_are_refused_before_they_are_buffered,
+    ping_and_text_floods_leave_the_session_serving,
+    live_websocket_sessions_hold_no_http_slot_and_are_never_evicted,
+    a_full_server_evicts_the_idlest_websocket_session,
+    a_disabled_user_or_new_password_ends_app_sessions_and_refresh_tokens,
+    a_second_session_with_the_same_instance_closes_the_first,
+    radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids,
+    no_secret_reaches_the_logs_error_bodies_or_metrics,
+    hostile_login_bodies_get_clear_refusals,
+    a_login_flood_queues_password_checks_behind_a_global_bound,
+    a_refresh_token_raced_from_eight_connections_rotates_once,
+);
 
-/// A server with `[apps]` (origin [`ORIGIN`] allowed), `jwt_secret` =
-/// [`SECRET`], no login captcha, and alice and bob (web password
-/// [`PASSWORD`]), a login budget no test reaches, public groups 1001/1002 and private group 2001 (bob's
-/// only); `http` adjusts the HTTP limits.
+/// Alice and bob with web passwords ([`support::app_server`]), a login
+/// budget no test reaches; `tune` adjusts the settings further (HTTP
+/// limits, `[apps]`).
 fn with_app_server(
-    name: &str,
-    http: impl FnOnce(&mut HttpConfig),
+    env: &Env,
+    tune: impl FnOnce(&mut ServerConfig),
     body: impl FnOnce(&ServerHandle, SocketAddr, &Runtime),
 ) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    let store = rt.block_on(async {
-        let s = Store::open(
-            scratch.location(),
-            StoreOptions {
-                hash_cost: HashCost {
-                    m_cost_kib: 64,
-                    t_cost: 1,
-                    p_cost: 1,
-                },
-                web_password_cost: 4,
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .unwrap();
-        for (i, n) in ["alice", "bob"].iter().enumerate() {
-            s.add_user(&account(n, format!("BA1AA{i}"), 0, "Secret12"))
-                .await
-                .unwrap();
-            s.set_web_password(n, PASSWORD).await.unwrap();
+    let store = open_app_store(env, &["alice", "bob"]);
+    let tune = |cfg: &mut ServerConfig| {
+        if let Some(apps) = cfg.apps.as_mut() {
+            apps.login_per_minute = 1000;
+            apps.login_burst = 1000;
         }
-        for (id, n) in [(1001, "A"), (1002, "B"), (2001, "P")] {
-            s.add_group(n, false, Some(id)).await.unwrap();
-        }
-        s.set_group_access(2001, true, Some("bob")).await.unwrap();
-        s
-    });
-    let mut limits = HttpConfig {
-        per_ip_rps: 10_000,
-        per_ip_burst: 10_000,
-        ..HttpConfig::default()
+        tune(cfg);
     };
-    http(&mut limits);
-    let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: limits,
-        login_captcha: false,
-        jwt_secret: Some(SECRET.into()),
-        apps: Some(AppApiConfig {
-            public_host: "radio.example.com".into(),
-            public_port: 60050,
-            allowed_origins: vec![ORIGIN.into()],
-            login_per_minute: 1000,
-            login_burst: 1000,
-            ..AppApiConfig::default()
-        }),
-        ..support::udp_config(scratch.location())
-    };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    let addr = srv.http_addr().unwrap();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(&srv, addr, &rt)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(store.close());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
+    serve_app(env, store, tune, |srv, addr, _| body(srv, addr, &env.rt));
 }
 
-/// Status and body of one raw HTTP/1.1 request.
-fn raw(addr: SocketAddr, req: &str) -> (u16, String) {
-    let (status, text) = support::http(addr, req);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_owned())
-}
-
-/// Alice's (or `name`'s) access token, from a real login.
-fn token(addr: SocketAddr, name: &str) -> String {
-    let body = json!({"username": name, "password": PASSWORD}).to_string();
-    let (status, answer) = raw(
-        addr,
-        &format!(
-            "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    assert_eq!(status, 200, "{answer}");
-    let v: Value = serde_json::from_str(&answer).unwrap();
-    v["data"]["token"].as_str().unwrap().to_owned()
-}
-
-fn instance(n: u32) -> String {
-    format!("{n:08x}-1111-4111-8111-111111111111")
-}
-
-type Client = tokio_tungstenite::WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
-
-/// A `/ws` session for `token` under instance `n`, from the allowed origin.
+/// A `/ws` session for `token` under instance `n`, from the allowed origin,
+/// past its `auth_success`.
 async fn open(addr: SocketAddr, token: &str, n: u32) -> Client {
-    let url = format!(
-        "ws://{addr}/ws?client_instance_id={}&protocol_version=1&capabilities={CAPS}",
-        instance(n)
-    );
-    let mut req = url.into_client_request().unwrap();
-    let h = req.headers_mut();
-    h.insert("cookie", format!("ws_token={token}").parse().unwrap());
-    h.insert("origin", ORIGIN.parse().unwrap());
-    let (mut ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
-    assert_eq!(resp.status(), 101);
-    let first = next_message(&mut ws).await.unwrap();
-    let Message::Text(t) = first else {
-        panic!("first message {first:?}");
-    };
-    let v: Value = serde_json::from_str(&t).unwrap();
-    assert_eq!(v["type"], "auth_success");
-    ws
-}
-
-/// The next data message (pings and pongs skipped); `None` once the
-/// connection has ended (close frame, error or EOF).
-async fn next_message(ws: &mut Client) -> Option<Message> {
-    loop {
-        match tokio::time::timeout(Duration::from_secs(3), ws.next())
-            .await
-            .expect("no message within 3 s")
-        {
-            Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
-            Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return None,
-            Some(Ok(m)) => return Some(m),
-        }
-    }
+    open_authed(addr, token, &instance(n), Some(ORIGIN)).await
 }
 
 /// Sends a heartbeat carrying `data` and returns the reply's data.
@@ -210,13 +114,12 @@ fn upgrade_request(path: &str, headers: &str) -> String {
     )
 }
 
-#[test]
-fn ws_upgrades_with_query_tokens_foreign_origins_or_no_cookie_are_refused() {
+fn ws_upgrades_with_query_tokens_foreign_origins_or_no_cookie_are_refused(env: &Env) {
     with_app_server(
-        "attack_ws_guard",
+        env,
         |_| {},
         |srv, addr, _| {
-            let alice = token(addr, "alice");
+            let alice = access_token(addr, "alice");
             let q = format!(
                 "client_instance_id={}&protocol_version=1&capabilities={CAPS}",
                 instance(1)
@@ -323,13 +226,12 @@ async fn raw_write_is_refused(ws: &mut Client, bytes: &[u8]) -> bool {
     .is_ok()
 }
 
-#[test]
-fn frames_and_messages_over_64_kib_are_refused_before_they_are_buffered() {
+fn frames_and_messages_over_64_kib_are_refused_before_they_are_buffered(env: &Env) {
     with_app_server(
-        "attack_ws_big",
+        env,
         |_| {},
         |srv, addr, rt| {
-            let alice = token(addr, "alice");
+            let alice = access_token(addr, "alice");
             rt.block_on(async {
                 // Just under 64 KiB, the limit §5.3 calls safe, still passes.
                 let mut ws = open(addr, &alice, 1).await;
@@ -385,13 +287,12 @@ fn frames_and_messages_over_64_kib_are_refused_before_they_are_buffered() {
     );
 }
 
-#[test]
-fn ping_and_text_floods_leave_the_session_serving() {
+fn ping_and_text_floods_leave_the_session_serving(env: &Env) {
     with_app_server(
-        "attack_ws_flood",
+        env,
         |_| {},
         |srv, addr, rt| {
-            let alice = token(addr, "alice");
+            let alice = access_token(addr, "alice");
             rt.block_on(async {
                 let mut ws = open(addr, &alice, 1).await;
                 // 5000 pings (never reading the pongs) and 500 text frames.
@@ -424,15 +325,14 @@ fn ping_and_text_floods_leave_the_session_serving() {
     );
 }
 
-#[test]
-fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted() {
-    let caps = |h: &mut HttpConfig| {
-        h.max_connections = 6;
-        h.max_connections_per_ip = 4;
-        h.max_connections_per_prefix = 6;
+fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted(env: &Env) {
+    let caps = |c: &mut ServerConfig| {
+        c.http.max_connections = 6;
+        c.http.max_connections_per_ip = 4;
+        c.http.max_connections_per_prefix = 6;
     };
-    with_app_server("attack_ws_caps", caps, |srv, addr, rt| {
-        let alice = token(addr, "alice");
+    with_app_server(env, caps, |srv, addr, rt| {
+        let alice = access_token(addr, "alice");
         rt.block_on(async {
             // Seven sessions from one address: more than the address's and
             // the server's HTTP connection caps.
@@ -492,14 +392,144 @@ fn live_websocket_sessions_hold_no_http_slot_and_are_never_evicted() {
     });
 }
 
-#[test]
-fn a_second_session_with_the_same_instance_closes_the_first() {
+/// With `[apps] max_websocket_sessions = 3`, a fourth session evicts the
+/// idlest of three (the one whose client sent nothing since it opened)
+/// with the close frame 1008 `websocket_sessions_full`, counted and
+/// exported; the others keep serving and the evicted session is gone from
+/// the registry.
+fn a_full_server_evicts_the_idlest_websocket_session(env: &Env) {
+    let cap = |c: &mut ServerConfig| {
+        if let Some(apps) = c.apps.as_mut() {
+            apps.max_websocket_sessions = 3;
+        }
+    };
+    with_app_server(env, cap, |srv, addr, rt| {
+        let alice = access_token(addr, "alice");
+        let bob = access_token(addr, "bob");
+        rt.block_on(async {
+            let mut first = open(addr, &alice, 1).await;
+            let mut idle = open(addr, &bob, 2).await;
+            let mut third = open(addr, &alice, 3).await;
+            // The first and third talk after the second opened.
+            assert_eq!(heartbeat(&mut first, b"one").await, b"one");
+            assert_eq!(heartbeat(&mut third, b"three").await, b"three");
+            let mut fourth = open(addr, &alice, 4).await;
+            let close = tokio::time::timeout(Duration::from_secs(3), async {
+                loop {
+                    match idle.next().await {
+                        Some(Ok(Message::Close(f))) => return f,
+                        Some(Ok(_)) => {}
+                        other => panic!("expected a close frame, got {other:?}"),
+                    }
+                }
+            })
+            .await
+            .expect("no close frame within 3 s")
+            .expect("a close frame with a code");
+            assert_eq!(
+                (u16::from(close.code), close.reason.as_str()),
+                (1008, "websocket_sessions_full")
+            );
+            for (ws, data) in [
+                (&mut first, &b"still"[..]),
+                (&mut third, b"here"),
+                (&mut fourth, b"new"),
+            ] {
+                assert_eq!(heartbeat(ws, data).await, data);
+            }
+            for _ in 0..50 {
+                if srv.stats().app_sessions == 3 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let st = srv.stats();
+            assert_eq!((st.websockets_open, st.app_sessions), (3, 3));
+            assert_eq!(ws_counter(&st, "sessions_evicted"), 1);
+            assert_eq!(ws_counter(&st, "closed"), 0);
+        });
+        let (_, metrics) = raw(
+            addr,
+            "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(
+            metrics.contains("petrel_reflector_websocket_sessions_evicted_total 1"),
+            "{metrics}"
+        );
+    });
+}
+
+/// `specs/draarl-apps.md` §2.4 "Other removals" (permission revocation)
+/// and §1.4: a new web password revokes alice's refresh tokens at once and
+/// ends her WebSocket session at the next directory reload; disabling bob
+/// ends his. Both are counted; the new password logs in, bob does not.
+fn a_disabled_user_or_new_password_ends_app_sessions_and_refresh_tokens(env: &Env) {
     with_app_server(
-        "attack_ws_replace",
+        env,
         |_| {},
         |srv, addr, rt| {
-            let alice = token(addr, "alice");
-            let bob = token(addr, "bob");
+            let first = post(
+                addr,
+                "/api/auth/login",
+                &[],
+                &json!({"username": "alice", "password": PASSWORD}).to_string(),
+            );
+            assert_eq!(first.status, 200, "{}", first.body);
+            let alice = first.body["data"]["token"].as_str().unwrap().to_owned();
+            let refresh = first.body["data"]["refresh_token"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let bob = access_token(addr, "bob");
+            let (mut alices, mut bobs) =
+                rt.block_on(async { (open(addr, &alice, 1).await, open(addr, &bob, 2).await) });
+            assert_eq!(srv.stats().app_sessions, 2);
+
+            // Another process (the CLI) changes the store.
+            rt.block_on(async {
+                let store = support::open_cheap(&env.db).await;
+                store.set_web_password("alice", "new-pass-2").await.unwrap();
+                store.set_user_enabled("bob", false).await.unwrap();
+                store.close().await;
+            });
+            let again = post(
+                addr,
+                "/api/auth/refresh",
+                &[],
+                &json!({"refresh_token": refresh}).to_string(),
+            );
+            assert_eq!(
+                (again.status, again.message()),
+                (401, "refresh_token_revoked")
+            );
+
+            srv.reload_now();
+            rt.block_on(async {
+                for ws in [&mut alices, &mut bobs] {
+                    let end = tokio::time::timeout(Duration::from_secs(5), async {
+                        while let Some(Ok(_)) = ws.next().await {}
+                    })
+                    .await;
+                    assert!(end.is_ok(), "the session was not ended");
+                }
+            });
+            let st = srv.stats();
+            assert_eq!((st.app_sessions, st.websockets_open), (0, 0));
+            assert_eq!(st.app_auth.ghost_sessions_revoked, 2);
+            assert_eq!(login(addr, "alice", PASSWORD).status, 401);
+            assert_eq!(login(addr, "alice", "new-pass-2").status, 200);
+            assert_eq!(login(addr, "bob", PASSWORD).status, 403);
+        },
+    );
+}
+
+fn a_second_session_with_the_same_instance_closes_the_first(env: &Env) {
+    with_app_server(
+        env,
+        |_| {},
+        |srv, addr, rt| {
+            let alice = access_token(addr, "alice");
+            let bob = access_token(addr, "bob");
             rt.block_on(async {
                 let mut first = open(addr, &alice, 1).await;
                 let mut bobs = open(addr, &bob, 1).await;
@@ -530,30 +560,21 @@ fn a_second_session_with_the_same_instance_closes_the_first() {
 /// `method path` with `token` as Bearer and `body` (JSON): status and
 /// parsed body (`Null` if not JSON).
 fn api(addr: SocketAddr, method: &str, path: &str, token: &str, body: &str) -> (u16, Value) {
-    let (status, text) = raw(
-        addr,
-        &format!(
-            "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-             Authorization: Bearer {token}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    let a = send(addr, method, path, &[&bearer(token)], body);
+    (a.status, a.body)
 }
 
 fn routing_body(tx: i64, rx: &[i64]) -> String {
     json!({"tx_group_id": tx, "rx_group_ids": rx}).to_string()
 }
 
-#[test]
-fn radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids() {
+fn radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids(env: &Env) {
     with_app_server(
-        "attack_radio",
+        env,
         |_| {},
         |srv, addr, rt| {
-            let alice = token(addr, "alice");
-            let bob = token(addr, "bob");
+            let alice = access_token(addr, "alice");
+            let bob = access_token(addr, "bob");
             let mut ws = rt.block_on(open(addr, &alice, 1));
             let (_, list) = api(addr, "GET", "/api/radio/sessions", &alice, "");
             let sid = list["data"][0]["session_id"].as_str().unwrap().to_owned();
@@ -680,6 +701,22 @@ fn radio_routes_refuse_other_owners_forbidden_groups_and_bad_ids() {
 #[derive(Clone, Default)]
 struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
 
+/// Every event of every level, from every thread of this test binary
+/// (both backends' runs share it: one subscriber per process).
+fn captured_logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let logs = Captured::default();
+        let writer = logs.clone();
+        tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::TRACE)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .init();
+        logs
+    })
+}
+
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         self.0.lock().unwrap().extend_from_slice(buf);
@@ -691,21 +728,13 @@ impl std::io::Write for Captured {
     }
 }
 
-#[test]
-fn no_secret_reaches_the_logs_error_bodies_or_metrics() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    // Every event of every level, from every thread of this test binary.
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .init();
+fn no_secret_reaches_the_logs_error_bodies_or_metrics(env: &Env) {
+    let logs = captured_logs();
     let wrong = "wrong-guess-Zq9";
     let mut answers = String::new();
     let mut secrets = vec![SECRET.to_owned(), PASSWORD.to_owned(), wrong.to_owned()];
     with_app_server(
-        "attack_secrets",
+        env,
         |_| {},
         |_, addr, rt| {
             let body = json!({"username": "alice", "password": PASSWORD}).to_string();
@@ -781,21 +810,13 @@ fn no_secret_reaches_the_logs_error_bodies_or_metrics() {
 
 /// `POST /api/auth/login` with `body` as is: status and parsed body.
 fn login_raw(addr: SocketAddr, body: &str) -> (u16, Value) {
-    let (status, text) = raw(
-        addr,
-        &format!(
-            "POST /api/auth/login HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\
-             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    );
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    let a = post(addr, "/api/auth/login", &[], body);
+    (a.status, a.body)
 }
 
-#[test]
-fn hostile_login_bodies_get_clear_refusals() {
-    let budget = |h: &mut HttpConfig| h.max_body_bytes = 16 << 10;
-    with_app_server("attack_login_input", budget, |srv, addr, _| {
+fn hostile_login_bodies_get_clear_refusals(env: &Env) {
+    let budget = |c: &mut ServerConfig| c.http.max_body_bytes = 16 << 10;
+    with_app_server(env, budget, |srv, addr, _| {
         let named = |name: &str| {
             let (status, v) = login_raw(
                 addr,
@@ -848,13 +869,12 @@ fn hostile_login_bodies_get_clear_refusals() {
     });
 }
 
-#[test]
-fn a_login_flood_queues_password_checks_behind_a_global_bound() {
-    let open_caps = |h: &mut HttpConfig| {
-        h.max_connections_per_ip = 64;
-        h.max_connections_per_prefix = 64;
+fn a_login_flood_queues_password_checks_behind_a_global_bound(env: &Env) {
+    let open_caps = |c: &mut ServerConfig| {
+        c.http.max_connections_per_ip = 64;
+        c.http.max_connections_per_prefix = 64;
     };
-    with_app_server("attack_login_flood", open_caps, |srv, addr, _| {
+    with_app_server(env, open_caps, |srv, addr, _| {
         let permits = std::thread::available_parallelism()
             .map_or(1, |n| n.get() / 2)
             .max(1);
@@ -883,10 +903,9 @@ fn a_login_flood_queues_password_checks_behind_a_global_bound() {
     });
 }
 
-#[test]
-fn a_refresh_token_raced_from_eight_connections_rotates_once() {
+fn a_refresh_token_raced_from_eight_connections_rotates_once(env: &Env) {
     with_app_server(
-        "attack_refresh_race",
+        env,
         |_| {},
         |srv, addr, _| {
             let body = json!({"username": "alice", "password": PASSWORD}).to_string();

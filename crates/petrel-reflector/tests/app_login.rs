@@ -5,200 +5,77 @@
 //! (expired, foreign-key and edge-discovery tokens), the origin guard, the
 //! token-in-query refusal, the captcha and login budgets, the start-up
 //! routes and the app-auth metrics. Each test runs its own server on a
-//! fresh SQLite store.
+//! fresh store, once on SQLite and once on PostgreSQL
+//! (`tests/support/backends.rs`).
 #![allow(clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use petrel_reflector::model::{
-    AppApiConfig, Backend, HashCost, HttpConfig, ServerConfig, StoreEvent, TokenKeys,
-};
+use petrel_reflector::model::{AppApiConfig, StoreEvent, TokenKeys};
 use petrel_reflector::runtime::server::ServerHandle;
-use petrel_reflector::runtime::store::{NewRefreshToken, Store, StoreOptions};
+use petrel_reflector::runtime::store::{NewRefreshToken, Store};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tokio::runtime::Runtime;
 
+#[macro_use]
 mod support;
-use support::{account, ScratchStore};
+use support::app_client::{bearer, get, login, post, send, unix_s};
+use support::app_server::{open_app_store, serve_app, PASSWORD, SECRET};
+use support::Env;
 
-const SECRET: &str = "jwt-secret-for-tests-0123456789abcdef";
-const PASSWORD: &str = "web-pass-1";
+on_every_backend!(
+    login_answers_like_the_reference_and_refuses_bad_credentials,
+    refresh_rotates_detects_reuse_and_answers_every_401,
+    bearer_errors_follow_the_reference,
+    startup_routes_list_groups_messages_and_the_access_point,
+    origin_guard_and_token_queries,
+    captcha_is_required_by_default_and_rate_limited,
+);
 
-/// An answer: status, head (lower-cased header lines) and JSON body
-/// (`Null` if the body is not JSON).
-struct Answer {
-    status: u16,
-    head: String,
-    body: Value,
-}
-
-impl Answer {
-    /// The `Set-Cookie` values, in order.
-    fn cookies(&self) -> Vec<String> {
-        self.head
-            .lines()
-            .filter_map(|l| l.strip_prefix("set-cookie: "))
-            .map(str::to_owned)
-            .collect()
-    }
-
-    fn message(&self) -> &str {
-        self.body["message"].as_str().unwrap_or_default()
-    }
-}
-
-fn send(addr: SocketAddr, method: &str, path: &str, headers: &[&str], body: &str) -> Answer {
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n");
-    for h in headers {
-        req.push_str(h);
-        req.push_str("\r\n");
-    }
-    if !body.is_empty() || method == "POST" {
-        req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    let (status, text) = support::http(addr, &req);
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let head = head
-        .lines()
-        .map(|l| match l.split_once(':') {
-            Some((k, v)) => format!("{}:{v}", k.to_ascii_lowercase()),
-            None => l.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Answer {
-        status,
-        head,
-        body: serde_json::from_str(body).unwrap_or(Value::Null),
-    }
-}
-
-fn get(addr: SocketAddr, path: &str, headers: &[&str]) -> Answer {
-    send(addr, "GET", path, headers, "")
-}
-
-fn post(addr: SocketAddr, path: &str, headers: &[&str], body: &str) -> Answer {
-    send(addr, "POST", path, headers, body)
-}
-
-fn login(addr: SocketAddr, name: &str, password: &str) -> Answer {
-    post(
-        addr,
-        "/api/auth/login",
-        &[],
-        &json!({"username": name, "password": password}).to_string(),
-    )
-}
-
-fn bearer(token: &str) -> String {
-    format!("Authorization: Bearer {token}")
-}
-
-/// A server with `[apps]` (origin `http://localhost:9001` allowed),
-/// `jwt_secret` = [`SECRET`], `login_captcha`, and a store holding alice
-/// (web password [`PASSWORD`]), bob (disabled), carol (not approved), dave
-/// (admin, not approved), public groups 1001/1002, private group 2001 (no
-/// members) and three text messages of alice in 999. `tune` adjusts the
-/// `[apps]` section.
+/// The app server of [`support::app_server`] with `login_captcha`, over a
+/// store holding alice, bob (disabled), carol (not approved), dave (admin,
+/// not approved) and three text messages of alice in 999. `tune` adjusts
+/// the `[apps]` section.
 fn with_app_server(
-    name: &str,
+    env: &Env,
     login_captcha: bool,
     tune: impl FnOnce(&mut AppApiConfig),
     body: impl FnOnce(&ServerHandle, SocketAddr, &Runtime, &Store),
 ) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    let store = rt.block_on(async {
-        let s = Store::open(
-            scratch.location(),
-            StoreOptions {
-                hash_cost: HashCost {
-                    m_cost_kib: 64,
-                    t_cost: 1,
-                    p_cost: 1,
-                },
-                web_password_cost: 4,
-                ..StoreOptions::default()
-            },
-        )
-        .await
-        .unwrap();
-        for (i, n) in ["alice", "bob", "carol", "dave"].iter().enumerate() {
-            let id = s
-                .add_user(&account(n, format!("BA1AA{i}"), 0, "Secret12"))
+    let store = open_app_store(env, &["alice", "bob", "carol", "dave"]);
+    env.rt.block_on(async {
+        let alice = store.web_user_by_name("alice").await.unwrap().unwrap();
+        for (k, text) in ["one", "two", "three"].iter().enumerate() {
+            store
+                .apply(&StoreEvent::Text {
+                    device: (alice.id, 7),
+                    group_id: 999,
+                    unix_ms: 1_785_931_200_000 + k as i64,
+                    text: text.as_bytes().to_vec(),
+                })
                 .await
                 .unwrap();
-            s.set_web_password(n, PASSWORD).await.unwrap();
-            if *n == "alice" {
-                for (k, text) in ["one", "two", "three"].iter().enumerate() {
-                    s.apply(&StoreEvent::Text {
-                        device: (id, 7),
-                        group_id: 999,
-                        unix_ms: 1_785_931_200_000 + k as i64,
-                        text: text.as_bytes().to_vec(),
-                    })
-                    .await
-                    .unwrap();
-                }
-            }
         }
-        s.set_user_enabled("bob", false).await.unwrap();
-        s.set_user_approval("carol", 0).await.unwrap();
-        s.set_user_approval("dave", 0).await.unwrap();
-        s.set_user_roles("dave", "admin").await.unwrap();
-        for (id, n) in [(1001, "A"), (1002, "B"), (2001, "P")] {
-            s.add_group(n, false, Some(id)).await.unwrap();
-        }
-        s.set_group_access(2001, true, Some("bob")).await.unwrap();
-        s
+        store.set_user_enabled("bob", false).await.unwrap();
+        store.set_user_approval("carol", 0).await.unwrap();
+        store.set_user_approval("dave", 0).await.unwrap();
+        store.set_user_roles("dave", "admin").await.unwrap();
     });
-    let mut apps = AppApiConfig {
-        public_host: "radio.example.com".into(),
-        public_port: 60050,
-        allowed_origins: vec!["http://localhost:9001".into()],
-        ..AppApiConfig::default()
+    let tune = |cfg: &mut petrel_reflector::model::ServerConfig| {
+        cfg.login_captcha = login_captcha;
+        tune(cfg.apps.as_mut().unwrap());
     };
-    tune(&mut apps);
-    let cfg = ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        http: HttpConfig {
-            per_ip_rps: 10_000,
-            per_ip_burst: 10_000,
-            ..HttpConfig::default()
-        },
-        login_captcha,
-        jwt_secret: Some(SECRET.into()),
-        apps: Some(apps),
-        ..support::udp_config(scratch.location())
-    };
-    let srv = rt.block_on(ServerHandle::start(cfg)).unwrap();
-    let addr = srv.http_addr().unwrap();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        body(&srv, addr, &rt, &store)
-    }));
-    rt.block_on(srv.shutdown());
-    rt.block_on(store.close());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        std::panic::resume_unwind(p);
-    }
+    serve_app(env, store, tune, |srv, addr, store| {
+        body(srv, addr, &env.rt, store)
+    });
 }
 
 fn no_apps_tuning(_: &mut AppApiConfig) {}
 
-#[test]
-fn login_answers_like_the_reference_and_refuses_bad_credentials() {
-    with_app_server("app_login", false, no_apps_tuning, |srv, addr, _, _| {
+fn login_answers_like_the_reference_and_refuses_bad_credentials(env: &Env) {
+    with_app_server(env, false, no_apps_tuning, |srv, addr, _, _| {
         let a = login(addr, "alice", PASSWORD);
         assert_eq!(a.status, 200, "{}", a.body);
         assert_eq!(
@@ -278,120 +155,115 @@ fn login_answers_like_the_reference_and_refuses_bad_credentials() {
     });
 }
 
-#[test]
-fn refresh_rotates_detects_reuse_and_answers_every_401() {
-    with_app_server(
-        "app_refresh",
-        false,
-        no_apps_tuning,
-        |srv, addr, rt, store| {
-            let first = login(addr, "alice", PASSWORD);
-            let r1 = first.body["data"]["refresh_token"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            let refresh = |token: &str| {
-                post(
-                    addr,
-                    "/api/auth/refresh",
-                    &[],
-                    &json!({ "refresh_token": token }).to_string(),
-                )
-            };
-            let a = refresh(&r1);
-            assert_eq!(a.status, 200, "{}", a.body);
-            let r2 = a.body["data"]["refresh_token"].as_str().unwrap().to_owned();
-            assert_ne!(r1, r2);
-            assert_eq!(a.body["data"]["refresh_expires_in"], 1_209_600);
-            assert_eq!(a.cookies().len(), 2);
-            // Reusing the rotated token revokes every token of the user.
-            let a = refresh(&r1);
-            assert_eq!((a.status, a.message()), (401, "refresh_token_revoked"));
-            assert_eq!(a.cookies().len(), 3);
-            assert!(a.cookies().iter().all(|c| c.contains("Max-Age=0")));
-            assert_eq!(refresh(&r2).message(), "refresh_token_revoked");
-            assert_eq!(srv.stats().app_auth.refresh_reuse_detected, 1);
-
-            // From the cookie: the body carries no refresh token.
-            let second = login(addr, "alice", PASSWORD);
-            let r3 = second.body["data"]["refresh_token"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            let a = post(
+fn refresh_rotates_detects_reuse_and_answers_every_401(env: &Env) {
+    with_app_server(env, false, no_apps_tuning, |srv, addr, rt, store| {
+        let first = login(addr, "alice", PASSWORD);
+        let r1 = first.body["data"]["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let refresh = |token: &str| {
+            post(
                 addr,
                 "/api/auth/refresh",
-                &[&format!("Cookie: refresh_token={r3}")],
-                "{}",
-            );
-            assert_eq!(a.status, 200, "{}", a.body);
-            assert!(a.body["data"].get("refresh_token").is_none());
-            assert!(a.body["data"]["token"].is_string());
-
-            let a = post(addr, "/api/auth/refresh", &[], "{}");
-            assert_eq!((a.status, a.message()), (401, "refresh_token_required"));
-            let a = post(addr, "/api/auth/refresh", &[], "");
-            assert_eq!(a.message(), "refresh_token_required");
-            assert_eq!(refresh("no-such-token").message(), "invalid_refresh_token");
-            let a = post(addr, "/api/auth/refresh", &[], "{oops");
-            assert_eq!((a.status, a.message()), (400, "请求参数错误"));
-
-            // An expired token (stored with its expiry in the past).
-            let uid = rt
-                .block_on(store.web_user_by_name("alice"))
-                .unwrap()
-                .unwrap()
-                .id;
-            let hash: String = Sha256::digest(b"expired-token")
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            let now_ms = i64::try_from(
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .unwrap()
-                    .as_millis(),
-            )
-            .unwrap();
-            rt.block_on(store.insert_refresh_token(
-                &NewRefreshToken {
-                    hash,
-                    user_id: uid,
-                    created_at_ms: now_ms - 2000,
-                    expires_at_ms: now_ms - 1000,
-                    ip: "127.0.0.1".into(),
-                    user_agent: String::new(),
-                },
-                20,
-            ))
-            .unwrap();
-            assert_eq!(refresh("expired-token").message(), "refresh_token_expired");
-
-            // A user no longer approved: user_invalid, and the token is revoked.
-            let third = login(addr, "alice", PASSWORD);
-            let r4 = third.body["data"]["refresh_token"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            rt.block_on(store.set_user_approval("alice", 0)).unwrap();
-            assert_eq!(refresh(&r4).message(), "user_invalid");
-            rt.block_on(store.set_user_approval("alice", 1)).unwrap();
-            assert_eq!(refresh(&r4).message(), "refresh_token_revoked");
-
-            // Logout revokes the body's token, clears the cookies, always 200.
-            let fourth = login(addr, "alice", PASSWORD);
-            let r5 = fourth.body["data"]["refresh_token"]
-                .as_str()
-                .unwrap()
-                .to_owned();
-            let a = post(
-                addr,
-                "/api/auth/logout",
                 &[],
-                &json!({ "refresh_token": r5 }).to_string(),
-            );
-            assert_eq!((a.status, a.message()), (200, "登出成功"));
-            assert_eq!(
+                &json!({ "refresh_token": token }).to_string(),
+            )
+        };
+        let a = refresh(&r1);
+        assert_eq!(a.status, 200, "{}", a.body);
+        let r2 = a.body["data"]["refresh_token"].as_str().unwrap().to_owned();
+        assert_ne!(r1, r2);
+        assert_eq!(a.body["data"]["refresh_expires_in"], 1_209_600);
+        assert_eq!(a.cookies().len(), 2);
+        // Reusing the rotated token revokes every token of the user.
+        let a = refresh(&r1);
+        assert_eq!((a.status, a.message()), (401, "refresh_token_revoked"));
+        assert_eq!(a.cookies().len(), 3);
+        assert!(a.cookies().iter().all(|c| c.contains("Max-Age=0")));
+        assert_eq!(refresh(&r2).message(), "refresh_token_revoked");
+        assert_eq!(srv.stats().app_auth.refresh_reuse_detected, 1);
+
+        // From the cookie: the body carries no refresh token.
+        let second = login(addr, "alice", PASSWORD);
+        let r3 = second.body["data"]["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let a = post(
+            addr,
+            "/api/auth/refresh",
+            &[&format!("Cookie: refresh_token={r3}")],
+            "{}",
+        );
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert!(a.body["data"].get("refresh_token").is_none());
+        assert!(a.body["data"]["token"].is_string());
+
+        let a = post(addr, "/api/auth/refresh", &[], "{}");
+        assert_eq!((a.status, a.message()), (401, "refresh_token_required"));
+        let a = post(addr, "/api/auth/refresh", &[], "");
+        assert_eq!(a.message(), "refresh_token_required");
+        assert_eq!(refresh("no-such-token").message(), "invalid_refresh_token");
+        let a = post(addr, "/api/auth/refresh", &[], "{oops");
+        assert_eq!((a.status, a.message()), (400, "请求参数错误"));
+
+        // An expired token (stored with its expiry in the past).
+        let uid = rt
+            .block_on(store.web_user_by_name("alice"))
+            .unwrap()
+            .unwrap()
+            .id;
+        let hash: String = Sha256::digest(b"expired-token")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let now_ms = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis(),
+        )
+        .unwrap();
+        rt.block_on(store.insert_refresh_token(
+            &NewRefreshToken {
+                hash,
+                user_id: uid,
+                created_at_ms: now_ms - 2000,
+                expires_at_ms: now_ms - 1000,
+                ip: "127.0.0.1".into(),
+                user_agent: String::new(),
+            },
+            20,
+        ))
+        .unwrap();
+        assert_eq!(refresh("expired-token").message(), "refresh_token_expired");
+
+        // A user no longer approved: user_invalid, and the token is revoked.
+        let third = login(addr, "alice", PASSWORD);
+        let r4 = third.body["data"]["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        rt.block_on(store.set_user_approval("alice", 0)).unwrap();
+        assert_eq!(refresh(&r4).message(), "user_invalid");
+        rt.block_on(store.set_user_approval("alice", 1)).unwrap();
+        assert_eq!(refresh(&r4).message(), "refresh_token_revoked");
+
+        // Logout revokes the body's token, clears the cookies, always 200.
+        let fourth = login(addr, "alice", PASSWORD);
+        let r5 = fourth.body["data"]["refresh_token"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let a = post(
+            addr,
+            "/api/auth/logout",
+            &[],
+            &json!({ "refresh_token": r5 }).to_string(),
+        );
+        assert_eq!((a.status, a.message()), (200, "登出成功"));
+        assert_eq!(
             a.cookies(),
             vec![
                 "refresh_token=; Path=/api/auth; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:01 GMT; HttpOnly; SameSite=Lax",
@@ -399,21 +271,19 @@ fn refresh_rotates_detects_reuse_and_answers_every_401() {
                 "ws_token=; Path=/; Max-Age=0; Expires=Thu, 01 Jan 1970 00:00:01 GMT; HttpOnly; SameSite=Lax",
             ]
         );
-            assert_eq!(refresh(&r5).message(), "refresh_token_revoked");
-            assert_eq!(post(addr, "/api/auth/logout", &[], "{}").status, 200);
-            assert_eq!(
-                post(addr, "/api/auth/ws-token/clear", &[], "")
-                    .cookies()
-                    .len(),
-                3
-            );
-        },
-    );
+        assert_eq!(refresh(&r5).message(), "refresh_token_revoked");
+        assert_eq!(post(addr, "/api/auth/logout", &[], "{}").status, 200);
+        assert_eq!(
+            post(addr, "/api/auth/ws-token/clear", &[], "")
+                .cookies()
+                .len(),
+            3
+        );
+    });
 }
 
-#[test]
-fn bearer_errors_follow_the_reference() {
-    with_app_server("app_bearer", false, no_apps_tuning, |_, addr, _, _| {
+fn bearer_errors_follow_the_reference(env: &Env) {
+    with_app_server(env, false, no_apps_tuning, |_, addr, _, _| {
         let me = |h: &str| {
             let hs: Vec<&str> = if h.is_empty() { vec![] } else { vec![h] };
             get(addr, "/api/me", &hs)
@@ -428,13 +298,7 @@ fn bearer_errors_follow_the_reference() {
             assert_eq!(me(h).message(), "认证令牌格式错误", "{h}");
         }
         let keys = TokenKeys::new(SECRET.as_bytes());
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_secs(),
-        )
-        .unwrap();
+        let now = unix_s();
         let expired = keys.issue("alice", "", now - 10_801);
         let foreign = TokenKeys::new(b"another-secret-another-secret-xx").issue("alice", "", now);
         let edge = jsonwebtoken::encode(
@@ -482,9 +346,8 @@ fn bearer_errors_follow_the_reference() {
     });
 }
 
-#[test]
-fn startup_routes_list_groups_messages_and_the_access_point() {
-    with_app_server("app_startup", false, no_apps_tuning, |_, addr, _, _| {
+fn startup_routes_list_groups_messages_and_the_access_point(env: &Env) {
+    with_app_server(env, false, no_apps_tuning, |_, addr, _, _| {
         let token = login(addr, "alice", PASSWORD).body["data"]["token"]
             .as_str()
             .unwrap()
@@ -597,9 +460,8 @@ fn startup_routes_list_groups_messages_and_the_access_point() {
     });
 }
 
-#[test]
-fn origin_guard_and_token_queries() {
-    with_app_server("app_guards", false, no_apps_tuning, |srv, addr, _, _| {
+fn origin_guard_and_token_queries(env: &Env) {
+    with_app_server(env, false, no_apps_tuning, |srv, addr, _, _| {
         let a = get(
             addr,
             "/api/config/public",
@@ -671,13 +533,12 @@ fn origin_guard_and_token_queries() {
     });
 }
 
-#[test]
-fn captcha_is_required_by_default_and_rate_limited() {
+fn captcha_is_required_by_default_and_rate_limited(env: &Env) {
     let tune = |a: &mut AppApiConfig| {
         a.captcha_burst = 3;
         a.login_burst = 3;
     };
-    with_app_server("app_captcha", true, tune, |srv, addr, _, _| {
+    with_app_server(env, true, tune, |srv, addr, _, _| {
         let a = get(addr, "/api/captcha", &[]);
         assert_eq!(a.status, 200, "{}", a.body);
         let d = &a.body["data"];

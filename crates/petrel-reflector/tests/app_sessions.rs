@@ -1,140 +1,61 @@
 //! App ("ghost") sessions on real loopback sockets (`specs/draarl-apps.md`
 //! §2): an Android-style client logs in with Type 1 through a fake account
 //! store, heartbeats, talks to and hears a physical device; rejects reach
-//! it from the address it targeted. SQLite store.
+//! it from the address it targeted. Every test runs on SQLite and
+//! PostgreSQL (`tests/support/backends.rs`).
 #![allow(clippy::unwrap_used)]
 
-use std::net::{SocketAddr, UdpSocket};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::net::UdpSocket;
 use std::sync::Arc;
 use std::time::Duration;
 
 use petrel_reflector::codec::{decode, encode, AppLoginSuccess, Header, PacketType};
-use petrel_reflector::model::{
-    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, Routing, RoutingChange, RoutingReject,
-};
-use petrel_reflector::runtime::app_authority::{AppAuthority, AppFuture};
+use petrel_reflector::model::ServerConfig;
+use petrel_reflector::runtime::app_authority::AppAuthority;
 use petrel_reflector::runtime::server::ServerHandle;
-use tokio::runtime::Runtime;
 
+#[macro_use]
 mod support;
-use support::{account, heartbeat, recv_type, seed_users, udp_config, ScratchStore};
+use support::fake_authority::FakeAuthority;
+use support::ghost_client::{ghost_packet, physical, recv_login, type1, udp_client, IID, PW};
+use support::{account, recv_type, seed_users, udp_config, Env};
 
-const PW: &str = "Bench123";
-const IID: &str = "11111111-1111-4111-8111-111111111111";
+on_every_backend!(
+    an_android_ghost_talks_and_listens_with_a_physical_device,
+    without_an_authority_every_token_is_invalid,
+    radio_routes_are_served_and_ask_for_the_caller_not_the_admin_token,
+);
 
-/// Test-only account store: token `ok-<id>-<name>` is user `<id>` named
-/// `<name>`, routed to TX 999; anything else is an invalid token.
-#[derive(Debug)]
-struct FakeAuthority;
-
-impl AppAuthority for FakeAuthority {
-    fn authorize(&self, req: AppAuthRequest) -> AppFuture<Result<AppGrant, AppReject>> {
-        Box::pin(async move {
-            let mut parts = req.token.splitn(3, '-');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some("ok"), Some(id), Some(name)) => Ok(AppGrant {
-                    user: AppUser {
-                        user_id: id.parse().map_err(|_| AppReject::InvalidToken)?,
-                        username: name.into(),
-                        callsign: format!("CS{id}"),
-                        is_admin: false,
-                    },
-                    routing: Routing::new(999, vec![]),
-                }),
-                _ => Err(AppReject::InvalidToken),
-            }
-        })
-    }
-
-    fn change_routing(&self, change: RoutingChange) -> AppFuture<Result<Routing, RoutingReject>> {
-        Box::pin(async move { Ok(change.requested) })
-    }
-}
-
+/// Alice (a physical device) in the store; four ingress shards, so a Type
+/// 1 (no username) lands on the shard of its source address and the
+/// session's later packets on that of their username.
 fn with_server(
-    name: &str,
+    env: &Env,
     authority: Option<Arc<dyn AppAuthority>>,
     body: impl FnOnce(&ServerHandle),
 ) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    seed_users(
-        &rt,
-        scratch.location(),
-        [account("alice", "BG7AAA".into(), 1, PW)],
-    );
-    // Four shards: a Type 1 (no username) lands on the shard of its source
-    // address, the session's later packets on that of their username.
-    let cfg = petrel_reflector::model::ServerConfig {
+    seed_users(&env.rt, &env.db, [account("alice", "BG7AAA".into(), 1, PW)]);
+    let cfg = ServerConfig {
         ingress_workers: 4,
-        ..udp_config(scratch.location())
+        ..udp_config(&env.db)
     };
-    let srv = rt
-        .block_on(ServerHandle::start_with_apps(cfg, authority))
-        .unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        resume_unwind(p);
-    }
+    support::serve(env, cfg, authority, body);
 }
 
 fn client(ip: &str) -> UdpSocket {
-    let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    s
+    udp_client(ip, Duration::from_millis(500))
 }
 
-fn type1(token: &str, dev_model: u8) -> Vec<u8> {
-    let mut h = Header::new(PacketType::JwtAuth);
-    h.dev_model = dev_model;
-    let json = format!(
-        r#"{{"version":1,"token":"{token}","client_instance_id":"{IID}","capabilities":["multi_receive_v1","source_group_v1"]}}"#
-    );
-    encode(&h, json.as_bytes()).unwrap()
-}
-
-/// The next Type 1 reply and the address it came from.
-fn recv_login(sock: &UdpSocket) -> (Vec<u8>, SocketAddr) {
-    let mut buf = [0u8; 2048];
-    loop {
-        let (n, from) = sock.recv_from(&mut buf).expect("a Type 1 reply");
-        if decode(&buf[..n]).is_ok_and(|p| p.header.packet_type == PacketType::JwtAuth) {
-            return (buf[..n].to_vec(), from);
-        }
-    }
-}
-
-fn ghost_packet(t: PacketType, name: &str, tag: u32, data: &[u8]) -> Vec<u8> {
-    let mut h = Header::new(t);
-    h.set_username(name);
-    h.ssid = 101;
-    h.dev_model = 101;
-    h.reserved = tag;
-    encode(&h, data).unwrap()
-}
-
-#[test]
-fn an_android_ghost_talks_and_listens_with_a_physical_device() {
-    with_server("ghost_udp", Some(Arc::new(FakeAuthority)), |srv| {
+fn an_android_ghost_talks_and_listens_with_a_physical_device(env: &Env) {
+    with_server(env, Some(FakeAuthority::tx_999()), |srv| {
         let server = srv.local_addr();
-        let alice = client("127.0.0.2");
-        alice
-            .send_to(&heartbeat("alice", 7, PW, &[]), server)
-            .unwrap();
-        assert!(recv_type(&alice, PacketType::Heartbeat).is_some());
+        let alice = physical("127.0.0.2", "alice", 7, srv);
 
         let phone = client("127.0.0.3");
         phone
-            .send_to(&type1("ok-1000-ghostbob", 101), server)
+            .send_to(&type1("ok-1000-ghostbob", IID), server)
             .unwrap();
-        let (reply, from) = recv_login(&phone);
+        let (reply, from) = recv_login(&phone).unwrap();
         assert_eq!(from, server);
         let p = decode(&reply).unwrap();
         assert_eq!(p.data[0], 0, "{}", String::from_utf8_lossy(p.data));
@@ -147,7 +68,7 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
         // Heartbeat: one reply, Reserved 0; it also proves the address.
         phone
             .send_to(
-                &ghost_packet(PacketType::Heartbeat, "ghostbob", tag, &[0; 24]),
+                &ghost_packet(PacketType::Heartbeat, "ghostbob", 101, 101, tag, &[0; 24]),
                 server,
             )
             .unwrap();
@@ -157,7 +78,7 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
         // The ghost talks; alice hears it with Reserved 0.
         phone
             .send_to(
-                &ghost_packet(PacketType::Voice, "ghostbob", tag, b"opus"),
+                &ghost_packet(PacketType::Voice, "ghostbob", 101, 101, tag, b"opus"),
                 server,
             )
             .unwrap();
@@ -182,13 +103,13 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
         let thief = client("127.0.0.4");
         thief
             .send_to(
-                &ghost_packet(PacketType::Voice, "ghostbob", tag, b"x"),
+                &ghost_packet(PacketType::Voice, "ghostbob", 101, 101, tag, b"x"),
                 server,
             )
             .unwrap();
         phone
             .send_to(
-                &ghost_packet(PacketType::Voice, "ghostbob", tag ^ 1, b"x"),
+                &ghost_packet(PacketType::Voice, "ghostbob", 101, 101, tag ^ 1, b"x"),
                 server,
             )
             .unwrap();
@@ -206,8 +127,8 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
 
         // A bad token is refused with code 1.
         let other = client("127.0.0.5");
-        other.send_to(&type1("nope", 101), server).unwrap();
-        let (reply, from) = recv_login(&other);
+        other.send_to(&type1("nope", IID), server).unwrap();
+        let (reply, from) = recv_login(&other).unwrap();
         assert_eq!(from, server);
         assert_eq!(
             decode(&reply).unwrap().data,
@@ -216,14 +137,13 @@ fn an_android_ghost_talks_and_listens_with_a_physical_device() {
     });
 }
 
-#[test]
-fn without_an_authority_every_token_is_invalid() {
-    with_server("ghost_no_authority", None, |srv| {
+fn without_an_authority_every_token_is_invalid(env: &Env) {
+    with_server(env, None, |srv| {
         let phone = client("127.0.0.3");
         phone
-            .send_to(&type1("ok-1000-ghostbob", 101), srv.local_addr())
+            .send_to(&type1("ok-1000-ghostbob", IID), srv.local_addr())
             .unwrap();
-        let (reply, _) = recv_login(&phone);
+        let (reply, _) = recv_login(&phone).unwrap();
         assert_eq!(
             decode(&reply).unwrap().data,
             b"\x01Invalid or expired token"
@@ -231,24 +151,12 @@ fn without_an_authority_every_token_is_invalid() {
     });
 }
 
-#[test]
-fn radio_routes_are_served_and_ask_for_the_caller_not_the_admin_token() {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, "radio_http"))
-        .unwrap()
-        .unwrap();
-    let cfg = petrel_reflector::model::ServerConfig {
+fn radio_routes_are_served_and_ask_for_the_caller_not_the_admin_token(env: &Env) {
+    let cfg = ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..udp_config(scratch.location())
+        ..udp_config(&env.db)
     };
-    let srv = rt
-        .block_on(ServerHandle::start_with_apps(
-            cfg,
-            Some(Arc::new(FakeAuthority)),
-        ))
-        .unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
+    support::serve(env, cfg, Some(FakeAuthority::tx_999()), |srv| {
         let http_addr = srv.http_addr().unwrap();
         let (code, answer) = support::http(
             http_addr,
@@ -259,10 +167,5 @@ fn radio_routes_are_served_and_ask_for_the_caller_not_the_admin_token() {
         // The admin API stays off without an admin token.
         let (code, _) = support::http(http_addr, "GET /api/stats HTTP/1.1\r\nhost: x\r\n\r\n");
         assert_eq!(code, 404);
-    }));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        resume_unwind(p);
-    }
+    });
 }

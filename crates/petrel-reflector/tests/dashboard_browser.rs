@@ -2,11 +2,13 @@
 //! its HTTP endpoint, two devices that log in and talk (one with the
 //! callsign `<img src=x onerror=alert(1)>`), then headless Chromium,
 //! driven over the Chrome DevTools Protocol, loads `/dashboard`, is
-//! refused with a wrong admin token, signs in with the right one, and must
-//! show both devices in "last heard", the hostile callsign as text; the
+//! refused with a wrong admin token and with an account that is not an
+//! administrator (403 shown on the form), signs in with an admin account's
+//! username and password (the real `POST /api/auth/login`), and must show
+//! both devices in "last heard", the hostile callsign as text; the
 //! page must raise no script error and break no Content-Security-Policy
-//! rule. A screenshot of the signed-in page is saved to
-//! `target/tmp/dashboard-browser/dashboard.png` (or to the path in
+//! rule; signed out, the admin token signs in as well. A screenshot of the signed-in page is saved to
+//! `target/tmp/dashboard-browser-<backend>/dashboard.png` (or to the path in
 //! `PETREL_DASHBOARD_SCREENSHOT`); `tests/dashboard_screenshot.sh` runs
 //! this test and prints where the picture is.
 //!
@@ -18,6 +20,7 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
@@ -31,6 +34,11 @@ use petrel_reflector::codec::{decode, encode, merge_frames, Header, PacketType};
 use petrel_reflector::model::ServerConfig;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
+
+use support::app_server::{open_app_store, serve_app, PASSWORD};
+use support::Env;
+
+on_every_backend!(signed_in_operator_sees_who_just_talked,);
 
 const TOKEN: &str = "0123456789abcdef";
 const PW: &str = "Bench123";
@@ -257,18 +265,20 @@ impl Device {
     }
 }
 
-fn config(db: &str) -> ServerConfig {
-    ServerConfig {
-        http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        admin_token: Some(TOKEN.into()),
-        ..support::udp_config(db)
-    }
+/// A loopback port that was free a moment ago: the page's origin must be
+/// in `[apps] allowed_origins` before the server starts (the account
+/// sign-in posts to `/api/auth/login`, §1.1 origin guard).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 const LAST_HEARD: &str = "document.querySelector('#last-heard tbody')";
 
-#[test]
-fn signed_in_operator_sees_who_just_talked() {
+fn signed_in_operator_sees_who_just_talked(env: &Env) {
     let Some(bin) = chromium() else {
         let msg = "chromium not found; install it (apt install chromium) to check the dashboard in a browser";
         assert!(
@@ -278,12 +288,26 @@ fn signed_in_operator_sees_who_just_talked() {
         eprintln!("skipping: {msg}");
         return;
     };
-    let work = scratch("dashboard-browser");
+    let work = scratch(&format!("dashboard-browser-{:?}", env.backend).to_ascii_lowercase());
     let users = [
         support::account("alice", "BT00000".into(), 9_000_000, PW),
         support::account("mallory", HOSTILE.into(), 9_000_001, PW),
     ];
-    support::with_sqlite_server("dashboard_browser", users, config, |srv| {
+    // Web accounts: root (admin) and carol (not).
+    let store = open_app_store(env, &["root", "carol"]);
+    env.rt.block_on(async {
+        support::add_users(&store, users).await;
+        store.set_user_roles("root", "admin").await.unwrap();
+    });
+    let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+    let tune = |c: &mut ServerConfig| {
+        c.http_listen = Some(http);
+        c.admin_token = Some(TOKEN.into());
+        if let Some(apps) = c.apps.as_mut() {
+            apps.allowed_origins = vec![format!("http://{http}")];
+        }
+    };
+    serve_app(env, store, tune, |srv, http, _| {
         let alice = Device::new([127, 0, 5, 1], srv.local_addr(), "alice");
         let mallory = Device::new([127, 0, 5, 2], srv.local_addr(), "mallory");
         alice.login();
@@ -292,7 +316,7 @@ fn signed_in_operator_sees_who_just_talked() {
         // The floor frees 900 ms (`floor_hold_ms`) after alice's last packet.
         std::thread::sleep(Duration::from_millis(1_100));
         mallory.talk();
-        let page = format!("http://{}/dashboard", srv.http_addr().unwrap());
+        let page = format!("http://{http}/dashboard");
 
         let (_chromium, ws_url) = launch(&bin, &work);
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -302,6 +326,21 @@ fn signed_in_operator_sees_who_just_talked() {
         rt.block_on(drive(&ws_url, &page, &work));
     });
 }
+
+/// Fills the sign-in form with `token`, or `username` and [`PASSWORD`],
+/// and submits it.
+fn submit(token: &str, username: &str) -> String {
+    format!(
+        "(() => {{ const f = document.getElementById('signin'); \
+         f.elements.token.value = {}; f.elements.username.value = {}; \
+         f.elements.password.value = {}; f.requestSubmit(); return true; }})()",
+        json!(token),
+        json!(username),
+        json!(PASSWORD)
+    )
+}
+
+const SIGNIN_ERROR: &str = "document.getElementById('signin-error').textContent";
 
 async fn drive(ws_url: &str, page: &str, work: &Path) {
     let mut cdp = Cdp::connect(ws_url).await;
@@ -331,24 +370,38 @@ async fn drive(ws_url: &str, page: &str, work: &Path) {
     )
     .await;
 
-    // A wrong token is refused on the form.
-    let submit = |token: &str| {
-        format!(
-            "(() => {{ const f = document.getElementById('signin'); \
-             f.elements.token.value = {}; f.requestSubmit(); return true; }})()",
-            json!(token)
+    // The server offers account sign-in, without a captcha here.
+    assert_eq!(
+        cdp.eval(
+            "[!document.getElementById('account-fields').classList.contains('hidden'), \
+                  document.getElementById('captcha-fields').classList.contains('hidden')]"
         )
-    };
-    cdp.eval(&submit("not-the-token-at-all")).await;
+        .await,
+        json!([true, true])
+    );
+
+    // A wrong token is refused on the form.
+    cdp.eval(&submit("not-the-token-at-all", "")).await;
     cdp.wait_for(
-        "document.getElementById('signin-error').textContent === 'Sign-in refused.'",
+        &format!("{SIGNIN_ERROR} === 'Sign-in refused.'"),
         "the refusal",
-        "document.getElementById('signin-error').textContent",
+        SIGNIN_ERROR,
     )
     .await;
     assert_eq!(cdp.eval("sessionStorage.length").await, json!(0));
 
-    cdp.eval(&submit(TOKEN)).await;
+    // An account without the admin role logs in but is refused the data.
+    cdp.eval(&submit("", "carol")).await;
+    cdp.wait_for(
+        &format!("{SIGNIN_ERROR}.startsWith('This account is not an administrator')"),
+        "the non-admin refusal",
+        SIGNIN_ERROR,
+    )
+    .await;
+    assert_eq!(cdp.eval("sessionStorage.length").await, json!(0));
+
+    // The admin account signs in.
+    cdp.eval(&submit("", "root")).await;
     cdp.wait_for(
         &format!("{LAST_HEARD}.textContent.includes('BT00000')"),
         "alice in last heard",
@@ -390,10 +443,12 @@ async fn drive(ws_url: &str, page: &str, work: &Path) {
 
     // Signed in: the credential is in this tab's sessionStorage, not in
     // the URL, and the group table counts both devices.
-    assert_eq!(
-        cdp.eval("sessionStorage.getItem('petrel.dashboard.credential')")
-            .await,
-        json!(TOKEN)
+    let credential = cdp
+        .eval("sessionStorage.getItem('petrel.dashboard.credential')")
+        .await;
+    assert!(
+        credential.as_str().is_some_and(|c| c.starts_with("eyJ")),
+        "not an access token: {credential}"
     );
     assert_eq!(cdp.eval("location.href").await, json!(page));
     cdp.wait_for(
@@ -423,15 +478,32 @@ async fn drive(ws_url: &str, page: &str, work: &Path) {
     std::fs::write(&path, &png).unwrap();
     eprintln!("dashboard screenshot: {}", path.display());
 
+    // Signed out, the admin token signs in too.
+    cdp.eval("document.getElementById('signout').click() || true")
+        .await;
+    cdp.eval(&submit(TOKEN, "")).await;
+    cdp.wait_for(
+        "!document.getElementById('main').classList.contains('hidden') && \
+         sessionStorage.getItem('petrel.dashboard.credential') !== null",
+        "the token sign-in",
+        SIGNIN_ERROR,
+    )
+    .await;
+    assert_eq!(
+        cdp.eval("sessionStorage.getItem('petrel.dashboard.credential')")
+            .await,
+        json!(TOKEN)
+    );
+
     // Let pending events arrive, then check the page raised nothing.
     cdp.eval("new Promise(r => setTimeout(() => r(true), 300))")
         .await;
     assert!(cdp.problems.is_empty(), "{:#?}", cdp.problems);
-    // The one failed request is the refused sign-in.
-    assert_eq!(cdp.network_errors.len(), 1, "{:#?}", cdp.network_errors);
+    // The failed requests are the refused token (401) and carol's (403).
+    let errors = &cdp.network_errors;
+    assert_eq!(errors.len(), 2, "{errors:#?}");
     assert!(
-        cdp.network_errors[0].contains("401"),
-        "{:#?}",
-        cdp.network_errors
+        errors[0].contains("401") && errors[1].contains("403"),
+        "{errors:#?}"
     );
 }

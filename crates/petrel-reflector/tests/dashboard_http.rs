@@ -1,18 +1,31 @@
 //! The operator dashboard over real loopback HTTP, without a browser
 //! (`dashboard_browser.rs` drives the page in Chromium): the page with its
-//! Content-Security-Policy, the data endpoint behind the admin sign-in, and
-//! a device that talked in its "last heard".
+//! Content-Security-Policy, the data endpoint behind the admin sign-in
+//! (the admin token, or with `[apps]` an admin account's JWT from the real
+//! login), and a device that talked in its "last heard". Every test runs
+//! on SQLite and PostgreSQL.
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
 mod support;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{encode, merge_frames, Header, PacketType};
-use petrel_reflector::model::ServerConfig;
+use petrel_reflector::model::{ServerConfig, TokenKeys};
 use serde_json::Value;
+
+use support::app_client::{access_token, bearer, get as api_get, unix_s};
+use support::app_server::{open_app_store, serve_app, SECRET};
+use support::Env;
+
+on_every_backend!(
+    page_and_data_behind_the_admin_sign_in,
+    without_an_admin_token_or_accounts_the_data_is_off,
+    admin_accounts_sign_in_with_their_jwt_and_others_are_refused,
+);
 
 const TOKEN: &str = "0123456789abcdef";
 const PW: &str = "Bench123";
@@ -49,11 +62,10 @@ fn header<'a>(answer: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-#[test]
-fn page_and_data_behind_the_admin_sign_in() {
+fn page_and_data_behind_the_admin_sign_in(env: &Env) {
     let users = [support::account("alice", "BT00000".into(), 9_000_000, PW)];
-    support::with_sqlite_server(
-        "dashboard_http",
+    support::with_seeded_server(
+        env,
         users,
         |db| config(db, Some(TOKEN)),
         |srv| {
@@ -98,9 +110,12 @@ fn page_and_data_behind_the_admin_sign_in() {
                 assert_eq!(code, 200, "{answer}");
                 assert_eq!(header(&answer, "cache-control"), Some("no-store"));
                 let doc: Value = serde_json::from_str(body(&answer)).unwrap();
+                // The counters are published every 10 ms, apart from
+                // "last heard": wait for both datagrams in them too.
                 if doc["last_heard"]["entries"]
                     .as_array()
                     .is_some_and(|e| !e.is_empty())
+                    && doc["counters"]["ingress_read"].as_u64() >= Some(2)
                 {
                     break doc;
                 }
@@ -138,16 +153,92 @@ fn page_and_data_behind_the_admin_sign_in() {
     );
 }
 
-#[test]
-fn without_an_admin_token_the_data_is_off() {
-    support::with_sqlite_server(
-        "dashboard_http_off",
+/// Neither an admin token nor the app API (the accounts): the data route
+/// is off.
+fn without_an_admin_token_or_accounts_the_data_is_off(env: &Env) {
+    support::with_seeded_server(
+        env,
         [],
-        |db| config(db, None),
+        |db| ServerConfig {
+            apps: None,
+            ..config(db, None)
+        },
         |srv| {
             let http = srv.http_addr().unwrap();
             assert_eq!(get(http, "/dashboard", None).0, 200);
             assert_eq!(get(http, "/api/admin/dashboard", Some(TOKEN)).0, 404);
+        },
+    );
+}
+
+/// With `[apps]` on: an admin account's access token from the real login
+/// reads the data (200), as does the admin token; a signed-in account
+/// without the admin role gets 403 `admin_required`; an expired token, one
+/// signed with another secret, a disabled admin and no credential get the
+/// §1.1 Bearer refusals. Without an admin token configured, accounts still
+/// sign in.
+fn admin_accounts_sign_in_with_their_jwt_and_others_are_refused(env: &Env) {
+    let store = open_app_store(env, &["alice", "root", "oldroot"]);
+    env.rt.block_on(async {
+        store.set_user_roles("root", "user,admin").await.unwrap();
+        store.set_user_roles("oldroot", "admin").await.unwrap();
+        store.set_user_enabled("oldroot", false).await.unwrap();
+    });
+    let tune = |c: &mut ServerConfig| c.admin_token = Some(TOKEN.into());
+    serve_app(env, store, tune, |srv, http, _| {
+        let data = |credential: &str| api_get(http, "/api/admin/dashboard", &[&bearer(credential)]);
+        let root = access_token(http, "root");
+        let a = data(&root);
+        assert_eq!(a.status, 200, "{}", a.body);
+        assert!(a.body["last_heard"]["entries"].is_array());
+        assert_eq!(data(TOKEN).status, 200);
+
+        let alice = access_token(http, "alice");
+        let a = data(&alice);
+        assert_eq!(
+            (a.status, a.message(), a.body["error"].as_str()),
+            (403, "admin_required", Some("admin_required"))
+        );
+        assert_eq!(srv.stats().app_auth.admin_required, 1);
+
+        let now = unix_s();
+        let keys = TokenKeys::new(SECRET.as_bytes());
+        let expired = keys.issue("root", "", now - 10_801);
+        let foreign = TokenKeys::new(b"another-secret-another-secret-xx").issue("root", "", now);
+        for t in [&expired, &foreign, &format!("{TOKEN}x")] {
+            let a = data(t);
+            assert_eq!(
+                (a.status, a.message()),
+                (401, "令牌错误，登录超时，请重新登录"),
+                "{t:.20}"
+            );
+        }
+        let a = data(&keys.issue("oldroot", "", now));
+        assert_eq!((a.status, a.message()), (403, "用户已被禁用"));
+        let a = api_get(http, "/api/admin/dashboard", &[]);
+        assert_eq!((a.status, a.message()), (401, "未提供认证令牌"));
+        // The rest of the admin API stays the admin token's.
+        assert_eq!(api_get(http, "/api/stats", &[&bearer(&root)]).status, 401);
+        assert_eq!(api_get(http, "/api/stats", &[&bearer(TOKEN)]).status, 200);
+        // The counter reaches /metrics.
+        let metrics = get(http, "/metrics", None).1;
+        assert!(
+            metrics.contains("petrel_reflector_app_auth_admin_required_total 1"),
+            "{metrics}"
+        );
+    });
+    // Without an admin token, admin accounts still sign in; the rest of
+    // the admin API is off.
+    let store = env.rt.block_on(support::open_cheap(&env.db));
+    serve_app(
+        env,
+        store,
+        |_| {},
+        |_, http, _| {
+            let root = access_token(http, "root");
+            let data = api_get(http, "/api/admin/dashboard", &[&bearer(&root)]);
+            assert_eq!(data.status, 200, "{}", data.body);
+            assert_eq!(api_get(http, "/api/stats", &[&bearer(&root)]).status, 404);
         },
     );
 }

@@ -6,7 +6,8 @@
 #
 #   crates/petrel-reflector/tests/dashboard_screenshot.sh [output.png]
 #
-# Without an argument the picture is target/tmp/dashboard-browser/dashboard.png.
+# Without an argument the pictures are
+# target/tmp/dashboard-browser-{sqlite,postgres}/dashboard.png.
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 if [[ $# -gt 0 ]]; then

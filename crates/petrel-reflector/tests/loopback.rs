@@ -4,74 +4,23 @@
 //!
 //! Every test runs once per store backend: on a fresh SQLite file, and on a
 //! fresh PostgreSQL schema when `PETREL_TEST_PG_URL` is set (see
-//! `tests/support`; `PETREL_REQUIRE_PG=1` makes a
+//! `tests/support/backends.rs`; `PETREL_REQUIRE_PG=1` makes a
 //! missing URL a failure). The store is removed afterwards, pass or fail.
 #![allow(clippy::unwrap_used)]
 
 use std::net::{SocketAddr, UdpSocket};
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use std::time::Duration;
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{Backend, FanoutConfig, ServerConfig};
+use petrel_reflector::model::{FanoutConfig, ServerConfig};
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{Store, StoreOptions};
-use tokio::runtime::Runtime;
 
+#[macro_use]
 mod support;
-use support::{http, ScratchStore};
+use support::{http, Env};
 
 const PW: &str = "Bench123";
-
-/// What a test body gets: a runtime and the location of its own empty store.
-struct Env {
-    rt: Runtime,
-    db: String,
-    /// Unique per test and backend, for other scratch paths.
-    label: String,
-}
-
-/// Runs `body` on a fresh store on `backend` and removes the store
-/// afterwards, also when `body` panicked.
-fn run(backend: Backend, name: &str, body: fn(&Env)) {
-    let rt = Runtime::new().unwrap();
-    let Some(scratch) = rt.block_on(ScratchStore::create(backend, name)).unwrap() else {
-        eprintln!("skipping {name} on PostgreSQL: PETREL_TEST_PG_URL is not set");
-        return;
-    };
-    let env = Env {
-        rt,
-        db: scratch.location().to_owned(),
-        label: format!("{name}-{backend:?}-{}", std::process::id()),
-    };
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&env)));
-    env.rt.block_on(scratch.remove()).unwrap();
-    if let Err(panic) = outcome {
-        resume_unwind(panic);
-    }
-}
-
-/// One `#[test]` per backend for each named body.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[test]
-                fn $name() {
-                    super::run(super::Backend::Sqlite, stringify!($name), super::$name);
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[test]
-                fn $name() {
-                    super::run(super::Backend::Postgres, stringify!($name), super::$name);
-                }
-            )*
-        }
-    };
-}
 
 on_every_backend!(
     login_exchange_voice_and_text_and_rejections,
@@ -495,11 +444,22 @@ fn voice_is_recorded_as_raw_files(env: &Env) {
         alice.send(PacketType::Voice, &voice);
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The spurt ends after the floor hold; its row is written by the store
+    // writer a moment later (sooner or later on a loaded machine).
     std::thread::sleep(Duration::from_millis(1000));
-    let rows = env.rt.block_on(async {
-        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
-        store.recent_recordings(999, 10).await.unwrap()
-    });
+    let store = env
+        .rt
+        .block_on(Store::open(&env.db, StoreOptions::default()))
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let rows = loop {
+        let rows = env.rt.block_on(store.recent_recordings(999, 10)).unwrap();
+        if !rows.is_empty() || std::time::Instant::now() > deadline {
+            break rows;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    env.rt.block_on(store.close());
     assert_eq!(rows.len(), 1, "{:?}", srv.stats().recording);
     assert_eq!(rows[0].1, 12 * 60);
     let file = std::fs::read(dir.join(&rows[0].0)).unwrap();

@@ -2,83 +2,41 @@
 //! (`specs/draarl-apps.md` §4): every pre-upgrade 401, `auth_success`
 //! first, voice UDP → WebSocket and WebSocket → UDP through the shared
 //! floor, heartbeat replies, and a client that stops
-//! reading while a UDP receiver keeps getting every frame. SQLite store,
-//! a fake account store.
+//! reading while a UDP receiver keeps getting every frame. A fake account
+//! store; every test runs on SQLite and PostgreSQL
+//! (`tests/support/backends.rs`).
 #![allow(clippy::unwrap_used)]
 
-use std::net::UdpSocket;
-use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
-use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{
-    AppAuthRequest, AppGrant, AppReject, AppUser, Backend, Routing, RoutingChange, RoutingReject,
-    ServerConfig,
-};
-use petrel_reflector::runtime::app_authority::{AppAuthority, AppFuture};
+use petrel_reflector::model::ServerConfig;
 use petrel_reflector::runtime::server::ServerHandle;
 use tokio::runtime::Runtime;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
 
+#[macro_use]
 mod support;
-use support::{account, heartbeat, http, recv_type, seed_users, udp_config, ScratchStore};
+use support::fake_authority::FakeAuthority;
+use support::ghost_client::{physical, voice, IID, PW};
+use support::ws_client::{next_binary, next_text, open, CAPS};
+use support::{account, http, recv_type, seed_users, udp_config, Env};
 
-const PW: &str = "Bench123";
-const IID: &str = "11111111-1111-4111-8111-111111111111";
 const IID2: &str = "22222222-2222-4222-8222-222222222222";
-const CAPS: &str = "multi_receive_v1%2Csource_group_v1";
 
-/// Test-only account store: `ok-<id>-<name>` is that user routed to 999;
-/// `notfound`, `disabled`, `unapproved` and `pref` are those rejects.
-#[derive(Debug)]
-struct FakeAuthority;
+on_every_backend!(
+    every_pre_upgrade_refusal_is_a_plain_401,
+    web_and_udp_clients_talk_both_ways_through_one_floor,
+    a_web_client_that_stops_reading_does_not_delay_udp_receivers,
+);
 
-impl AppAuthority for FakeAuthority {
-    fn authorize(&self, req: AppAuthRequest) -> AppFuture<Result<AppGrant, AppReject>> {
-        Box::pin(async move {
-            let reject = match req.token.as_str() {
-                "notfound" => Some(AppReject::UserNotFound),
-                "disabled" => Some(AppReject::UserDisabled),
-                "unapproved" => Some(AppReject::UserNotApproved),
-                "pref" => Some(AppReject::PreferenceUnavailable),
-                _ => None,
-            };
-            if let Some(r) = reject {
-                return Err(r);
-            }
-            let mut parts = req.token.splitn(3, '-');
-            match (parts.next(), parts.next(), parts.next()) {
-                (Some("ok"), Some(id), Some(name)) => Ok(AppGrant {
-                    user: AppUser {
-                        user_id: id.parse().map_err(|_| AppReject::InvalidToken)?,
-                        username: name.into(),
-                        callsign: format!("CS{id}"),
-                        is_admin: false,
-                    },
-                    routing: Routing::new(999, vec![]),
-                }),
-                _ => Err(AppReject::InvalidToken),
-            }
-        })
-    }
-
-    fn change_routing(&self, change: RoutingChange) -> AppFuture<Result<Routing, RoutingReject>> {
-        Box::pin(async move { Ok(change.requested) })
-    }
-}
-
-fn with_server(name: &str, body: impl FnOnce(&Runtime, &ServerHandle)) {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
+/// Alice and bob (physical devices) in the store, HTTP on, the fake
+/// account store behind the app sessions.
+fn with_server(env: &Env, body: impl FnOnce(&Runtime, &ServerHandle)) {
     seed_users(
-        &rt,
-        scratch.location(),
+        &env.rt,
+        &env.db,
         [
             account("alice", "BG7AAA".into(), 1, PW),
             account("bob", "BG7BBB".into(), 2, PW),
@@ -86,84 +44,15 @@ fn with_server(name: &str, body: impl FnOnce(&Runtime, &ServerHandle)) {
     );
     let cfg = ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        ..udp_config(scratch.location())
+        ..udp_config(&env.db)
     };
-    let srv = rt
-        .block_on(ServerHandle::start_with_apps(
-            cfg,
-            Some(Arc::new(FakeAuthority)),
-        ))
-        .unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&rt, &srv)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    if let Err(p) = outcome {
-        resume_unwind(p);
-    }
+    support::serve(env, cfg, Some(FakeAuthority::tx_999()), |srv| {
+        body(&env.rt, srv)
+    });
 }
 
-fn physical(ip: &str, name: &str, ssid: u8, srv: &ServerHandle) -> UdpSocket {
-    let s = UdpSocket::bind(format!("{ip}:0")).unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    s.send_to(&heartbeat(name, ssid, PW, &[]), srv.local_addr())
-        .unwrap();
-    assert!(recv_type(&s, PacketType::Heartbeat).is_some());
-    s
-}
-
-fn voice(name: &str, ssid: u8, data: &[u8]) -> Vec<u8> {
-    let mut h = Header::new(PacketType::Voice);
-    h.set_username(name);
-    h.ssid = ssid;
-    encode(&h, data).unwrap()
-}
-
-type Client =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-async fn open(srv: &ServerHandle, token: &str, instance: &str) -> Client {
-    let url = format!(
-        "ws://{}/ws?client_instance_id={instance}&protocol_version=1&capabilities={CAPS}",
-        srv.http_addr().unwrap()
-    );
-    let mut req = url.into_client_request().unwrap();
-    req.headers_mut()
-        .insert("cookie", format!("ws_token={token}").parse().unwrap());
-    let (ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
-    assert_eq!(resp.status(), 101);
-    ws
-}
-
-async fn next_text(ws: &mut Client) -> serde_json::Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(3), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(&t).unwrap();
-        }
-    }
-}
-
-async fn next_binary(ws: &mut Client) -> Vec<u8> {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(3), ws.next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        if let Message::Binary(b) = m {
-            return b.to_vec();
-        }
-    }
-}
-
-#[test]
-fn every_pre_upgrade_refusal_is_a_plain_401() {
-    with_server("ws_401", |_, srv| {
+fn every_pre_upgrade_refusal_is_a_plain_401(env: &Env) {
+    with_server(env, |_, srv| {
         let addr = srv.http_addr().unwrap();
         let ok_q = format!("client_instance_id={IID}&protocol_version=1&capabilities={CAPS}");
         let cases = [
@@ -212,13 +101,12 @@ fn every_pre_upgrade_refusal_is_a_plain_401() {
     });
 }
 
-#[test]
-fn web_and_udp_clients_talk_both_ways_through_one_floor() {
-    with_server("ws_voice", |rt, srv| {
+fn web_and_udp_clients_talk_both_ways_through_one_floor(env: &Env) {
+    with_server(env, |rt, srv| {
         let alice = physical("127.0.0.2", "alice", 7, srv);
         let server = srv.local_addr();
         rt.block_on(async {
-            let mut web = open(srv, "ok-1000-webcarol", IID).await;
+            let mut web = open(srv.http_addr().unwrap(), "ok-1000-webcarol", IID, None).await;
             let auth = next_text(&mut web).await;
             assert_eq!(auth["type"], "auth_success");
             assert_eq!(auth["data"]["client_instance_id"], IID);
@@ -290,16 +178,15 @@ fn web_and_udp_clients_talk_both_ways_through_one_floor() {
     });
 }
 
-#[test]
-fn a_web_client_that_stops_reading_does_not_delay_udp_receivers() {
-    with_server("ws_slow", |rt, srv| {
+fn a_web_client_that_stops_reading_does_not_delay_udp_receivers(env: &Env) {
+    with_server(env, |rt, srv| {
         let alice = physical("127.0.0.2", "alice", 7, srv);
         let bob = physical("127.0.0.3", "bob", 7, srv);
         let server = srv.local_addr();
         // Two web sessions that never read after the handshake.
         let _clients = rt.block_on(async {
-            let slow = open(srv, "ok-1000-slow", IID).await;
-            let slower = open(srv, "ok-1001-slower", IID2).await;
+            let slow = open(srv.http_addr().unwrap(), "ok-1000-slow", IID, None).await;
+            let slower = open(srv.http_addr().unwrap(), "ok-1001-slower", IID2, None).await;
             tokio::time::sleep(Duration::from_millis(200)).await;
             (slow, slower)
         });

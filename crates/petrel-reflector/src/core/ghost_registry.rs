@@ -706,6 +706,19 @@ impl GhostRegistry {
             .collect();
         stale.iter().filter_map(|id| self.remove(id)).collect()
     }
+
+    /// Removes every session whose owner `revoked(user_id)` says has lost
+    /// its rights (§2.4 "Other removals": permission revocation, e.g. the
+    /// user disabled or deleted); WebSocket ones are queued for closing.
+    pub fn remove_owners(&mut self, revoked: impl Fn(i64) -> bool) -> Vec<GhostSession> {
+        let gone: Vec<String> = self
+            .sessions
+            .values()
+            .filter(|s| revoked(s.user.user_id))
+            .map(|s| s.session_id.clone())
+            .collect();
+        gone.iter().filter_map(|id| self.remove(id)).collect()
+    }
 }
 
 #[cfg(test)]
@@ -777,6 +790,39 @@ mod tests {
 
     fn t0() -> Instant {
         crate::test_clock::origin()
+    }
+
+    /// Revoking an owner removes all of its sessions, UDP and WebSocket,
+    /// queues its WebSocket connections for closing, and keeps the others.
+    #[test]
+    fn revoked_owners_lose_every_session() {
+        let mut r = GhostRegistry::new(limits(8, 16, 100));
+        let now = t0();
+        let bob = Arc::new(AppUser {
+            user_id: 2,
+            username: "bob".into(),
+            callsign: String::new(),
+            is_admin: false,
+        });
+        r.register(ghost("a", 31001, 1001, &[]), now, 0, &mut Script(vec![21]))
+            .unwrap();
+        let web = NewGhost {
+            transport: Endpoint::WebSocket(7),
+            ..ghost("b", 0, 1001, &[])
+        };
+        r.register(web, now, 0, &mut Script(vec![22])).unwrap();
+        let bobs = NewGhost {
+            user: bob,
+            ..ghost("c", 31003, 1001, &[])
+        };
+        r.register(bobs, now, 0, &mut Script(vec![23])).unwrap();
+        let gone = r.remove_owners(|id| id == 1);
+        assert_eq!(gone.len(), 2);
+        assert!(gone.iter().all(|s| s.user.user_id == 1));
+        assert_eq!((r.len(), r.owner_count(1), r.owner_count(2)), (1, 0, 1));
+        assert_eq!(r.poll_closed(), Some(7));
+        assert_eq!(r.poll_closed(), None);
+        assert_eq!(r.counts_per_group(), [(1001, 1, 0)]);
     }
 
     #[test]

@@ -70,6 +70,12 @@ pub struct AppApiConfig {
     /// Largest number of groups of a session's routing, TX included
     /// (1–256, reference `MaxSubscriptionsPerSession`). Default 16.
     pub max_subscriptions: u32,
+    /// WebSocket sessions (`/ws`) open at once (1–1000000); a new one
+    /// beyond it evicts the idlest (longest since its client's last frame)
+    /// with close code 1008 `websocket_sessions_full` (counted). Upgraded
+    /// connections have left the `[http]` connection caps, so this bounds
+    /// them. Default 4096.
+    pub max_websocket_sessions: usize,
 }
 
 impl Default for AppApiConfig {
@@ -92,6 +98,7 @@ impl Default for AppApiConfig {
             refresh_tokens_per_user: 20,
             preferences_per_user: 32,
             max_subscriptions: 16,
+            max_websocket_sessions: 4096,
         }
     }
 }
@@ -186,7 +193,12 @@ impl AppApiConfig {
             self.preferences_per_user,
             &(1..=10_000),
         )?;
-        check_range("apps.max_subscriptions", self.max_subscriptions, &(1..=256))
+        check_range("apps.max_subscriptions", self.max_subscriptions, &(1..=256))?;
+        check_range(
+            "apps.max_websocket_sessions",
+            self.max_websocket_sessions,
+            &(1..=1_000_000),
+        )
     }
 }
 

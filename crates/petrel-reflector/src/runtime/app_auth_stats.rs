@@ -86,6 +86,9 @@ app_auth_counters! {
     bearer_user_disabled,
     /// Approval refusals on approved-only routes.
     bearer_not_approved,
+    /// Dashboard data refused to a signed-in account without the admin
+    /// role (403 `admin_required`, `app_http/admin_account.rs`).
+    admin_required,
     /// Requests refused by the origin guard.
     origin_refused,
     /// Requests refused for a token-like query key.
@@ -96,4 +99,8 @@ app_auth_counters! {
     app_logins_refused,
     /// Routing preferences evicted over the per-user cap (least recently used).
     preference_evictions,
+    /// Ghost and WebSocket sessions ended at a directory reload because
+    /// their user was disabled or deleted or changed the web password
+    /// (`session_revocation.rs`).
+    ghost_sessions_revoked,
 }

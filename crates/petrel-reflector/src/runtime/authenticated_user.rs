@@ -13,3 +13,10 @@ use crate::model::AppUser;
 /// `request.extensions_mut().insert(AuthenticatedUser(user))`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuthenticatedUser(pub AppUser);
+
+/// A request that carried the configured admin token, as an axum request
+/// extension inserted by the HTTP guard (`http.rs`) before any route runs.
+/// Routes open to both the admin token and admin accounts (the dashboard's
+/// data) let such a request through without a Bearer JWT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AdminTokenCaller;

@@ -12,8 +12,9 @@
 //!
 //! The operator dashboard (`dashboard/`): its page at `GET /dashboard`
 //! (public: the page holds no data, and signs in from the browser), its
-//! data at `GET /api/admin/dashboard` behind [`dashboard_auth`], the one
-//! check of the dashboard's sign-in.
+//! data at `GET /api/admin/dashboard` behind the admin token or, with `[apps]` on, an admin account's Bearer
+//! JWT (`app_http/admin_account.rs`; 403 `admin_required` for another
+//! account).
 //!
 //! The token is checked before anything else of an admin request is read:
 //! every request under `/api/` without the valid token gets 401 whatever
@@ -73,7 +74,10 @@ use tokio::sync::Notify;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::timeout::TimeoutLayer;
 
-use super::app_http::{app_router, is_admin_api, with_app_guards, with_bearer_identity, AppApi};
+use super::app_http::{
+    app_router, is_admin_api, with_admin_account, with_app_guards, with_bearer_identity, AppApi,
+};
+use super::authenticated_user::AdminTokenCaller;
 use super::dashboard::{self, Dashboard, DASHBOARD_DATA_PATH, DASHBOARD_PATH};
 use super::http_stats::HttpStats;
 use super::stats::{ServerStats, StatsSource};
@@ -155,7 +159,15 @@ pub(crate) fn router(state: AppState, limits: &HttpConfig) -> Router {
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/metrics", get(metrics))
         .route(DASHBOARD_PATH, get(dashboard_page))
-        .route(DASHBOARD_DATA_PATH, get(dashboard_data))
+        .merge(match &apps {
+            // The admin token (checked by `guard_request`) or an admin
+            // account's Bearer JWT.
+            Some((api, _)) => with_admin_account(
+                Router::new().route(DASHBOARD_DATA_PATH, get(dashboard_data)),
+                api.clone(),
+            ),
+            None => Router::new().route(DASHBOARD_DATA_PATH, get(dashboard_data)),
+        })
         // The admin routes: `guard_request` has checked the token already.
         .route("/api/stats", get(stats_json))
         .route("/api/reload", post(reload))
@@ -198,13 +210,11 @@ fn is_admin_path(path: &str) -> bool {
 /// 404 when the admin API is off) before any route, extractor or body is
 /// looked at, then counts the refusals the inner layers and handlers answer
 /// with.
-async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Response {
-    let admin = if req.uri().path() == DASHBOARD_DATA_PATH {
-        dashboard_auth(g.admin_token.as_ref(), req.headers())
+async fn guard_request(State(g): State<Guard>, mut req: Request, next: Next) -> Response {
+    let admin = is_admin(g.admin_token.as_ref(), req.headers());
+    if admin {
+        req.extensions_mut().insert(AdminTokenCaller);
     } else {
-        is_admin(g.admin_token.as_ref(), req.headers())
-    };
-    if !admin {
         let ip = req
             .extensions()
             .get::<ConnectInfo<SocketAddr>>()
@@ -223,7 +233,9 @@ async fn guard_request(State(g): State<Guard>, req: Request, next: Next) -> Resp
         }
         let path = req.uri().path();
         let admin_path = if g.apps {
-            is_admin_api(path)
+            // The dashboard's data also takes admin accounts: the route's
+            // own gate (`app_http/admin_account.rs`) checks their JWT.
+            is_admin_api(path) && !dashboard_account_sign_in(path)
         } else {
             is_admin_path(path)
         };
@@ -253,13 +265,10 @@ fn is_admin(admin_token: Option<&AdminToken>, headers: &HeaderMap) -> bool {
     admin_token.is_some_and(|t| bearer(headers).is_some_and(|given| t.matches(given)))
 }
 
-/// Whether a request may read the dashboard's data
-/// ([`DASHBOARD_DATA_PATH`]): the single check behind the dashboard's
-/// sign-in, called by the guard before anything else of the request is
-/// read. Today the credential is the admin token, as for the rest of the
-/// admin API.
-pub fn dashboard_auth(admin_token: Option<&AdminToken>, headers: &HeaderMap) -> bool {
-    is_admin(admin_token, headers)
+/// Whether `path` is the one admin path that admin accounts may sign in to
+/// (with `[apps]` on): the dashboard's data.
+fn dashboard_account_sign_in(path: &str) -> bool {
+    path == DASHBOARD_DATA_PATH
 }
 
 /// The token of an `Authorization: Bearer <token>` header: the value after
@@ -407,7 +416,8 @@ async fn dashboard_page() -> Response {
 }
 
 /// The dashboard's data (`dashboard/mod.rs` documents the JSON);
-/// `guard_request` has checked [`dashboard_auth`] already.
+/// `guard_request` has checked the admin token, or the route's gate an
+/// admin account, already.
 async fn dashboard_data(State(st): State<AppState>) -> Response {
     let view = st.dashboard.view(
         &st.stats.read(),

@@ -34,6 +34,7 @@ mod icmp;
 mod radio_routes;
 mod recording_files;
 pub mod server;
+mod session_revocation;
 mod shard;
 mod shared_tables;
 pub mod stats;

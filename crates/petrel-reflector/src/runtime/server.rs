@@ -24,6 +24,7 @@ use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::recording_files::RecordingFiles;
+use super::session_revocation::SessionRevocation;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{HistoryStats, ServerStats, StatsSource};
@@ -36,7 +37,7 @@ use super::websocket_hub::WebSocketHub;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
-use crate::model::{Directory, HttpConfig, VerifierConfig};
+use crate::model::{AppApiConfig, Directory, HttpConfig, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -160,7 +161,13 @@ impl ServerHandle {
             None
         };
         let local_addr = sock.local_addr()?;
-        let websockets = Arc::new(WebSocketHub::default());
+        let max_websockets = cfg
+            .apps
+            .as_ref()
+            .map_or(AppApiConfig::default().max_websocket_sessions, |a| {
+                a.max_websocket_sessions
+            });
+        let websockets = Arc::new(WebSocketHub::new(max_websockets));
         let sink: Arc<dyn ConnectionSink> = websockets.clone();
         let engine = Arc::new(FanoutEngine::start(&sock, &cfg.fanout, Some(sink))?);
         let verifier = Arc::new(
@@ -327,14 +334,18 @@ impl ServerHandle {
                 .name("refl-ingress".into())
                 .spawn(move || shard::reader_loop(reader))?,
         );
+        let targets = ReloadTargets {
+            shards: dir_txs,
+            dashboard: dash,
+            revocation: SessionRevocation::new(store.web_password_stamps().await?),
+        };
         let reload = spawn_reload(
             store,
             text_history,
             &cfg,
-            dir_txs,
+            targets,
             &stats,
             Arc::clone(&reload_now),
-            dash,
         );
         tracing::info!(%local_addr, workers, "reflector listening");
         let mut tasks = vec![events, reload, closer];
@@ -434,22 +445,39 @@ fn spawn_http(
     Ok((addr, task))
 }
 
+/// What each directory reload updates.
+struct ReloadTargets {
+    /// Every shard's directory queue.
+    shards: Vec<SyncSender<Directory>>,
+    /// The dashboard, for group names.
+    dashboard: Dashboard,
+    /// The app sessions of accounts that lost their rights.
+    revocation: SessionRevocation,
+}
+
 /// The task that prunes text history and reloads the directory into every
 /// shard (and the dashboard, for group names) each `reload_interval_ms`,
-/// or at once when `now` is notified.
+/// or at once when `now` is notified; each reload also ends the app
+/// sessions of accounts that lost their rights (`session_revocation.rs`).
 fn spawn_reload(
     store: Store,
     text_history: TextHistory,
     cfg: &ServerConfig,
-    shards: Vec<SyncSender<Directory>>,
+    targets: ReloadTargets,
     stats: &StatsSource,
     now: Arc<Notify>,
-    dashboard: Dashboard,
 ) -> tokio::task::JoinHandle<()> {
     let period = Duration::from_millis(cfg.reload_interval_ms);
     let skipped = Arc::clone(&stats.reloads_skipped);
     let errs = Arc::clone(&stats.store_errors);
     let keep_ms = i64::from(cfg.message_retention_days) * 86_400_000;
+    let ReloadTargets {
+        shards,
+        dashboard,
+        mut revocation,
+    } = targets;
+    let shared = Arc::clone(&stats.shared);
+    let app_auth = Arc::clone(&stats.app_auth);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(period);
         tick.tick().await;
@@ -464,6 +492,18 @@ fn spawn_reload(
             }
             match store.load_directory().await {
                 Ok(d) => {
+                    let stamps = match store.web_password_stamps().await {
+                        Ok(s) => Some(s),
+                        Err(err) => {
+                            errs.fetch_add(1, Relaxed);
+                            tracing::warn!(error = %err, "web password stamps failed");
+                            None
+                        }
+                    };
+                    let ended = revocation.apply(&d, stamps, &shared);
+                    app_auth
+                        .ghost_sessions_revoked
+                        .fetch_add(ended as u64, Relaxed);
                     dashboard.set_directory(d.clone());
                     for shard in &shards {
                         if let Err(TrySendError::Full(_)) = shard.try_send(d.clone()) {

@@ -27,7 +27,10 @@
 //! every 30 s) go through the connection's bounded queue
 //! ([`WebSocketHub`]). The session ends, and the connection closes without
 //! a close frame, when it is replaced, deleted or silent for more than
-//! 20 s, when a ping cannot be queued, or when a write fails.
+//! 20 s, when a ping cannot be queued, or when a write fails; with the
+//! close frame 1008 `websocket_sessions_full` when the hub is full
+//! (`[apps] max_websocket_sessions`) and it is the idlest connection as a
+//! new one opens.
 //!
 //! Why axum's `ws` feature rather than tokio-tungstenite directly: the
 //! upgrade is one more route of the same router, so the per-prefix budget,
@@ -57,7 +60,9 @@ use super::app_authority::AppAuthority;
 use super::shard::Datagram;
 use super::shared_tables::SharedTables;
 use super::wall_clock::unix_ms;
-use super::websocket_hub::{enqueue, Outbound, WebSocketHub, WRITE_QUEUE};
+use super::websocket_hub::{
+    enqueue, Closing, LastFrame, Outbound, WebSocketHub, EVICTED_REASON, WRITE_QUEUE,
+};
 use crate::codec::{
     self, decode_unframed, normalize_instance_id, require_capabilities, AppLoginError, PacketType,
 };
@@ -68,6 +73,9 @@ use crate::model::{
 
 /// How often a ping is queued (§4.5).
 const PING_EVERY: Duration = Duration::from_secs(30);
+/// How long the close frame of an evicted connection may take to write;
+/// then the connection is dropped without it.
+const CLOSE_WRITE: Duration = Duration::from_secs(1);
 /// The largest frame and message read, bytes (§5.3: "a limit of 64 KiB or
 /// more is safe"; a DraARLv1 packet is under 1 KiB). A longer one ends
 /// the connection as soon as its header announces it, so a client
@@ -251,11 +259,24 @@ async fn run(
         "rx_group_ids": session.routing.rx_group_ids,
     }});
     enqueue(&st.hub.stats, &queue, Outbound::Text(auth.to_string()));
-    st.hub.insert(conn, queue.clone(), close);
+    let last_frame = LastFrame::default();
+    st.hub.insert(
+        conn,
+        queue.clone(),
+        close,
+        last_frame.clone(),
+        Instant::now(),
+    );
     let (sink, stream) = socket.split();
-    let mut writer = tokio::spawn(write_loop(sink, outbound));
+    let mut writer = tokio::spawn(write_loop(sink, outbound, closed));
     let callsign = session.user.callsign.clone();
-    serve(&st, conn, &callsign, &queue, stream, closed, &mut writer).await;
+    let client = Client {
+        conn,
+        callsign: &callsign,
+        queue: &queue,
+        last_frame: &last_frame,
+    };
+    serve(&st, &client, stream, &mut writer).await;
     writer.abort();
     st.hub.remove(conn);
     if st.shared.ghosts().remove_connection(conn).is_some() {
@@ -263,53 +284,75 @@ async fn run(
     }
 }
 
+/// Writes the queued messages until the queue closes or a write fails;
+/// ends at once when the hub closes the connection, after the close frame
+/// 1008 [`EVICTED_REASON`] (at most [`CLOSE_WRITE`]) when it was evicted.
 async fn write_loop(
     mut sink: futures_util::stream::SplitSink<WebSocket, Message>,
     mut outbound: mpsc::Receiver<Outbound>,
+    mut closing: oneshot::Receiver<Closing>,
 ) {
-    while let Some(msg) = outbound.recv().await {
-        let msg = match msg {
-            Outbound::Text(t) => Message::Text(t.into()),
-            Outbound::Binary(b) => Message::Binary(b),
-            Outbound::Ping => Message::Ping(Default::default()),
-        };
-        if sink.send(msg).await.is_err() {
-            return;
+    loop {
+        tokio::select! {
+            msg = outbound.recv() => {
+                let Some(msg) = msg else { return };
+                let msg = match msg {
+                    Outbound::Text(t) => Message::Text(t.into()),
+                    Outbound::Binary(b) => Message::Binary(b),
+                    Outbound::Ping => Message::Ping(Default::default()),
+                };
+                if sink.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            how = &mut closing => {
+                if how == Ok(Closing::Evicted) {
+                    let close = CloseFrame {
+                        code: 1008,
+                        reason: EVICTED_REASON.into(),
+                    };
+                    let send = sink.send(Message::Close(Some(close)));
+                    let _ = tokio::time::timeout(CLOSE_WRITE, send).await;
+                }
+                return;
+            }
         }
     }
 }
 
-/// Reads the client until it goes, the session is closed, a ping cannot
-/// be queued or the writer fails.
+/// One open connection, as its reader sees it.
+struct Client<'a> {
+    conn: ConnectionId,
+    callsign: &'a str,
+    queue: &'a mpsc::Sender<Outbound>,
+    last_frame: &'a LastFrame,
+}
+
+/// Reads the client until it goes, a ping cannot be queued or the writer
+/// ends (a write failed, or the hub closed the connection).
 async fn serve(
     st: &WebSocketState,
-    conn: ConnectionId,
-    callsign: &str,
-    queue: &mpsc::Sender<Outbound>,
+    client: &Client<'_>,
     mut stream: futures_util::stream::SplitStream<WebSocket>,
-    mut closed: oneshot::Receiver<()>,
     writer: &mut tokio::task::JoinHandle<()>,
 ) {
     let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + PING_EVERY, PING_EVERY);
     let shard = st
         .shards
-        .get((conn % st.shards.len().max(1) as u64) as usize);
+        .get((client.conn % st.shards.len().max(1) as u64) as usize);
     loop {
         tokio::select! {
             msg = stream.next() => match msg {
-                Some(Ok(Message::Binary(frame))) => {
-                    on_binary(st, conn, callsign, queue, shard, &frame);
-                }
+                Some(Ok(Message::Binary(frame))) => on_binary(st, client, shard, &frame),
                 Some(Ok(Message::Close(_))) | Some(Err(_)) | None => return,
                 // Text frames are ignored; pings are answered by the library.
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => {
-                if !enqueue(&st.hub.stats, queue, Outbound::Ping) {
+                if !enqueue(&st.hub.stats, client.queue, Outbound::Ping) {
                     return;
                 }
             }
-            _ = &mut closed => return,
             _ = &mut *writer => return,
         }
     }
@@ -318,12 +361,11 @@ async fn serve(
 /// One binary frame from the client (§4.4 "Uplink").
 fn on_binary(
     st: &WebSocketState,
-    conn: ConnectionId,
-    callsign: &str,
-    queue: &mpsc::Sender<Outbound>,
+    client: &Client<'_>,
     shard: Option<&SyncSender<Datagram>>,
     frame: &[u8],
 ) {
+    let (conn, callsign, queue) = (client.conn, client.callsign, client.queue);
     let stats = &st.hub.stats;
     let Ok(packet) = decode_unframed(frame) else {
         stats.frames_malformed.fetch_add(1, Relaxed);
@@ -331,6 +373,7 @@ fn on_binary(
     };
     stats.frames_received.fetch_add(1, Relaxed);
     let now = Instant::now();
+    st.hub.touch(client.last_frame, now);
     if st.shared.ghosts().resolve_connection(conn, now).is_none() {
         return;
     }

@@ -6,12 +6,21 @@
 //! the new message (counted in `writes_dropped`), so a slow client never
 //! delays the fan-out or anyone else. A frame's payload is one shared
 //! [`Bytes`] (a reference to the fan-out frame's own copy), so a broadcast
-//! copies nothing per connection. The map holds open connections only,
-//! each with a registered app session, so it is bounded by the registry.
+//! copies nothing per connection.
+//!
+//! The map holds open connections only, each with a registered app
+//! session. Once upgraded, a connection has left the HTTP connection caps,
+//! so the hub bounds them itself: at most `[apps] max_websocket_sessions`
+//! open at once; a new one beyond it evicts the idlest open connection
+//! (longest since its client's last decodable frame, or since it opened),
+//! which gets the close frame 1008 [`EVICTED_REASON`] (counted in
+//! `sessions_evicted`). The reference has no such bound (§4.5); 1008 is
+//! its one close code that the web client does not reconnect after.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
@@ -21,6 +30,25 @@ use crate::model::ConnectionId;
 
 /// Messages one connection may have queued (§4.5: 64).
 pub const WRITE_QUEUE: usize = 64;
+
+/// The close reason (code 1008) of a connection evicted to make room.
+pub const EVICTED_REASON: &str = "websocket_sessions_full";
+
+/// How a connection is ended by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Closing {
+    /// At TCP level, without a close frame (§4.5: replaced, deleted,
+    /// expired).
+    Silently,
+    /// With the close frame 1008 [`EVICTED_REASON`]: the hub was full.
+    Evicted,
+}
+
+/// When a connection's client last sent a decodable frame (or the
+/// connection opened), ms since the hub was made; the connection's reader
+/// updates it ([`WebSocketHub::touch`]) without taking the hub's lock.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LastFrame(Arc<AtomicU64>);
 
 /// What a connection's writer sends.
 #[derive(Debug, Clone)]
@@ -46,6 +74,7 @@ pub struct WebSocketStats {
     pub(crate) writes_queued: AtomicU64,
     pub(crate) writes_dropped: AtomicU64,
     pub(crate) fanout_sent: AtomicU64,
+    pub(crate) sessions_evicted: AtomicU64,
 }
 
 impl WebSocketStats {
@@ -65,20 +94,25 @@ impl WebSocketStats {
             ("writes_queued", self.writes_queued.load(Relaxed)),
             ("writes_dropped", self.writes_dropped.load(Relaxed)),
             ("fanout_sent", self.fanout_sent.load(Relaxed)),
+            ("sessions_evicted", self.sessions_evicted.load(Relaxed)),
         ]
     }
 }
 
 struct Open {
     queue: mpsc::Sender<Outbound>,
-    close: oneshot::Sender<()>,
+    close: oneshot::Sender<Closing>,
+    last_frame: LastFrame,
 }
 
 /// See the module docs.
-#[derive(Default)]
 pub struct WebSocketHub {
     conns: Mutex<HashMap<ConnectionId, Open>>,
     next_id: AtomicU64,
+    /// Most connections open at once (≥ 1).
+    max_open: usize,
+    /// Origin of the [`LastFrame`] times.
+    started: Instant,
     pub(crate) stats: WebSocketStats,
 }
 
@@ -86,11 +120,24 @@ impl std::fmt::Debug for WebSocketHub {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WebSocketHub")
             .field("open", &self.open())
+            .field("max_open", &self.max_open)
             .finish_non_exhaustive()
     }
 }
 
 impl WebSocketHub {
+    /// An empty hub for at most `max_open` connections at once (0 is
+    /// taken as 1).
+    pub fn new(max_open: usize) -> Self {
+        Self {
+            conns: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            max_open: max_open.max(1),
+            started: Instant::now(),
+            stats: WebSocketStats::default(),
+        }
+    }
+
     /// A fresh connection id (from 1).
     pub(crate) fn next_id(&self) -> ConnectionId {
         self.next_id.fetch_add(1, Relaxed) + 1
@@ -110,14 +157,53 @@ impl WebSocketHub {
         self.conns.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Makes `conn` reachable: its write queue, and how to close it.
+    fn ms_since_start(&self, now: Instant) -> u64 {
+        u64::try_from(now.saturating_duration_since(self.started).as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Records a decodable frame from the client of `last` at `now`.
+    pub(crate) fn touch(&self, last: &LastFrame, now: Instant) {
+        last.0.store(self.ms_since_start(now), Relaxed);
+    }
+
+    /// Makes `conn` reachable: its write queue, how to close it, and its
+    /// [`LastFrame`] (set to `now`). When `max_open` are open already, the
+    /// idlest one is evicted first ([`Closing::Evicted`], counted); its
+    /// id is returned (ties: the oldest id).
     pub(crate) fn insert(
         &self,
         conn: ConnectionId,
         queue: mpsc::Sender<Outbound>,
-        close: oneshot::Sender<()>,
-    ) {
-        self.lock().insert(conn, Open { queue, close });
+        close: oneshot::Sender<Closing>,
+        last_frame: LastFrame,
+        now: Instant,
+    ) -> Option<ConnectionId> {
+        self.touch(&last_frame, now);
+        let mut conns = self.lock();
+        let mut evicted = None;
+        while conns.len() >= self.max_open {
+            let Some(idlest) = conns
+                .iter()
+                .min_by_key(|(id, o)| (o.last_frame.0.load(Relaxed), **id))
+                .map(|(id, _)| *id)
+            else {
+                break;
+            };
+            if let Some(open) = conns.remove(&idlest) {
+                self.stats.sessions_evicted.fetch_add(1, Relaxed);
+                let _ = open.close.send(Closing::Evicted);
+                evicted = Some(idlest);
+            }
+        }
+        conns.insert(
+            conn,
+            Open {
+                queue,
+                close,
+                last_frame,
+            },
+        );
+        evicted
     }
 
     /// Forgets `conn` (its connection ended).
@@ -130,7 +216,7 @@ impl WebSocketHub {
     pub(crate) fn close(&self, conn: ConnectionId) {
         if let Some(open) = self.lock().remove(&conn) {
             self.stats.closed.fetch_add(1, Relaxed);
-            let _ = open.close.send(());
+            let _ = open.close.send(Closing::Silently);
         }
     }
 
@@ -190,12 +276,12 @@ mod tests {
     /// and drop the rest, counted; the payload is shared, never copied.
     #[test]
     fn full_queues_drop_new_messages_and_share_one_payload() {
-        let hub = WebSocketHub::default();
+        let hub = WebSocketHub::new(64);
         let mut readers = Vec::new();
         for conn in 1..=20 {
             let (tx, rx) = mpsc::channel(WRITE_QUEUE);
             let (close, _closed) = oneshot::channel();
-            hub.insert(conn, tx, close);
+            hub.insert(conn, tx, close, LastFrame::default(), Instant::now());
             readers.push(rx);
         }
         let targets: Vec<ConnectionId> = (1..=20).collect();
@@ -217,5 +303,45 @@ mod tests {
         hub.close(2);
         assert!(!hub.send(2, Outbound::Ping));
         assert_eq!(hub.open(), 19);
+    }
+
+    /// A full hub evicts the connection whose client was silent longest
+    /// (a frame refreshes it; ties go to the oldest), with the 1008 close,
+    /// counted; replacement closes stay silent.
+    #[test]
+    fn a_full_hub_evicts_the_idlest_connection() {
+        let hub = WebSocketHub::new(3);
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + std::time::Duration::from_millis(ms);
+        let mut closes = Vec::new();
+        let mut lasts = Vec::new();
+        for conn in 1..=3 {
+            let (tx, _rx) = mpsc::channel(WRITE_QUEUE);
+            let (close, closed) = oneshot::channel();
+            let last = LastFrame::default();
+            assert_eq!(
+                hub.insert(conn, tx, close, last.clone(), at(conn * 10)),
+                None
+            );
+            closes.push(closed);
+            lasts.push(last);
+        }
+        // Connection 1 talks later than 2 and 3: 2 is now the idlest.
+        hub.touch(&lasts[0], at(100));
+        let (tx, _rx) = mpsc::channel(WRITE_QUEUE);
+        let (close, _closed) = oneshot::channel();
+        assert_eq!(
+            hub.insert(4, tx, close, LastFrame::default(), at(200)),
+            Some(2)
+        );
+        assert_eq!(closes[1].try_recv(), Ok(Closing::Evicted));
+        assert!(closes[0].try_recv().is_err() && closes[2].try_recv().is_err());
+        assert_eq!(hub.open(), 3);
+        assert_eq!(hub.stats.sessions_evicted.load(Relaxed), 1);
+        assert!(!hub.send(2, Outbound::Ping));
+        // A silent close is not an eviction.
+        hub.close(3);
+        assert_eq!(closes[2].try_recv(), Ok(Closing::Silently));
+        assert_eq!(hub.stats.sessions_evicted.load(Relaxed), 1);
     }
 }

@@ -1,20 +1,37 @@
-//! Helpers shared by the integration tests (each test crate uses a part):
-//! scratch stores, seeding accounts, starting a server on a fresh SQLite
-//! store, building heartbeats and reading replies over UDP and HTTP.
-#![allow(dead_code)]
+//! Helpers shared by the integration tests (each test crate uses a part),
+//! one concern per file: [`backends`] (run a test once per store backend),
+//! [`fake_authority`] (an in-memory account store for app sessions),
+//! [`ghost_client`] (Type 1 ghosts and physical devices over UDP),
+//! [`app_server`] (a server with `[apps]` over a seeded real store),
+//! [`app_client`] (the app clients' HTTP calls) and [`ws_client`] (`/ws`
+//! sessions); this file holds scratch stores, seeding accounts, starting a
+//! server, heartbeats and raw UDP/HTTP reads.
+#![allow(dead_code, unused_macros)]
 
 #[path = "../../src/runtime/store/scratch_store.rs"]
 mod scratch_store;
 
+#[macro_use]
+pub mod backends;
+pub mod app_client;
+pub mod app_server;
+pub mod fake_authority;
+pub mod ghost_client;
+pub mod ws_client;
+
+pub use backends::{run, Env};
+pub use petrel_reflector::model::Backend;
 pub use scratch_store::ScratchStore;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{Backend, HashCost, ServerConfig};
+use petrel_reflector::model::{HashCost, ServerConfig};
+use petrel_reflector::runtime::app_authority::AppAuthority;
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 use tokio::runtime::Runtime;
@@ -30,18 +47,24 @@ pub fn account(name: &str, callsign: String, dmrid: u32, password: &str) -> NewU
     }
 }
 
-/// Opens the store at `db` with the cheapest Argon2 cost (64 KiB, one pass,
-/// one lane), so seeding accounts is fast.
-pub async fn open_cheap(db: &str) -> Store {
-    let opts = StoreOptions {
+/// The cheapest hashing costs: Argon2 with 64 KiB, one pass, one lane
+/// for device passwords, bcrypt cost 4 for web passwords; seeding accounts
+/// is fast.
+pub fn cheap_options() -> StoreOptions {
+    StoreOptions {
         hash_cost: HashCost {
             m_cost_kib: 64,
             t_cost: 1,
             p_cost: 1,
         },
+        web_password_cost: 4,
         ..StoreOptions::default()
-    };
-    Store::open(db, opts).await.unwrap()
+    }
+}
+
+/// Opens the store at `db` with [`cheap_options`].
+pub async fn open_cheap(db: &str) -> Store {
+    Store::open(db, cheap_options()).await.unwrap()
 }
 
 /// Adds `users` to `store`.
@@ -71,28 +94,48 @@ pub fn udp_config(db: &str) -> ServerConfig {
     }
 }
 
-/// Creates the SQLite store `name`, seeds `users`, starts a server with
-/// `config(db)` and runs `body`; then shuts the server down and removes the
-/// store, also when `body` panicked.
+/// Starts a server with `config` (and `authority` for app sessions, when
+/// given) on `env`'s runtime, runs `body` and shuts the server down, also
+/// when `body` panicked.
+pub fn serve<R>(
+    env: &Env,
+    config: ServerConfig,
+    authority: Option<Arc<dyn AppAuthority>>,
+    body: impl FnOnce(&ServerHandle) -> R,
+) -> R {
+    let srv = env
+        .rt
+        .block_on(ServerHandle::start_with_apps(config, authority))
+        .unwrap();
+    let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
+    env.rt.block_on(srv.shutdown());
+    outcome.unwrap_or_else(|p| resume_unwind(p))
+}
+
+/// Seeds `users` into `env`'s empty store, then [`serve`]s `config(db)`
+/// without an app authority.
+pub fn with_seeded_server<R>(
+    env: &Env,
+    users: impl IntoIterator<Item = NewUser>,
+    config: impl FnOnce(&str) -> ServerConfig,
+    body: impl FnOnce(&ServerHandle) -> R,
+) -> R {
+    seed_users(&env.rt, &env.db, users);
+    serve(env, config(&env.db), None, body)
+}
+
+/// [`with_seeded_server`] on a fresh SQLite store `name`, for the tests
+/// that exercise the UDP and HTTP edges rather than the store.
 pub fn with_sqlite_server<R>(
     name: &str,
     users: impl IntoIterator<Item = NewUser>,
     config: impl FnOnce(&str) -> ServerConfig,
     body: impl FnOnce(&ServerHandle) -> R,
 ) -> R {
-    let rt = Runtime::new().unwrap();
-    let scratch = rt
-        .block_on(ScratchStore::create(Backend::Sqlite, name))
-        .unwrap()
-        .unwrap();
-    seed_users(&rt, scratch.location(), users);
-    let srv = rt
-        .block_on(ServerHandle::start(config(scratch.location())))
-        .unwrap();
-    let outcome = catch_unwind(AssertUnwindSafe(|| body(&srv)));
-    rt.block_on(srv.shutdown());
-    rt.block_on(scratch.remove()).unwrap();
-    outcome.unwrap_or_else(|p| resume_unwind(p))
+    run(Backend::Sqlite, name, |env| {
+        with_seeded_server(env, users, config, body)
+    })
+    .expect("SQLite is always available")
 }
 
 /// A heartbeat of `name`-`ssid` with `password` and `data` (draarl-v1 §2.3).

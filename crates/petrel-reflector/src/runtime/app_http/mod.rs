@@ -14,10 +14,14 @@
 //! password checks (bcrypt) run at most half the cores at once over every
 //! source, later logins waiting their turn within the request timeout.
 //!
+//! The operator dashboard's data route takes admin accounts too, through
+//! [`with_admin_account`] (`admin_account.rs`).
+//!
 //! What the ghost-session side adds (`/api/radio/sessions*`, `/ws`)
 //! merges into the same router; per-group online counts of its sessions
 //! come in through [`GroupPresence`].
 
+mod admin_account;
 mod auth_routes;
 mod captcha;
 mod cookies;
@@ -43,6 +47,7 @@ use super::authenticated_user::AuthenticatedUser;
 use super::store::WebUser;
 use crate::model::{normalise_origin, AppApiConfig, AppUser};
 use crate::policy::IpRateTable;
+pub use admin_account::{with_admin_account, ADMIN_REQUIRED};
 use captcha::CaptchaBook;
 
 /// Online counts per group from one source of sessions: physical devices

@@ -1,7 +1,8 @@
 //! The operator dashboard: one HTML page with its CSS and script inline
 //! (`page.html`, compiled in), served at [`DASHBOARD_PATH`], and the JSON
-//! it polls at [`DASHBOARD_DATA_PATH`] behind the admin sign-in (see
-//! `http.rs`, `dashboard_auth`). It shows what `/metrics` and the admin API
+//! it polls at [`DASHBOARD_DATA_PATH`] behind the admin sign-in: the
+//! admin token, or an admin account signed in through `POST
+//! /api/auth/login` (see `http.rs` and `app_http/admin_account.rs`). It shows what `/metrics` and the admin API
 //! show (draarl-v1 §4.5, §5.4): "last heard" (the latest talk spurts), the
 //! sessions online per group, and the ingress, fan-out and drop counters
 //! with a chart of the last ten minutes.
@@ -253,12 +254,13 @@ fn inline_hash(tag: &str) -> String {
 
 /// The page's Content-Security-Policy: nothing from elsewhere; only the
 /// page's own inline script and style (by hash), requests to its own
-/// origin, no frames, forms or plugins.
+/// origin, images from it or inline (`data:`, the login captcha of
+/// `GET /api/captcha`), no frames, forms or plugins.
 pub fn page_csp() -> &'static str {
     static CSP: LazyLock<String> = LazyLock::new(|| {
         format!(
             "default-src 'none'; script-src {}; style-src {}; connect-src 'self'; \
-             img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+             img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
             inline_hash("script"),
             inline_hash("style"),
         )

@@ -82,7 +82,7 @@ impl Fixture {
         };
         let shared = Arc::new(SharedTables::new(&cfg, Instant::now()));
         let authority = Arc::new(FakeAuthority::default());
-        let hub = Arc::new(WebSocketHub::default());
+        let hub = Arc::new(WebSocketHub::new(16));
         let radio = RadioState {
             shared: Arc::clone(&shared),
             authority: Some(authority.clone() as Arc<dyn AppAuthority>),
@@ -397,7 +397,13 @@ async fn a_web_session_is_told_of_its_new_routing_and_closed_on_delete() {
     let conn = u64::from(f.port);
     let (queue, mut outbound) = tokio::sync::mpsc::channel(8);
     let (close, mut closed) = tokio::sync::oneshot::channel();
-    f.hub.insert(conn, queue, close);
+    f.hub.insert(
+        conn,
+        queue,
+        close,
+        crate::runtime::websocket_hub::LastFrame::default(),
+        std::time::Instant::now(),
+    );
     let (status, _) = f
         .call(
             "PUT",
@@ -421,5 +427,8 @@ async fn a_web_session_is_told_of_its_new_routing_and_closed_on_delete() {
         .call("DELETE", &format!("/api/radio/sessions/{id}"), Some(1), "")
         .await;
     assert_eq!(status, 200);
-    assert!(closed.try_recv().is_ok());
+    assert_eq!(
+        closed.try_recv(),
+        Ok(crate::runtime::websocket_hub::Closing::Silently)
+    );
 }

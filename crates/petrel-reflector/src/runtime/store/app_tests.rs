@@ -1,5 +1,6 @@
 //! The app side of the store on every backend: refresh-token rotation and
-//! bounds (§1.4), and the migration from schema 4 to 5.
+//! bounds (§1.4), a new web password revoking the refresh tokens, and the
+//! migration from schema 4 to 5.
 
 use sqlx::{ConnectOptions, Connection};
 
@@ -10,6 +11,7 @@ on_every_backend!(
     refresh_tokens_rotate_once_and_are_capped,
     schema_4_store_migrates_to_5_keeping_rows,
     the_generated_jwt_secret_is_kept_once,
+    a_new_web_password_revokes_refresh_tokens_and_changes_the_stamp,
 );
 
 fn opts() -> StoreOptions {
@@ -178,5 +180,43 @@ async fn the_generated_jwt_secret_is_kept_once(db: String) {
         .await
         .unwrap();
     assert_eq!(again, first);
+    s.close().await;
+}
+
+async fn a_new_web_password_revokes_refresh_tokens_and_changes_the_stamp(db: String) {
+    let s = seeded(&db).await;
+    s.add_user(&user("bob", "BA1BBB")).await.unwrap();
+    let id = |name: &'static str| {
+        let s = &s;
+        async move { s.web_user_by_name(name).await.unwrap().unwrap().id }
+    };
+    let (alice, bob) = (id("alice").await, id("bob").await);
+    let before = s.web_password_stamps().await.unwrap();
+    assert_eq!((before[&alice], before[&bob]), (0, 0));
+    s.set_web_password("alice", "web-pass-1").await.unwrap();
+    for (hash, user_id) in [("a", alice), ("b", bob)] {
+        let t = NewRefreshToken {
+            hash: hash.into(),
+            user_id,
+            created_at_ms: 100,
+            expires_at_ms: i64::MAX / 2,
+            ip: "127.0.0.1".into(),
+            user_agent: "test".into(),
+        };
+        s.insert_refresh_token(&t, 20).await.unwrap();
+    }
+    let set = s.web_password_stamps().await.unwrap();
+    assert_ne!(set[&alice], 0);
+    s.set_web_password("alice", "web-pass-2").await.unwrap();
+    let changed = s.web_password_stamps().await.unwrap();
+    assert!(changed[&alice] != set[&alice] && changed[&bob] == 0);
+    assert!(matches!(
+        s.refresh_token_state("a", 200).await.unwrap(),
+        RefreshTokenState::Revoked { .. }
+    ));
+    assert_eq!(
+        s.refresh_token_state("b", 200).await.unwrap(),
+        RefreshTokenState::Valid { user_id: bob }
+    );
     s.close().await;
 }

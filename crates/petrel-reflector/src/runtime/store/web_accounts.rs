@@ -2,6 +2,9 @@
 //! bcrypt account password, roles, e-mail and profile fields, and the
 //! last-login record. Device passwords are in `accounts.rs`.
 
+use std::collections::HashMap;
+
+use sha2::{Digest, Sha256};
 use sqlx::any::AnyRow;
 use sqlx::Row;
 
@@ -95,14 +98,48 @@ const MAX_FIELD_BYTES: usize = 254;
 
 impl Store {
     /// Sets the web/app password of `name` (bcrypt at the store's
-    /// `web_password_cost`); runs the hash on a blocking thread.
+    /// `web_password_cost`; the hash runs on a blocking thread) and revokes
+    /// every usable refresh token of the account.
     pub async fn set_web_password(&self, name: &str, password: &str) -> Result<(), StoreError> {
         let (pw, cost) = (password.to_owned(), self.opts.web_password_cost);
         let hash = tokio::task::spawn_blocking(move || hash_web_password(&pw, cost))
             .await
             .map_err(|e| StoreError::Invalid(format!("web password hashing: {e}")))?
             .map_err(|e| StoreError::Invalid(e.to_string()))?;
-        self.update_user(name, "password_hash", hash).await
+        self.update_user(name, "password_hash", hash).await?;
+        // A new password ends the sessions the old one opened: every usable
+        // refresh token of the account is revoked (Petrel's choice; §1.4 is
+        // silent on password changes).
+        sqlx::query(
+            "UPDATE refresh_tokens SET revoked_at_ms = $1 \
+             WHERE revoked_at_ms IS NULL AND user_id = (SELECT id FROM users WHERE name = $2)",
+        )
+        .bind(super::now_ms())
+        .bind(name)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A fingerprint of each account's web password hash by `users.id`
+    /// (the first 8 bytes of its SHA-256; 0 without a web password): it
+    /// changes whenever the password is set again. The hashes themselves
+    /// stay in the store.
+    pub async fn web_password_stamps(&self) -> Result<HashMap<i64, u64>, StoreError> {
+        let rows = sqlx::query("SELECT id, password_hash FROM users")
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out = HashMap::with_capacity(rows.len());
+        for r in &rows {
+            let id: i64 = r.try_get(0)?;
+            let hash: Option<String> = r.try_get(1)?;
+            let stamp = hash.map_or(0, |h| {
+                let d = Sha256::digest(h.as_bytes());
+                u64::from_be_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+            });
+            out.insert(id, stamp);
+        }
+        Ok(out)
     }
 
     /// Sets the role string of `name` (e.g. `user`, `admin`; 1–254 bytes
@@ -156,8 +193,13 @@ impl Store {
         }
     }
 
-    /// The account whose name or e-mail is `login` (§1.3 step 3).
+    /// The account whose name or e-mail is `login` (§1.3 step 3). `None`
+    /// for a `login` with a NUL: no stored name holds one, and PostgreSQL
+    /// refuses it as a parameter.
     pub async fn web_user_by_login(&self, login: &str) -> Result<Option<WebUser>, StoreError> {
+        if login.contains('\0') {
+            return Ok(None);
+        }
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS} FROM users WHERE name = $1 OR email = $1 ORDER BY id LIMIT 1"
         ))
@@ -167,8 +209,12 @@ impl Store {
         Ok(row.as_ref().map(web_user).transpose()?)
     }
 
-    /// The account named `name` (a token's `username`).
+    /// The account named `name` (a token's `username`); `None` for a name
+    /// with a NUL, as [`Store::web_user_by_login`].
     pub async fn web_user_by_name(&self, name: &str) -> Result<Option<WebUser>, StoreError> {
+        if name.contains('\0') {
+            return Ok(None);
+        }
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM users WHERE name = $1"))
             .bind(name)
             .fetch_optional(&self.pool)
