@@ -68,3 +68,38 @@ impl NodeAuthority {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::store::harness::on_every_backend;
+    use super::super::super::store::StoreOptions;
+    use super::*;
+    use crate::model::NodeCredential;
+
+    on_every_backend!(stored_nodes_authenticate_unless_disabled_or_removed);
+
+    async fn stored_nodes_authenticate_unless_disabled_or_removed(db: String) {
+        let store = Store::open(&db, StoreOptions::default()).await.unwrap();
+        let cred = NodeCredential::new("edge-a", &[1; 32]).unwrap();
+        let other = NodeCredential::new("edge-a", &[2; 32]).unwrap();
+        store
+            .add_node("edge-a", &cred.hash_hex(), 256)
+            .await
+            .unwrap();
+        let auth = NodeAuthority::from_store(store.clone()).with_static_token("boot", "static-t");
+        assert!(auth.check("edge-a", cred.expose()).await.unwrap());
+        assert!(!auth.check("edge-a", other.expose()).await.unwrap());
+        assert!(!auth.check("edge-b", cred.expose()).await.unwrap());
+        assert!(!auth.check("edge-a", "").await.unwrap());
+        assert!(auth.check("boot", "static-t").await.unwrap());
+        assert!(!auth.check("boot", "static-x").await.unwrap());
+        store.set_node_disabled("edge-a", true).await.unwrap();
+        assert!(!auth.check("edge-a", cred.expose()).await.unwrap());
+        store.set_node_disabled("edge-a", false).await.unwrap();
+        assert!(auth.check("edge-a", cred.expose()).await.unwrap());
+        store.remove_node("edge-a").await.unwrap();
+        assert!(!auth.check("edge-a", cred.expose()).await.unwrap());
+        assert!(!format!("{auth:?}").contains("static-t"));
+        store.close().await;
+    }
+}
