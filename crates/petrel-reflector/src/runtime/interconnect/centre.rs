@@ -28,7 +28,6 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::OsRng;
 use rand::RngCore;
-use thiserror::Error;
 use tokio::io::{AsyncWriteExt, ReadHalf, WriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -39,11 +38,14 @@ use tokio_rustls::TlsAcceptor;
 use super::super::wall_clock::unix_ms;
 use super::centre_stats::{ControlServerSnapshot, ControlServerStats};
 use super::control_io::{write_frame, ControlIoError, FrameSource};
+use super::control_send::{
+    seal_frame, ControlEnvelope, ControlSendError, SessionKeys, SEND_QUEUE, UNSUPPORTED_CRITICAL,
+};
 use super::node_authority::NodeAuthority;
 use crate::codec::interconnect::messages::Heartbeat;
 use crate::codec::interconnect::{
-    kind, seal, Challenge, Channel, ControlMessage, DataBind, EnvelopeHeader, Features, Flags,
-    NodeId, NodeKey, Offer, SealError, Subtype, CHALLENGE_LEN,
+    kind, Challenge, ControlMessage, DataBind, EnvelopeHeader, Features, Flags, NodeId, NodeKey,
+    Offer, Subtype, CHALLENGE_LEN,
 };
 use crate::core::interconnect::{
     AuthRejection, CentreHandshake, ControlVerdict, DataBudget, DataLimits, DataPlane,
@@ -54,11 +56,6 @@ use crate::policy::{AuthAttempts, AUTH_ATTEMPT_ADDRESSES};
 
 /// A session without a frame this long is closed.
 pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Frames queued toward one node; beyond it they are dropped and counted.
-pub const SEND_QUEUE: usize = 1024;
-/// The `node_protocol_error` text for an unknown CRITICAL subtype (§3.4).
-pub const UNSUPPORTED_CRITICAL: &str = "unsupported critical Type 0 subtype";
-
 type Tls = TlsStream<TcpStream>;
 
 /// What the control server hands the centre's dispatchers.
@@ -103,35 +100,6 @@ pub enum CentreEvent {
         /// The session that closed.
         session_id: u64,
     },
-}
-
-/// The envelope fields a sender chooses (§3.5); the rest are the
-/// session's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ControlEnvelope {
-    /// The subtype.
-    pub subtype: Subtype,
-    /// The flags (CONTROL, ACK, CRITICAL …).
-    pub flags: Flags,
-    /// ClusterEpoch.
-    pub cluster_epoch: u64,
-    /// ProjectionVersion.
-    pub projection_version: u64,
-}
-
-/// Why an envelope was not queued to a node.
-#[derive(Debug, Error)]
-pub enum ControlSendError {
-    /// The node has no live session.
-    #[error("node has no live session")]
-    NoSession,
-    /// The node's send queue is full (counted in `send_queue_drops`).
-    #[error("the node's send queue is full")]
-    QueueFull,
-    /// The envelope could not be sealed (payload too long for the control
-    /// channel).
-    #[error(transparent)]
-    Seal(#[from] SealError),
 }
 
 /// A live node session, as the admin side sees it.
@@ -196,7 +164,8 @@ impl std::fmt::Debug for ControlServer {
 impl ControlServer {
     /// Binds `cfg.control_listen` and starts accepting. `events`, when
     /// given, receives what the server does not handle itself (see
-    /// [`CentreEvent`]); without it those are counted as dropped. Must be
+    /// [`CentreEvent`]; when it is full they are dropped and counted);
+    /// without it they are counted as unhandled. Must be
     /// called inside a tokio runtime.
     ///
     /// # Errors
@@ -418,14 +387,10 @@ async fn refuse(write: &mut WriteHalf<Tls>, msg: &ControlMessage) {
 
 impl Centre {
     fn emit(&self, event: CentreEvent) {
-        let delivered = self
-            .events
-            .as_ref()
-            .is_some_and(|tx| tx.try_send(event).is_ok());
-        let counter = if delivered {
-            &self.stats.events_delivered
-        } else {
-            &self.stats.events_dropped
+        let counter = match &self.events {
+            None => &self.stats.events_unhandled,
+            Some(tx) if tx.try_send(event).is_ok() => &self.stats.events_delivered,
+            Some(_) => &self.stats.events_dropped,
         };
         counter.fetch_add(1, Relaxed);
     }
@@ -785,24 +750,17 @@ impl Centre {
             (e.session_id, e.key.clone(), e.out.clone())
         };
         let message_id = lock(&self.ids).next_id();
-        let header = EnvelopeHeader {
+        let keys = SessionKeys {
             source: NodeId::CENTRE,
-            subtype: envelope.subtype,
-            flags: envelope.flags,
-            cluster_epoch: envelope.cluster_epoch,
-            projection_version: envelope.projection_version,
-            node_session_id: session_id,
-            message_id,
-            sent_at_ms: unix_ms(),
-            hop_count: 0,
+            session_id,
+            key: &key,
             key_epoch: 1,
         };
-        let sealed = seal(&header, payload, &key, Channel::Control)?;
-        out.try_send(ControlMessage::type0(&sealed, message_id))
-            .map_err(|_| {
-                self.stats.send_queue_drops.fetch_add(1, Relaxed);
-                ControlSendError::QueueFull
-            })?;
+        let frame = seal_frame(&keys, message_id, envelope, payload)?;
+        out.try_send(frame).map_err(|_| {
+            self.stats.send_queue_drops.fetch_add(1, Relaxed);
+            ControlSendError::QueueFull
+        })?;
         Ok(message_id)
     }
 }

@@ -94,9 +94,11 @@ control_counters! {
     payload_errors,
     /// Envelopes and `node_ready` frames handed to the event receiver.
     events_delivered,
-    /// Envelopes and `node_ready` frames dropped: no event receiver, or it
-    /// was full.
+    /// Events dropped because the event receiver was full.
     events_dropped,
+    /// Events not handed on: the server was started without an event
+    /// receiver (node up/down and `node_ready` included).
+    events_unhandled,
     /// Frames of a kind not taken after the handshake.
     unknown_kinds,
     /// Frames to a node dropped because its send queue was full.

@@ -35,13 +35,15 @@ use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
 use super::super::wall_clock::unix_ms;
-use super::centre::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
+
 use super::control_io::{write_frame, ControlIoError, FrameSource};
+use super::control_send::{
+    seal_frame, ControlEnvelope, ControlSendError, SessionKeys, SEND_QUEUE, UNSUPPORTED_CRITICAL,
+};
 use super::tls::{server_name, CentreTrust, TlsSetupError};
 use crate::codec::interconnect::messages::Heartbeat;
 use crate::codec::interconnect::{
-    kind, seal, Channel, ControlMessage, EnvelopeHeader, Features, Flags, NodeId, NodeKey, Offer,
-    Subtype,
+    kind, ControlMessage, EnvelopeHeader, Features, Flags, NodeId, NodeKey, Offer, Subtype,
 };
 use crate::core::interconnect::{
     ControlVerdict, DataPlane, DataPlaneConfig, EdgeHandshake, HandshakeError, MessageIds,
@@ -360,6 +362,8 @@ impl Drop for EdgeControl {
         if let Some(task) = &self.task {
             task.abort();
         }
+        // Drops the session's sender, so its writer closes the connection.
+        self.shared.link_lost();
     }
 }
 
@@ -585,24 +589,17 @@ impl Shared {
             (c.link.session_id, c.key.clone(), c.key_epoch, c.out.clone())
         };
         let message_id = lock(&self.ids).next_id();
-        let header = EnvelopeHeader {
+        let keys = SessionKeys {
             source: self.node_id,
-            subtype: envelope.subtype,
-            flags: envelope.flags,
-            cluster_epoch: envelope.cluster_epoch,
-            projection_version: envelope.projection_version,
-            node_session_id: session_id,
-            message_id,
-            sent_at_ms: unix_ms(),
-            hop_count: 0,
+            session_id,
+            key: &key,
             key_epoch,
         };
-        let sealed = seal(&header, payload, &key, Channel::Control)?;
-        out.try_send(ControlMessage::type0(&sealed, message_id))
-            .map_err(|_| {
-                self.counters.send_queue_drops.fetch_add(1, Relaxed);
-                ControlSendError::QueueFull
-            })?;
+        let frame = seal_frame(&keys, message_id, envelope, payload)?;
+        out.try_send(frame).map_err(|_| {
+            self.counters.send_queue_drops.fetch_add(1, Relaxed);
+            ControlSendError::QueueFull
+        })?;
         Ok(message_id)
     }
 

@@ -11,6 +11,7 @@
 //!
 //! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
 //! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
+//! `control_send.rs` (sealing envelopes for a control connection),
 //! `centre.rs` and `centre_stats.rs` (the server), `edge.rs` (the client),
 //! `identity.rs` (where the centre's certificate comes from), `enrol.rs`
 //! (adding a node and making its token, §3.3 admin side).
@@ -18,18 +19,17 @@
 mod centre;
 mod centre_stats;
 mod control_io;
+mod control_send;
 mod edge;
 mod enrol;
 mod identity;
 mod node_authority;
 mod tls;
 
-pub use centre::{
-    CentreEvent, ControlEnvelope, ControlSendError, ControlServer, NodeStatus,
-    SESSION_IDLE_TIMEOUT, UNSUPPORTED_CRITICAL,
-};
+pub use centre::{CentreEvent, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use control_io::ControlIoError;
+pub use control_send::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
 pub use edge::{
     EdgeConnectError, EdgeControl, EdgeControlConfig, EdgeControlStats, EdgeEvent, EdgeLink,
     EdgeStartError, CONNECT_TIMEOUT, EVENT_QUEUE, HEARTBEAT_INTERVAL,
