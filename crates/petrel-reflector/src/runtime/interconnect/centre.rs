@@ -380,6 +380,22 @@ fn random_session() -> (u64, [u8; 32]) {
     (id, key)
 }
 
+/// Removes a registered session that never became live.
+struct Registered<'a> {
+    centre: &'a Centre,
+    node_id: NodeId,
+    session_id: u64,
+    armed: bool,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.centre.close_session(self.node_id, self.session_id);
+        }
+    }
+}
+
 async fn refuse(write: &mut WriteHalf<Tls>, msg: &ControlMessage) {
     let _ = write_frame(write, msg).await;
     let _ = write.shutdown().await;
@@ -476,14 +492,22 @@ impl Centre {
             queue,
             close,
         };
+        // Unregisters the session if the reply fails or the hello deadline
+        // cancels this future while the reply is being written.
+        let mut registered = Registered {
+            centre: self,
+            node_id,
+            session_id,
+            armed: true,
+        };
         let sent = match hs.accept(session_id, &key, None) {
             Ok(ok) => write_frame(&mut session.write, &ok).await.is_ok(),
             Err(_) => false,
         };
         if !sent {
-            self.close_session(node_id, session_id);
             return None;
         }
+        registered.armed = false;
         stats.auth_ok.fetch_add(1, Relaxed);
         tracing::info!(node = %node_id, session_id, %peer, "edge node connected");
         self.emit(CentreEvent::NodeUp {
