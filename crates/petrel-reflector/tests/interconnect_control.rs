@@ -536,3 +536,103 @@ fn an_enrolled_edge_connects_to_a_configured_centre() {
         scratch.remove().await.unwrap();
     });
 }
+
+/// Seals a control envelope from `node` on a raw client's session.
+fn envelope_frame(
+    node: &str,
+    auth_ok: &ControlMessage,
+    key: &[u8],
+    message_id: u64,
+    subtype: u8,
+    flags: u16,
+) -> ControlMessage {
+    use petrel_reflector::codec::interconnect::{
+        seal, Channel, EnvelopeHeader, Flags, NodeId, NodeKey, Subtype,
+    };
+    let sent_at_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let header = EnvelopeHeader {
+        source: NodeId::new(node).unwrap(),
+        subtype: Subtype(subtype),
+        flags: Flags(flags),
+        cluster_epoch: 0,
+        projection_version: 0,
+        node_session_id: auth_ok.session_id,
+        message_id,
+        sent_at_ms,
+        hop_count: 0,
+        key_epoch: 1,
+    };
+    let sealed = seal(
+        &header,
+        b"{}",
+        &NodeKey::new(key).unwrap(),
+        Channel::Control,
+    )
+    .unwrap();
+    ControlMessage::type0(&sealed, message_id)
+}
+
+#[tokio::test]
+async fn forged_and_critical_envelopes_and_the_control_budget() {
+    use base64::Engine as _;
+    let identity = TlsIdentity::generate().unwrap();
+    let cred = credential("edge-a", 1);
+    let cfg = InterconnectConfig {
+        control_soft_pps_per_node: 2,
+        control_hard_pps_per_node: 4,
+        ..loopback_cfg()
+    };
+    let server = centre(&cfg, &identity, &[&cred]).await;
+    let mut tls = tls_connect(server.local_addr(), identity.fingerprint()).await;
+    let ok: ControlMessage = serde_json::from_str(
+        &exchange(&mut tls, &hello("edge-a", cred.expose()))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    let key = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(&ok.key)
+        .unwrap();
+    let send = |m: ControlMessage| encode_frame(&m, MAX_CONTROL_FRAME).unwrap();
+    // Twelve legacy heartbeats in one write: at most 4 per second pass the
+    // budget (two windows at most), the rest are dropped and counted.
+    let mut burst = Vec::new();
+    for _ in 0..12 {
+        burst.extend(send(ControlMessage::new("node_heartbeat")));
+    }
+    tls.write_all(&burst).await.unwrap();
+    let s = stats_when(&server, |s| {
+        s.legacy_heartbeats + s.control_hard_limit_drops == 12
+    })
+    .await;
+    assert!(s.control_hard_limit_drops >= 4, "{s:?}");
+    assert!(s.control_soft_limit_events >= 1, "{s:?}");
+    // Wait for a fresh one-second window.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    // A heartbeat sealed with the session key passes; one sealed with
+    // another key is dropped (HMAC), as is a replay of the first.
+    let good = envelope_frame("edge-a", &ok, &key, 1, 0x05, 0x08);
+    let forged = envelope_frame("edge-a", &ok, &[9u8; 32], 2, 0x05, 0x08);
+    let mut pair = send(good.clone());
+    pair.extend(send(forged));
+    pair.extend(send(good));
+    tls.write_all(&pair).await.unwrap();
+    let s = stats_when(&server, |s| s.type0_received == 3).await;
+    assert_eq!((s.type0_dropped, s.payload_errors), (2, 1), "{s:?}");
+    // An unknown subtype flagged CRITICAL closes the session with a
+    // protocol error.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let critical = envelope_frame("edge-a", &ok, &key, 3, 0x7e, 0x18);
+    tls.write_all(&send(critical)).await.unwrap();
+    let reply = read_frame(&mut tls).await.unwrap();
+    assert_eq!(
+        reply,
+        r#"{"kind":"node_protocol_error","error":"unsupported critical Type 0 subtype"}"#
+    );
+    assert!(closed_within(&mut tls, WAIT).await);
+    let s = stats_when(&server, |s| s.active_nodes == 0).await;
+    assert_eq!(s.unsupported_subtype_drops, 1);
+}
