@@ -62,6 +62,10 @@
 //!   captcha, login, JWT access and rotated refresh tokens, the start-up
 //!   routes) over the account store, which also answers app logins as the
 //!   `runtime::app_authority::AppAuthority` of ghost sessions.
+//!   With `[interconnect]`, the centre's TLS 1.3 control server for edge
+//!   nodes (`runtime::interconnect`, draarl-interconnect §3), whose node
+//!   credentials the store keeps hashed; the same module holds the edge's
+//!   control client.
 //!
 //! # What does not
 //!

@@ -38,3 +38,28 @@ pub async fn centre_identity(
     let kept = store.tls_identity_or_insert(&generated).await?;
     Ok(TlsIdentity::from_stored(&kept)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::store::harness::on_every_backend;
+    use super::super::super::store::StoreOptions;
+    use super::*;
+
+    on_every_backend!(the_generated_identity_is_made_once_and_files_take_precedence);
+
+    async fn the_generated_identity_is_made_once_and_files_take_precedence(db: String) {
+        let store = Store::open(&db, StoreOptions::default()).await.unwrap();
+        let cfg = InterconnectConfig::default();
+        let first = centre_identity(&cfg, &store).await.unwrap();
+        let again = centre_identity(&cfg, &store).await.unwrap();
+        assert_eq!(first.fingerprint(), again.fingerprint());
+        let files = InterconnectConfig {
+            tls_cert_file: Some("/nonexistent/centre.pem".into()),
+            tls_key_file: Some("/nonexistent/centre.key".into()),
+            ..cfg
+        };
+        let e = centre_identity(&files, &store).await.unwrap_err();
+        assert!(e.to_string().contains("/nonexistent/centre.pem"), "{e}");
+        store.close().await;
+    }
+}

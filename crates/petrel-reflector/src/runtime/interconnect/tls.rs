@@ -339,4 +339,49 @@ mod tests {
         }
         assert!(CentreTrust::Pin(id.fingerprint()).client_config().is_ok());
     }
+
+    fn pem(label: &str, der: &[u8]) -> String {
+        let b64 = STANDARD.encode(der);
+        let lines: Vec<&str> = b64
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        format!(
+            "-----BEGIN {label}-----\n{}\n-----END {label}-----\n",
+            lines.join("\n")
+        )
+    }
+
+    #[test]
+    fn configured_pem_files_load_and_bad_ones_name_the_file_only() {
+        let id = TlsIdentity::generate().unwrap();
+        let dir = std::env::temp_dir().join(format!("petrel-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = |n: &str| dir.join(n).to_str().unwrap().to_owned();
+        let key_pem = pem("PRIVATE KEY", id.key.secret_der());
+        std::fs::write(path("c.pem"), pem("CERTIFICATE", id.chain[0].as_ref())).unwrap();
+        std::fs::write(path("k.pem"), &key_pem).unwrap();
+        std::fs::write(path("junk.pem"), "not pem").unwrap();
+        let loaded = TlsIdentity::from_pem_files(&path("c.pem"), &path("k.pem")).unwrap();
+        assert_eq!(loaded.fingerprint(), id.fingerprint());
+        assert!(loaded.server_config().is_ok());
+        assert!(CentreTrust::from_ca_file(&path("c.pem")).is_ok());
+        let missing = TlsIdentity::from_pem_files(&path("none.pem"), &path("k.pem")).unwrap_err();
+        assert!(missing.to_string().contains("none.pem"), "{missing}");
+        let no_cert = TlsIdentity::from_pem_files(&path("junk.pem"), &path("k.pem")).unwrap_err();
+        assert!(
+            no_cert.to_string().contains("no PEM certificate"),
+            "{no_cert}"
+        );
+        // A certificate file given as the key: refused, naming the file and
+        // quoting nothing from it.
+        let e = TlsIdentity::from_pem_files(&path("c.pem"), &path("c.pem")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no usable PEM private key", path("c.pem"))
+        );
+        assert!(CentreTrust::from_ca_file(&path("junk.pem")).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
