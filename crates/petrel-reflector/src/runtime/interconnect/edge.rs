@@ -52,7 +52,7 @@ use crate::core::interconnect::{
 use crate::model::NodeCredential;
 use crate::policy::ReconnectBackoff;
 
-/// TCP connect plus TLS handshake (§3.6 step 1).
+/// TCP connect plus TLS handshake, together (§3.6 step 1).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Heartbeat period (§3.5 0x05).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
@@ -406,13 +406,14 @@ impl Shared {
 
     /// TCP, TLS and the node handshake; on success the link is up.
     async fn open(&self) -> Result<Opened, EdgeConnectError> {
-        let tcp = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&self.cfg.centre))
+        let deadline = tokio::time::Instant::now() + CONNECT_TIMEOUT;
+        let tcp = tokio::time::timeout_at(deadline, TcpStream::connect(&self.cfg.centre))
             .await
             .map_err(|_| EdgeConnectError::Connect("timed out".into()))?
             .map_err(|e| EdgeConnectError::Connect(e.to_string()))?;
         let _ = tcp.set_nodelay(true);
-        let tls = tokio::time::timeout(
-            CONNECT_TIMEOUT,
+        let tls = tokio::time::timeout_at(
+            deadline,
             TlsConnector::from(Arc::clone(&self.tls)).connect(self.name.clone(), tcp),
         )
         .await
