@@ -10,7 +10,12 @@ use clap::{Args, Subcommand};
 use petrel_bench::record::reflector::ReflectorParameters;
 use petrel_bench::record::ResultRecord;
 use petrel_bench::reflector::{LoadConfig, ServerProcess};
-use petrel_reflector::model::ServerConfig;
+use petrel_reflector::codec::interconnect::Offer;
+use petrel_reflector::model::{InterconnectConfig, NodeToken, ServerConfig};
+use petrel_reflector::runtime::interconnect::{
+    add_edge_node, CentreTrust, EdgeControl, EdgeControlConfig, DEFAULT_SERVER_NAME,
+    HEARTBEAT_INTERVAL,
+};
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
 
@@ -36,6 +41,9 @@ enum ReflectorCommand {
     /// Manage devices.
     #[command(subcommand)]
     Device(DeviceCommand),
+    /// Manage the edge nodes of a centre (draarl-interconnect §3.3).
+    #[command(subcommand)]
+    Edge(EdgeCommand),
     /// Print a group's text history, newest first.
     Messages {
         #[command(flatten)]
@@ -61,6 +69,78 @@ struct ServeArgs {
     /// [default: petrel-reflector.db].
     #[arg(long)]
     db: Option<String>,
+    /// `centre` (the default: the full reflector; it accepts edges when
+    /// `[interconnect] enabled`) or `edge` (connect to a centre's control
+    /// plane with --centre and --node-token; no store). An edge so far
+    /// only keeps its control session (handshake, heartbeats, reconnect);
+    /// it does not serve devices yet.
+    #[arg(long, default_value = "centre")]
+    role: Role,
+    /// Edge: the centre's control address, HOST:PORT (e.g. centre.example:60100).
+    #[arg(long, required_if_eq("role", "edge"))]
+    centre: Option<String>,
+    /// Edge: the node token `petrel reflector edge add` printed. Visible in
+    /// the process list: prefer --node-token-file.
+    #[arg(long, conflicts_with = "node_token_file")]
+    node_token: Option<String>,
+    /// Edge: a file whose first line is the node token.
+    #[arg(long)]
+    node_token_file: Option<PathBuf>,
+    /// Edge: PEM CA certificates to verify the centre with, for a token
+    /// without a certificate pin (a centre with configured certificates).
+    #[arg(long)]
+    centre_ca: Option<PathBuf>,
+    /// Edge: the TLS server name checked with --centre-ca.
+    #[arg(long, default_value = DEFAULT_SERVER_NAME)]
+    centre_name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Role {
+    /// The full reflector.
+    Centre,
+    /// An edge of a centre.
+    Edge,
+}
+
+#[derive(Debug, Subcommand)]
+enum EdgeCommand {
+    /// Add an edge node and print its node token (once: only its hash is
+    /// stored). The token pins the centre's certificate: the generated one
+    /// kept in the store, or `[interconnect] tls_cert_file` of --config.
+    Add {
+        #[command(flatten)]
+        db: DbArg,
+        /// Node id: 1-32 characters of A-Z a-z 0-9 _ - (not `center`)
+        /// [default: edge- and 24 random hex digits].
+        name: Option<String>,
+        /// The centre's config file, for its `[interconnect]` section
+        /// (certificate files, max_nodes).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// List the edge nodes.
+    List {
+        #[command(flatten)]
+        db: DbArg,
+    },
+    /// Remove an edge node (its token stops working at its next connect).
+    Remove {
+        #[command(flatten)]
+        db: DbArg,
+        /// Node id.
+        name: String,
+    },
+    /// Disable or enable an edge node (a disabled node is refused).
+    Disable {
+        #[command(flatten)]
+        db: DbArg,
+        /// Node id.
+        name: String,
+        /// `false` to enable it again.
+        #[arg(long, action = clap::ArgAction::Set, default_value_t = true)]
+        disabled: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -254,7 +334,9 @@ pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
 
 async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
     match command {
+        ReflectorCommand::Serve(a) if a.role == Role::Edge => serve_edge(a).await?,
         ReflectorCommand::Serve(a) => serve(a).await?,
+        ReflectorCommand::Edge(c) => manage_edges(c).await?,
         ReflectorCommand::User(UserCommand::Add {
             db,
             name,
@@ -353,7 +435,61 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+async fn manage_edges(command: EdgeCommand) -> anyhow::Result<()> {
+    match command {
+        EdgeCommand::Add { db, name, config } => {
+            let cfg = match &config {
+                Some(p) => read_config(p)?.interconnect,
+                None => InterconnectConfig::default(),
+            };
+            let store = open(&db.db).await?;
+            let token = add_edge_node(&store, name.as_deref(), &cfg).await?;
+            println!(
+                "edge node {} added; its node token (shown once, keep it secret):",
+                token.credential.node_id()
+            );
+            println!("{}", token.expose());
+        }
+        EdgeCommand::List { db } => {
+            for n in open(&db.db).await?.nodes().await? {
+                let state = if n.disabled { "disabled" } else { "enabled" };
+                println!(
+                    "{} {state} added {}",
+                    n.node_id,
+                    petrel_reflector::model::rfc3339_utc(n.created_at_ms)
+                );
+            }
+        }
+        EdgeCommand::Remove { db, name } => {
+            open(&db.db).await?.remove_node(&name).await?;
+            println!("edge node {name} removed");
+        }
+        EdgeCommand::Disable { db, name, disabled } => {
+            open(&db.db)
+                .await?
+                .set_node_disabled(&name, disabled)
+                .await?;
+            let state = if disabled { "disabled" } else { "enabled" };
+            println!("edge node {name} {state}");
+        }
+    }
+    Ok(())
+}
+
+/// Reads a TOML config file.
+fn read_config(p: &Path) -> anyhow::Result<ServerConfig> {
+    let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+    // The parser's own message quotes the offending line, which may hold
+    // a database password: report the position and the reason only.
+    toml::from_str::<ServerConfig>(&text).map_err(|e| {
+        let line = e
+            .span()
+            .map_or(0, |s| text[..s.start].matches('\n').count() + 1);
+        anyhow::anyhow!("parsing {}, line {line}: {}", p.display(), e.message())
+    })
+}
+
+fn init_logging() {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -362,19 +498,56 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .try_init();
-    let mut cfg = match &a.config {
-        Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            // The parser's own message quotes the offending line, which may hold
-            // a database password: report the position and the reason only.
-            toml::from_str::<ServerConfig>(&text).map_err(|e| {
-                let line = e
-                    .span()
-                    .map_or(0, |s| text[..s.start].matches('\n').count() + 1);
-                anyhow::anyhow!("parsing {}, line {line}: {}", p.display(), e.message())
-            })?
+}
+
+/// `serve --role edge`: keeps the control session with the centre until
+/// stopped (the log says `edge connected as <id>, session <n>`).
+async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
+    init_logging();
+    let text = match (&a.node_token, &a.node_token_file) {
+        (Some(t), _) => t.clone(),
+        (None, Some(p)) => std::fs::read_to_string(p)
+            .with_context(|| format!("reading {}", p.display()))?
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+        (None, None) => anyhow::bail!("--role edge needs --node-token or --node-token-file"),
+    };
+    let token = NodeToken::parse(&text).map_err(|e| anyhow::anyhow!("node token: {e}"))?;
+    let trust = match (token.pin, &a.centre_ca) {
+        (Some(pin), _) => CentreTrust::Pin(pin),
+        (None, Some(ca)) => CentreTrust::from_ca_file(&ca.to_string_lossy())?,
+        (None, None) => {
+            anyhow::bail!("the node token has no certificate pin: give --centre-ca")
         }
+    };
+    let centre = a.centre.context("--role edge needs --centre HOST:PORT")?;
+    let stop = StopSignals::install()?;
+    let edge = EdgeControl::start(EdgeControlConfig {
+        centre,
+        server_name: a.centre_name,
+        credential: token.credential,
+        trust,
+        offer: Offer::MINIMUM,
+        heartbeat: HEARTBEAT_INTERVAL,
+    })?;
+    println!("edge started (pid {})", std::process::id());
+    stop.wait().await;
+    let stats = edge.stats();
+    edge.shutdown().await;
+    println!(
+        "stopped: {} connects, {} heartbeats sent",
+        stats.connects, stats.heartbeats_sent
+    );
+    Ok(())
+}
+
+async fn serve(a: ServeArgs) -> anyhow::Result<()> {
+    init_logging();
+    let mut cfg = match &a.config {
+        Some(p) => read_config(p)?,
         None => ServerConfig::default(),
     };
     if let Some(l) = a.listen {
@@ -397,6 +570,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     );
     if let Some(http) = server.http_addr() {
         println!("reflector http on {http}");
+    }
+    if let Some(control) = server.control_addr() {
+        println!("reflector interconnect control on tcp {control}");
     }
     stop.wait().await;
     let stats = server.stats();

@@ -277,3 +277,96 @@ fn web_passwords_are_set_by_flag_or_stdin_and_never_printed() {
     let e = manage(&db, &["user", "passwd", "--password", "x", "nobody"], 1);
     assert!(e.contains("user nobody not found"), "{e}");
 }
+
+/// Lines of `stream` as they come, read on a thread.
+fn line_feed(stream: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stream).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// The first line of `lines` containing `needle`, within 20 s.
+fn line_with(lines: &std::sync::mpsc::Receiver<String>, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = lines
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("no line with {needle:?} within 20 s"));
+        if line.contains(needle) {
+            return line;
+        }
+    }
+}
+
+/// `edge add` prints a pinned node token once and stores only its hash;
+/// a centre with `[interconnect]` accepts `serve --role edge` with it.
+#[test]
+fn an_added_edge_node_connects_with_its_printed_token() {
+    let dir = Scratch::new("edges");
+    let db = dir.path("store.db");
+    let out = support::petrel(&["reflector", "edge", "add", "edge-one", "--db", &db]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].starts_with("edge node edge-one added"));
+    let token = lines[1];
+    let (credential, pin) = token.split_once('@').unwrap();
+    assert!(pin.len() == 64 && pin.bytes().all(|b| b.is_ascii_hexdigit()));
+    let secret = credential.strip_prefix("draarl-node.edge-one.").unwrap();
+    assert_eq!(secret.len(), 43);
+    let stderr = manage(&db, &["edge", "add", "edge-one"], 1);
+    assert_eq!(
+        stderr.trim_end(),
+        r#"error: a node named "edge-one" already exists"#
+    );
+    let list = support::petrel(&["reflector", "edge", "list", "--db", &db]);
+    assert!(String::from_utf8(list.stdout)
+        .unwrap()
+        .starts_with("edge-one enabled added "));
+
+    let config = dir.path("centre.toml");
+    std::fs::write(
+        &config,
+        "listen = \"127.0.0.1:0\"\nhttp_listen = \"127.0.0.1:0\"\n\
+         [interconnect]\nenabled = true\ncontrol_listen = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    let mut centre = serve(&["--config", &config, "--db", &db]);
+    let centre_out = line_feed(centre.stdout.take().unwrap());
+    let control = line_with(&centre_out, "reflector interconnect control on tcp ");
+    let control = control.rsplit(' ').next().unwrap().to_owned();
+    let token_file = dir.path("edge-one.token");
+    std::fs::write(&token_file, format!("{token}\n")).unwrap();
+    let mut edge = serve(&[
+        "--role",
+        "edge",
+        "--centre",
+        &control,
+        "--node-token-file",
+        &token_file,
+    ]);
+    let edge_log = line_feed(edge.stderr.take().unwrap());
+    let connected = line_with(&edge_log, "edge connected as edge-one, session ");
+    assert!(!connected.contains(secret), "{connected}");
+    assert_eq!(stop(&mut edge, libc::SIGTERM).code(), Some(0));
+    assert_eq!(stop(&mut centre, libc::SIGTERM).code(), Some(0));
+    // Only the SHA-256 of the credential is stored.
+    for file in ["store.db", "store.db-wal"] {
+        let bytes = std::fs::read(dir.path(file)).unwrap_or_default();
+        assert!(
+            !bytes.windows(secret.len()).any(|w| w == secret.as_bytes()),
+            "{file} holds the secret"
+        );
+    }
+    manage(&db, &["edge", "remove", "edge-one"], 0);
+    let list = support::petrel(&["reflector", "edge", "list", "--db", &db]);
+    assert!(list.stdout.is_empty());
+}

@@ -103,9 +103,12 @@
 //!   the §3.5 payloads) and its sans-IO data plane and handshake
 //!   [`core::interconnect`] (acceptance pipeline, replay window, address
 //!   binding, budgets, upstream and per-edge downstream relays, the
-//!   projection wait); still to come: the link state machine that drives
-//!   them (route sync, leases, heartbeats) in `core/edge.rs` and its
-//!   sockets and TLS in `runtime/edge.rs`.
+//!   projection wait). The control plane runs over TLS 1.3 in
+//!   [`runtime::interconnect`]: the centre's control server (with
+//!   `[interconnect] enabled`; credentials in the store, `petrel reflector
+//!   edge add`) and the edge's control client (handshake, heartbeats,
+//!   reconnect). Still to come: route sync, leases and device sessions over
+//!   that link, and the edge's device runtime.
 //!
 //! # Departures from the reference server
 //!

@@ -22,6 +22,8 @@ mod fanout_config;
 mod frame;
 mod group_rule;
 mod http_config;
+mod interconnect_config;
+mod node_credential;
 mod password;
 mod password_check;
 mod recording;
@@ -54,6 +56,12 @@ pub use fanout_config::FanoutConfig;
 pub use frame::{Frame, FrameKind, Transmit};
 pub use group_rule::{sanitise, GroupFacts, OverLimit, GROUP_PRIVATE, GROUP_PUBLIC};
 pub use http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
+pub use interconnect_config::InterconnectConfig;
+pub use node_credential::{
+    generated_node_name, hashes_match, is_node_name, parse_pin, pin_hex, sha256_hex,
+    NodeCredential, NodeCredentialError, NodeToken, CREDENTIAL_PREFIX, CREDENTIAL_SECRET_LEN,
+    MAX_NODE_NAME_LEN, PIN_SEPARATOR,
+};
 pub use password::{
     hash_device_password, is_valid_device_password, verify_device_password, HashCost, PasswordError,
 };

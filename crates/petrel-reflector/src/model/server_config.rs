@@ -11,6 +11,7 @@ use super::app_api_config::{AppApiConfig, MIN_JWT_SECRET_CHARS};
 use super::db_location::redact;
 use super::fanout_config::FanoutConfig;
 use super::http_config::{HttpConfig, MIN_ADMIN_TOKEN_CHARS};
+use super::interconnect_config::InterconnectConfig;
 use super::recording_config::RecordingConfig;
 use super::session_config::SessionConfig;
 
@@ -76,6 +77,9 @@ pub struct ServerConfig {
     /// routes, `/ws`) and their Type 1 logins; on by default. `None` (from
     /// code) or `[apps] enabled = false` serves none of it.
     pub apps: Option<AppApiConfig>,
+    /// The centre's control plane for edges (draarl-interconnect §2, §3);
+    /// off by default.
+    pub interconnect: InterconnectConfig,
 }
 
 impl Default for ServerConfig {
@@ -99,6 +103,7 @@ impl Default for ServerConfig {
             login_captcha: true,
             jwt_secret: None,
             apps: Some(AppApiConfig::default()),
+            interconnect: InterconnectConfig::default(),
         }
     }
 }
@@ -124,6 +129,7 @@ impl std::fmt::Debug for ServerConfig {
             .field("login_captcha", &self.login_captcha)
             .field("jwt_secret", &self.jwt_secret.as_ref().map(|_| "***"))
             .field("apps", &self.apps)
+            .field("interconnect", &self.interconnect)
             .finish()
     }
 }
@@ -173,6 +179,7 @@ impl ServerConfig {
         if let Some(apps) = &self.apps {
             apps.validate()?;
         }
+        self.interconnect.validate()?;
         self.http.validate()
     }
 

@@ -358,6 +358,18 @@ pub fn render_metrics(s: &ServerStats) -> String {
         };
         put(name, kind, v);
     }
+    for (n, v) in s.interconnect.iter().flat_map(|c| c.counters()) {
+        let gauge = matches!(n, "pending_handshakes" | "active_nodes");
+        let (name, kind) = if gauge {
+            (format!("petrel_reflector_interconnect_{n}"), "gauge")
+        } else {
+            (
+                format!("petrel_reflector_interconnect_{n}_total"),
+                "counter",
+            )
+        };
+        put(name, kind, v);
+    }
     put(
         "petrel_reflector_online_devices".into(),
         "gauge",
@@ -442,6 +454,7 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         "websocket": serde_json::Value::Object(map(s.websocket.clone())),
         "websockets_open": s.websockets_open,
         "app_sessions": s.app_sessions,
+        "interconnect": s.interconnect.as_ref().map(|c| serde_json::Value::Object(map(c.counters()))),
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,

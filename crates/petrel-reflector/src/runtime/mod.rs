@@ -17,7 +17,9 @@
 //! per-request limits; the accept loop in `http_server.rs`, with the
 //! connection caps and idle eviction of `http_connections.rs`) with the
 //! operator [`dashboard`]; [`stats`] and [`http_stats`] gather the
-//! counters.
+//! counters. With `[interconnect]`, the centre's TLS control server for
+//! edges runs beside them ([`interconnect`], which also holds the edge's
+//! control client).
 
 pub mod app_accounts;
 pub mod app_auth_stats;
@@ -31,6 +33,7 @@ mod http_connections;
 mod http_server;
 pub mod http_stats;
 mod icmp;
+pub mod interconnect;
 mod radio_routes;
 mod recording_files;
 pub mod server;

@@ -23,6 +23,7 @@ use super::dashboard::{self, Dashboard};
 use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
+use super::interconnect::{centre_identity, ControlServer, IdentityError, NodeAuthority};
 use super::recording_files::RecordingFiles;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
@@ -66,6 +67,9 @@ pub enum ServerError {
     /// Socket or thread setup failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// The interconnect's TLS certificate could not be read or made.
+    #[error("interconnect TLS: {0}")]
+    Tls(#[from] IdentityError),
 }
 
 /// A running reflector. Call [`ServerHandle::shutdown`] to stop it.
@@ -82,6 +86,8 @@ pub struct ServerHandle {
     reload: Arc<Notify>,
     /// Store writer first, then the tasks aborted at shutdown.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// The centre's control server for edges, with `[interconnect]`.
+    control: Option<ControlServer>,
 }
 
 fn bind(cfg: &ServerConfig) -> Result<(UdpSocket, SocketBuffers), ServerError> {
@@ -140,6 +146,19 @@ impl ServerHandle {
             })?),
             None => None,
         };
+        let control_listener =
+            if cfg.interconnect.enabled {
+                let addr = cfg.interconnect.control_listen;
+                Some(tokio::net::TcpListener::bind(addr).await.map_err(|cause| {
+                    ServerError::Bind {
+                        what: "interconnect control listener",
+                        addr,
+                        cause,
+                    }
+                })?)
+            } else {
+                None
+            };
         let store = Store::open(
             &cfg.db,
             StoreOptions {
@@ -190,6 +209,25 @@ impl ServerHandle {
             history,
             icmp: Arc::new(IcmpCounters::default()),
             websockets: Arc::clone(&websockets),
+            interconnect: None,
+        };
+        let control = match control_listener {
+            Some(listener) => {
+                let identity = centre_identity(&cfg.interconnect, &store).await?;
+                let tls = identity.server_config().map_err(IdentityError::from)?;
+                Some(ControlServer::start(
+                    listener,
+                    &cfg.interconnect,
+                    tls,
+                    NodeAuthority::from_store(store.clone()),
+                    None,
+                )?)
+            }
+            None => None,
+        };
+        let stats = StatsSource {
+            interconnect: control.as_ref().map(ControlServer::stats_source),
+            ..stats
         };
         let stop = Arc::new(AtomicBool::new(false));
         let reload_now = Arc::new(Notify::new());
@@ -348,7 +386,20 @@ impl ServerHandle {
             stats,
             reload: reload_now,
             tasks,
+            control,
         })
+    }
+
+    /// The bound interconnect control address, with `[interconnect]
+    /// enabled`.
+    pub fn control_addr(&self) -> Option<SocketAddr> {
+        self.control.as_ref().map(ControlServer::local_addr)
+    }
+
+    /// The centre's control server for edges, with `[interconnect]
+    /// enabled`.
+    pub fn control_server(&self) -> Option<&ControlServer> {
+        self.control.as_ref()
     }
 
     /// The bound UDP address.
@@ -388,6 +439,9 @@ impl ServerHandle {
     /// store writer finish the events already queued.
     pub async fn shutdown(mut self) {
         self.stop.store(true, Relaxed);
+        if let Some(control) = self.control.take() {
+            control.shutdown().await;
+        }
         let threads = std::mem::take(&mut self.threads);
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {

@@ -9,6 +9,7 @@ use super::app_auth_stats::{AppAuthStats, AppAuthStatsSnapshot};
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::icmp::{IcmpCounters, IcmpStats};
+use super::interconnect::{ControlServerSnapshot, ControlServerStats};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
@@ -53,6 +54,9 @@ pub struct ServerStats {
     pub websockets_open: usize,
     /// App (ghost) sessions live on every transport.
     pub app_sessions: usize,
+    /// The interconnect control server (draarl-interconnect §7 "Control
+    /// server"), with `[interconnect] enabled`.
+    pub interconnect: Option<ControlServerSnapshot>,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -143,6 +147,7 @@ pub(crate) struct StatsSource {
     pub(crate) history: Arc<HistoryStats>,
     pub(crate) icmp: Arc<IcmpCounters>,
     pub(crate) websockets: Arc<super::websocket_hub::WebSocketHub>,
+    pub(crate) interconnect: Option<Arc<ControlServerStats>>,
 }
 
 impl StatsSource {
@@ -177,6 +182,7 @@ impl StatsSource {
             websocket: self.websockets.stats().counters(),
             websockets_open: self.websockets.open(),
             app_sessions: self.shared.ghosts().len(),
+            interconnect: self.interconnect.as_ref().map(|s| s.snapshot()),
         }
     }
 }

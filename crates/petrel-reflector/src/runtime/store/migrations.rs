@@ -20,6 +20,10 @@
 //! `group_members`, `settings` (the generated JWT secret), the SHA-256
 //! digests of refresh tokens, and the app routing preferences with each
 //! user's last TX group per device model.
+//!
+//! Version 6 holds the centre's edge nodes (draarl-interconnect §3.3):
+//! node id, the SHA-256 hex of the long-term credential (never the
+//! credential itself), a disabled flag and the creation time.
 
 use crate::model::Backend;
 
@@ -170,6 +174,15 @@ const SQLITE: &[(i64, &str)] = &[
         PRIMARY KEY (user_id, dev_model)
     );",
     ),
+    (
+        6,
+        "CREATE TABLE interconnect_nodes (
+        node_id TEXT PRIMARY KEY,
+        credential_hash TEXT NOT NULL,
+        disabled INTEGER NOT NULL DEFAULT 0,
+        created_at_ms INTEGER NOT NULL
+    );",
+    ),
 ];
 
 const POSTGRES: &[(i64, &str)] = &[
@@ -297,6 +310,15 @@ const POSTGRES: &[(i64, &str)] = &[
         dev_model BIGINT NOT NULL,
         group_id BIGINT NOT NULL,
         PRIMARY KEY (user_id, dev_model)
+    );",
+    ),
+    (
+        6,
+        "CREATE TABLE interconnect_nodes (
+        node_id TEXT PRIMARY KEY,
+        credential_hash TEXT NOT NULL,
+        disabled BIGINT NOT NULL DEFAULT 0,
+        created_at_ms BIGINT NOT NULL
     );",
     ),
 ];

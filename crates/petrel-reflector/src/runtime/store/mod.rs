@@ -30,6 +30,7 @@ mod group_messages;
 mod history;
 mod location;
 mod migrations;
+mod nodes;
 mod refresh_tokens;
 mod settings;
 mod web_accounts;
@@ -38,6 +39,8 @@ mod web_accounts;
 mod app_tests;
 #[cfg(test)]
 pub(crate) mod harness;
+#[cfg(test)]
+mod node_tests;
 #[cfg(test)]
 pub(crate) mod scratch_store;
 #[cfg(test)]
@@ -48,6 +51,7 @@ pub use app_groups::AppGroup;
 pub use app_preferences::{PreferenceKey, StoredRouting};
 pub use group_messages::GroupMessage;
 pub use history::{Pruned, StoredRecording};
+pub use nodes::{NodeCredentialRow, NodeRecord};
 pub use refresh_tokens::{IssueCleanup, NewRefreshToken, RefreshTokenState};
 pub use web_accounts::WebUser;
 

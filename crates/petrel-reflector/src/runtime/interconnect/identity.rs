@@ -1,0 +1,40 @@
+//! Where the centre's TLS identity comes from (draarl-interconnect §2,
+//! §3.1): `[interconnect] tls_cert_file` / `tls_key_file` when set, else
+//! the self-signed certificate kept in the store, generated on first use
+//! (by the first server start or the first `edge add`, whichever comes
+//! first; see `tls.rs` for why the store).
+
+use super::super::store::{Store, StoreError};
+use super::tls::{TlsIdentity, TlsSetupError};
+use crate::model::InterconnectConfig;
+
+/// Why the centre's identity could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    /// Reading, generating or decoding it.
+    #[error(transparent)]
+    Tls(#[from] TlsSetupError),
+    /// The store.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The centre's identity for `cfg`: from its files, or the store's
+/// generated one (generating and storing it if there is none).
+///
+/// # Errors
+/// [`IdentityError`].
+pub async fn centre_identity(
+    cfg: &InterconnectConfig,
+    store: &Store,
+) -> Result<TlsIdentity, IdentityError> {
+    if let (Some(cert), Some(key)) = (&cfg.tls_cert_file, &cfg.tls_key_file) {
+        return Ok(TlsIdentity::from_pem_files(cert, key)?);
+    }
+    if let Some(text) = store.tls_identity().await? {
+        return Ok(TlsIdentity::from_stored(&text)?);
+    }
+    let generated = TlsIdentity::generate()?.to_stored();
+    let kept = store.tls_identity_or_insert(&generated).await?;
+    Ok(TlsIdentity::from_stored(&kept)?)
+}

@@ -1,0 +1,42 @@
+//! The interconnect's control plane over the network
+//! (draarl-interconnect §3.1–§3.4, §3.6, §6.1, §7, §10 items 1 and 8): the
+//! centre's TLS control server and the edge's control client around the
+//! sans-IO handshake and envelope checks of [`crate::core::interconnect`].
+//!
+//! ```text
+//!  edge: EdgeControl ──TLS 1.3 (pin | CA)──▶ centre: ControlServer ── NodeAuthority (store / static)
+//!         heartbeat 5 s, backoff                 pending cap, per-IP limit, MaxNodes, 10 s hello
+//!         EdgeEvent ◀── type0 (§3.4) ──────────▶ CentreEvent, DataBind challenge, heartbeats
+//! ```
+//!
+//! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
+//! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
+//! `control_send.rs` (sealing envelopes for a control connection),
+//! `centre.rs` and `centre_stats.rs` (the server), `edge.rs` (the client),
+//! `identity.rs` (where the centre's certificate comes from), `enrol.rs`
+//! (adding a node and making its token, §3.3 admin side).
+
+mod centre;
+mod centre_stats;
+mod control_io;
+mod control_send;
+mod edge;
+mod enrol;
+mod identity;
+mod node_authority;
+mod tls;
+
+pub use centre::{CentreEvent, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
+pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
+pub use control_io::ControlIoError;
+pub use control_send::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
+pub use edge::{
+    EdgeConnectError, EdgeControl, EdgeControlConfig, EdgeControlStats, EdgeEvent, EdgeLink,
+    EdgeStartError, CONNECT_TIMEOUT, EVENT_QUEUE, HEARTBEAT_INTERVAL,
+};
+pub use enrol::{add_edge_node, EnrolError};
+pub use identity::{centre_identity, IdentityError};
+pub use node_authority::NodeAuthority;
+pub use tls::{
+    fingerprint, server_name, CentreTrust, TlsIdentity, TlsSetupError, DEFAULT_SERVER_NAME,
+};
