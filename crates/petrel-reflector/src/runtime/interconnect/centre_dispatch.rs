@@ -21,6 +21,9 @@ use tokio::sync::mpsc;
 use super::centre::{CentreEvent, CentreSender};
 use super::centre_routes::{CentreRouteStats, CentreRoutes};
 
+/// Control events held for the dispatcher; beyond it the server drops
+/// and counts them (`events_dropped`).
+pub const CENTRE_EVENT_QUEUE: usize = 4096;
 /// How often the dispatcher drives the timers (§3.7 scans every 250 ms).
 pub const DISPATCH_TICK: Duration = Duration::from_millis(250);
 

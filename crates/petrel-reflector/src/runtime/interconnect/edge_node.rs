@@ -224,6 +224,14 @@ fn handle_route(
     let send = match event {
         EdgeSyncEvent::Stored | EdgeSyncEvent::Ignored => None,
         EdgeSyncEvent::Committed { ack } => {
+            if s.link.state() != LinkState::Ready {
+                let (epoch, version) = s.routes.position();
+                tracing::info!(
+                    epoch,
+                    version,
+                    "edge ready: the centre's projection is committed"
+                );
+            }
             s.link.ready();
             Some(ack)
         }

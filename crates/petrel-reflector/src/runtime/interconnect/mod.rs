@@ -34,7 +34,7 @@ mod node_authority;
 mod tls;
 
 pub use centre::{CentreEvent, CentreSender, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
-pub use centre_dispatch::{CentreDispatch, DISPATCH_TICK};
+pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use control_io::ControlIoError;
