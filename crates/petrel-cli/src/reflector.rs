@@ -13,7 +13,7 @@ use petrel_bench::reflector::{LoadConfig, ServerProcess};
 use petrel_reflector::codec::interconnect::Offer;
 use petrel_reflector::model::{InterconnectConfig, NodeToken, ServerConfig};
 use petrel_reflector::runtime::interconnect::{
-    add_edge_node, CentreTrust, EdgeControl, EdgeControlConfig, DEFAULT_SERVER_NAME,
+    add_edge_node, CentreTrust, EdgeControl, EdgeControlConfig, EdgeNode, DEFAULT_SERVER_NAME,
     HEARTBEAT_INTERVAL,
 };
 use petrel_reflector::runtime::server::ServerHandle;
@@ -533,10 +533,11 @@ async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
         offer: Offer::MINIMUM,
         heartbeat: HEARTBEAT_INTERVAL,
     })?;
+    let node = EdgeNode::spawn_default(edge).context("the control client's events")?;
     println!("edge started (pid {})", std::process::id());
     stop.wait().await;
-    let stats = edge.stats();
-    edge.shutdown().await;
+    let stats = node.control().stats();
+    drop(node);
     println!(
         "stopped: {} connects, {} heartbeats sent",
         stats.connects, stats.heartbeats_sent

@@ -356,6 +356,12 @@ fn an_added_edge_node_connects_with_its_printed_token() {
     let edge_log = line_feed(edge.stderr.take().unwrap());
     let connected = line_with(&edge_log, "edge connected as edge-one, session ");
     assert!(!connected.contains(secret), "{connected}");
+    // The centre answers node_ready with the projection; the edge ACKs it
+    // and is ready (§3.6 steps 5–6).
+    line_with(
+        &edge_log,
+        "edge ready: the centre's projection is committed",
+    );
     assert_eq!(stop(&mut edge, libc::SIGTERM).code(), Some(0));
     assert_eq!(stop(&mut centre, libc::SIGTERM).code(), Some(0));
     // Only the SHA-256 of the credential is stored.

@@ -23,7 +23,10 @@ use super::dashboard::{self, Dashboard};
 use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
-use super::interconnect::{centre_identity, ControlServer, IdentityError, NodeAuthority};
+use super::interconnect::{
+    centre_identity, CentreDispatch, ControlServer, IdentityError, NodeAuthority,
+    CENTRE_EVENT_QUEUE,
+};
 use super::recording_files::RecordingFiles;
 use super::session_revocation::SessionRevocation;
 use super::shard::{self, ShardIo};
@@ -89,6 +92,8 @@ pub struct ServerHandle {
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// The centre's control server for edges, with `[interconnect]`.
     control: Option<ControlServer>,
+    /// The dispatcher of the control server's events (route sync, §3.7).
+    dispatch: Option<CentreDispatch>,
 }
 
 fn bind(cfg: &ServerConfig) -> Result<(UdpSocket, SocketBuffers), ServerError> {
@@ -222,15 +227,24 @@ impl ServerHandle {
             Some(listener) => {
                 let identity = centre_identity(&cfg.interconnect, &store).await?;
                 let tls = identity.server_config().map_err(IdentityError::from)?;
-                Some(ControlServer::start(
+                let (events_tx, events) = tokio::sync::mpsc::channel(CENTRE_EVENT_QUEUE);
+                let server = ControlServer::start(
                     listener,
                     &cfg.interconnect,
                     tls,
                     NodeAuthority::from_store(store.clone()),
-                    None,
-                )?)
+                    Some(events_tx),
+                )?;
+                // A new cluster epoch per centre start (§6.3): the start time.
+                let epoch = u64::try_from(unix_ms()).unwrap_or(1);
+                let dispatch = CentreDispatch::spawn(server.sender(), events, epoch);
+                Some((server, dispatch))
             }
             None => None,
+        };
+        let (control, dispatch) = match control {
+            Some((c, d)) => (Some(c), Some(d)),
+            None => (None, None),
         };
         let stats = StatsSource {
             interconnect: control.as_ref().map(ControlServer::stats_source),
@@ -398,6 +412,7 @@ impl ServerHandle {
             reload: reload_now,
             tasks,
             control,
+            dispatch,
         })
     }
 
@@ -450,6 +465,7 @@ impl ServerHandle {
     /// store writer finish the events already queued.
     pub async fn shutdown(mut self) {
         self.stop.store(true, Relaxed);
+        self.dispatch.take();
         if let Some(control) = self.control.take() {
             control.shutdown().await;
         }

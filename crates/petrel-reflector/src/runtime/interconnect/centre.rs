@@ -48,7 +48,7 @@ use crate::codec::interconnect::{
     Offer, Subtype, CHALLENGE_LEN,
 };
 use crate::core::interconnect::{
-    AuthRejection, CentreHandshake, ControlVerdict, DataBudget, DataLimits, DataPlane,
+    AuthRejection, CentreHandshake, ControlSend, ControlVerdict, DataBudget, DataLimits, DataPlane,
     DataPlaneConfig, HelloOutcome, MessageIds, NodeSessionParams, Rejection,
 };
 use crate::model::InterconnectConfig;
@@ -158,6 +158,54 @@ impl std::fmt::Debug for ControlServer {
             .field("local_addr", &self.local_addr)
             .field("authority", &self.centre.authority)
             .finish_non_exhaustive()
+    }
+}
+
+/// Sends control messages the centre's logic built ([`ControlSend`]: its
+/// own MessageID, kept on resends) to node sessions; cheap to clone.
+#[derive(Clone)]
+pub struct CentreSender {
+    centre: Arc<Centre>,
+}
+
+impl std::fmt::Debug for CentreSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CentreSender").finish_non_exhaustive()
+    }
+}
+
+impl CentreSender {
+    /// Seals `send` for `node_id`'s live session and queues it.
+    ///
+    /// # Errors
+    /// [`ControlSendError`].
+    pub fn send_control(
+        &self,
+        node_id: NodeId,
+        send: &ControlSend,
+    ) -> Result<(), ControlSendError> {
+        self.centre.send_sealed(
+            node_id,
+            send.message_id,
+            &ControlEnvelope::of(send),
+            &send.payload,
+        )
+    }
+
+    /// Closes `node_id`'s session if it is still `session_id` (a route
+    /// sync that ran out of attempts, §3.7).
+    pub fn close_session(&self, node_id: NodeId, session_id: u64) {
+        self.centre.close_session(node_id, session_id);
+    }
+
+    /// The process-wide MessageID counter (§3.4).
+    pub fn message_ids(&self) -> Arc<Mutex<MessageIds>> {
+        Arc::clone(&self.centre.ids)
+    }
+
+    /// The centre's Type 0 data plane.
+    pub fn data_plane(&self) -> Arc<Mutex<DataPlane>> {
+        Arc::clone(&self.centre.data)
     }
 }
 
@@ -278,6 +326,14 @@ impl ControlServer {
         payload: &[u8],
     ) -> Result<u64, ControlSendError> {
         self.centre.send_envelope(node_id, envelope, payload)
+    }
+
+    /// A handle for the centre's dispatchers to send to node sessions and
+    /// close them, without owning the server.
+    pub fn sender(&self) -> CentreSender {
+        CentreSender {
+            centre: Arc::clone(&self.centre),
+        }
     }
 
     /// Stops accepting and closes every connection.
@@ -768,12 +824,28 @@ impl Centre {
         envelope: &ControlEnvelope,
         payload: &[u8],
     ) -> Result<u64, ControlSendError> {
+        if !lock(&self.sessions).contains_key(&node_id) {
+            return Err(ControlSendError::NoSession);
+        }
+        let message_id = lock(&self.ids).next_id();
+        self.send_sealed(node_id, message_id, envelope, payload)?;
+        Ok(message_id)
+    }
+
+    /// Seals and queues one envelope with a MessageID chosen by the caller
+    /// (a reliable message keeps its id on every resend, §3.7).
+    fn send_sealed(
+        &self,
+        node_id: NodeId,
+        message_id: u64,
+        envelope: &ControlEnvelope,
+        payload: &[u8],
+    ) -> Result<(), ControlSendError> {
         let (session_id, key, out) = {
             let sessions = lock(&self.sessions);
             let e = sessions.get(&node_id).ok_or(ControlSendError::NoSession)?;
             (e.session_id, e.key.clone(), e.out.clone())
         };
-        let message_id = lock(&self.ids).next_id();
         let keys = SessionKeys {
             source: NodeId::CENTRE,
             session_id,
@@ -785,6 +857,6 @@ impl Centre {
             self.stats.send_queue_drops.fetch_add(1, Relaxed);
             ControlSendError::QueueFull
         })?;
-        Ok(message_id)
+        Ok(())
     }
 }

@@ -9,6 +9,7 @@ use super::super::wall_clock::unix_ms;
 use crate::codec::interconnect::{
     seal, Channel, ControlMessage, EnvelopeHeader, Flags, NodeId, NodeKey, SealError, Subtype,
 };
+use crate::core::interconnect::ControlSend;
 
 /// Frames queued toward one peer; beyond it they are dropped and counted.
 pub const SEND_QUEUE: usize = 1024;
@@ -27,6 +28,18 @@ pub struct ControlEnvelope {
     pub cluster_epoch: u64,
     /// ProjectionVersion.
     pub projection_version: u64,
+}
+
+impl ControlEnvelope {
+    /// The envelope fields of a message the control logic built.
+    pub fn of(send: &ControlSend) -> Self {
+        Self {
+            subtype: send.subtype,
+            flags: send.flags,
+            cluster_epoch: send.cluster_epoch,
+            projection_version: send.projection_version,
+        }
+    }
 }
 
 /// Why an envelope was not queued.

@@ -46,8 +46,8 @@ use crate::codec::interconnect::{
     kind, ControlMessage, EnvelopeHeader, Features, Flags, NodeId, NodeKey, Offer, Subtype,
 };
 use crate::core::interconnect::{
-    ControlVerdict, DataPlane, DataPlaneConfig, EdgeHandshake, HandshakeError, MessageIds,
-    HANDSHAKE_TIMEOUT,
+    ControlSend, ControlVerdict, DataPlane, DataPlaneConfig, EdgeHandshake, HandshakeError,
+    MessageIds, HANDSHAKE_TIMEOUT,
 };
 use crate::model::NodeCredential;
 use crate::policy::ReconnectBackoff;
@@ -331,6 +331,25 @@ impl EdgeControl {
         self.shared.send_envelope(envelope, payload)
     }
 
+    /// Seals `send` (built by the control logic, with its own MessageID,
+    /// kept on resends) for the current session and queues it.
+    ///
+    /// # Errors
+    /// [`ControlSendError`].
+    pub fn send_control(&self, send: &ControlSend) -> Result<(), ControlSendError> {
+        self.shared
+            .send_sealed(send.message_id, &ControlEnvelope::of(send), &send.payload)
+    }
+
+    /// Queues `node_ready` (§3.6 step 5: the centre answers with the full
+    /// projection).
+    ///
+    /// # Errors
+    /// [`ControlSendError::NoSession`], [`ControlSendError::QueueFull`].
+    pub fn send_node_ready(&self) -> Result<(), ControlSendError> {
+        self.shared.queue(ControlMessage::new(kind::NODE_READY))
+    }
+
     /// The edge's Type 0 data plane (its one session is the centre's),
     /// to share with the UDP path.
     pub fn data_plane(&self) -> Arc<Mutex<DataPlane>> {
@@ -584,12 +603,25 @@ impl Shared {
         envelope: &ControlEnvelope,
         payload: &[u8],
     ) -> Result<u64, ControlSendError> {
-        let (session_id, key, key_epoch, out) = {
+        if lock(&self.current).is_none() {
+            return Err(ControlSendError::NoSession);
+        }
+        let message_id = lock(&self.ids).next_id();
+        self.send_sealed(message_id, envelope, payload)?;
+        Ok(message_id)
+    }
+
+    fn send_sealed(
+        &self,
+        message_id: u64,
+        envelope: &ControlEnvelope,
+        payload: &[u8],
+    ) -> Result<(), ControlSendError> {
+        let (session_id, key, key_epoch) = {
             let cur = lock(&self.current);
             let c = cur.as_ref().ok_or(ControlSendError::NoSession)?;
-            (c.link.session_id, c.key.clone(), c.key_epoch, c.out.clone())
+            (c.link.session_id, c.key.clone(), c.key_epoch)
         };
-        let message_id = lock(&self.ids).next_id();
         let keys = SessionKeys {
             source: self.node_id,
             session_id,
@@ -597,11 +629,18 @@ impl Shared {
             key_epoch,
         };
         let frame = seal_frame(&keys, message_id, envelope, payload)?;
+        self.queue(frame)
+    }
+
+    fn queue(&self, frame: ControlMessage) -> Result<(), ControlSendError> {
+        let out = {
+            let cur = lock(&self.current);
+            cur.as_ref().ok_or(ControlSendError::NoSession)?.out.clone()
+        };
         out.try_send(frame).map_err(|_| {
             self.counters.send_queue_drops.fetch_add(1, Relaxed);
             ControlSendError::QueueFull
-        })?;
-        Ok(message_id)
+        })
     }
 
     /// Ends the current session, if any: detached, reported.

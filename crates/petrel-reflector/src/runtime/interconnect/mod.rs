@@ -12,21 +12,30 @@
 //! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
 //! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
 //! `control_send.rs` (sealing envelopes for a control connection),
-//! `centre.rs` and `centre_stats.rs` (the server), `edge.rs` (the client),
+//! `centre.rs` and `centre_stats.rs` (the server), `centre_dispatch.rs`
+//! (the task handing control events to the centre's logic),
+//! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
+//! `edge_node.rs` (the edge's connection sequence, route sync and link
+//! policy, §3.6, §6.1),
 //! `identity.rs` (where the centre's certificate comes from), `enrol.rs`
 //! (adding a node and making its token, §3.3 admin side).
 
 mod centre;
+mod centre_dispatch;
+mod centre_routes;
 mod centre_stats;
 mod control_io;
 mod control_send;
 mod edge;
+mod edge_node;
 mod enrol;
 mod identity;
 mod node_authority;
 mod tls;
 
-pub use centre::{CentreEvent, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
+pub use centre::{CentreEvent, CentreSender, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
+pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
+pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use control_io::ControlIoError;
 pub use control_send::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
@@ -34,6 +43,7 @@ pub use edge::{
     EdgeConnectError, EdgeControl, EdgeControlConfig, EdgeControlStats, EdgeEvent, EdgeLink,
     EdgeStartError, CONNECT_TIMEOUT, EVENT_QUEUE, HEARTBEAT_INTERVAL,
 };
+pub use edge_node::{EdgeNode, EdgeState, EDGE_TICK, MAX_LOCAL_FLOORS};
 pub use enrol::{add_edge_node, EnrolError};
 pub use identity::{centre_identity, IdentityError};
 pub use node_authority::NodeAuthority;
