@@ -26,5 +26,7 @@ pub use ip_rate_table::{source_key, IpRateTable};
 pub use password_budget::{BudgetDecision, PasswordBudget, PasswordBudgetConfig, SourcePrefix};
 pub use password_queue::{FairQueue, TicketState};
 pub use rate_limit::{RateDecision, RateLimiter};
-pub use reconnect_backoff::{ReconnectBackoff, BACKOFF_CAP, BACKOFF_INITIAL, BACKOFF_JITTER};
+pub use reconnect_backoff::{
+    ReconnectBackoff, BACKOFF_CAP, BACKOFF_INITIAL, BACKOFF_JITTER, STABLE_SESSION,
+};
 pub use unreachable_memory::UnreachableMemory;

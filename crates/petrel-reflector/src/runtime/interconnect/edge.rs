@@ -8,7 +8,7 @@
 //!  │     └ refused / failed ─────────────────────────────────────────────┐
 //!  │  link up: heartbeat 0x05 every 5 s; type0 ─▶ §3.4 checks ─▶ EdgeEvent::Envelope
 //!  │  link lost ─▶ DataPlane::detach, EdgeEvent::Disconnected ───────────┤
-//!  └─ ReconnectBackoff: 250 ms × 2 up to 5 s, ±20 %, reset after a handshake ◀┘
+//!  └─ ReconnectBackoff: 250 ms × 2 up to 5 s, ±20 %, reset if up ≥ 10 s ◀┘
 //! ```
 //!
 //! The handle ([`EdgeControl`]) is what the edge runtime builds on: the
@@ -398,8 +398,9 @@ async fn reconnect_loop(shared: Arc<Shared>) {
     loop {
         match shared.open().await {
             Ok(opened) => {
-                backoff.reset();
+                let started = tokio::time::Instant::now();
                 shared.run(opened).await;
+                backoff.session_ended(started.elapsed());
             }
             Err(e) => {
                 let counter = match e {
