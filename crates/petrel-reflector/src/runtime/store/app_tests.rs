@@ -2,9 +2,9 @@
 //! bounds (§1.4), a new web password revoking the refresh tokens, and the
 //! migration from schema 4 to 5.
 
-use sqlx::{ConnectOptions, Connection};
+use sqlx::Connection;
 
-use super::harness::on_every_backend;
+use super::harness::{self, on_every_backend};
 use super::*;
 
 on_every_backend!(
@@ -13,18 +13,6 @@ on_every_backend!(
     the_generated_jwt_secret_is_kept_once,
     a_new_web_password_revokes_refresh_tokens_and_changes_the_stamp,
 );
-
-fn opts() -> StoreOptions {
-    StoreOptions {
-        hash_cost: HashCost {
-            m_cost_kib: 64,
-            t_cost: 1,
-            p_cost: 1,
-        },
-        web_password_cost: 4,
-        ..StoreOptions::default()
-    }
-}
 
 fn user(name: &str, callsign: &str) -> NewUser {
     NewUser {
@@ -38,7 +26,7 @@ fn user(name: &str, callsign: &str) -> NewUser {
 
 /// alice with public groups 1001 and 1002.
 async fn seeded(db: &str) -> Store {
-    let s = Store::open(db, opts()).await.unwrap();
+    let s = Store::open(db, harness::cheap_options()).await.unwrap();
     s.add_user(&user("alice", "BA1AAA")).await.unwrap();
     for (id, name) in [(1001, "A"), (1002, "B")] {
         s.add_group(name, false, Some(id)).await.unwrap();
@@ -111,22 +99,7 @@ async fn refresh_tokens_rotate_once_and_are_capped(db: String) {
 }
 
 async fn schema_4_store_migrates_to_5_keeping_rows(db: String) {
-    let backend = Backend::of(&db);
-    let mut conn = super::location::connect_options(&db)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let (bootstrap, list) = super::migrations::for_backend(backend);
-    sqlx::raw_sql(bootstrap).execute(&mut conn).await.unwrap();
-    for (version, sql) in list.iter().filter(|(v, _)| *v <= 4) {
-        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
-        sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
-            .bind(version)
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
+    let mut conn = harness::store_at_schema(&db, 4).await;
     sqlx::raw_sql(
         "INSERT INTO talkgroups (id, name, status, is_virtual) VALUES (999, 'Public', 1, 0);
          INSERT INTO users (id, name, callsign, status, approval_status) VALUES (7, 'old', 'OLD1', 1, 1);
@@ -141,7 +114,7 @@ async fn schema_4_store_migrates_to_5_keeping_rows(db: String) {
         .await
         .unwrap();
     conn.close().await.unwrap();
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     assert_eq!(s.schema_version().await.unwrap(), 6);
     let u = s.web_user_by_name("old").await.unwrap().unwrap();
     assert_eq!(
@@ -169,7 +142,7 @@ async fn schema_4_store_migrates_to_5_keeping_rows(db: String) {
 }
 
 async fn the_generated_jwt_secret_is_kept_once(db: String) {
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     let first = s
         .jwt_secret_or_insert("first-generated-secret")
         .await

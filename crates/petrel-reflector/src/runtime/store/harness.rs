@@ -40,8 +40,48 @@ macro_rules! on_every_backend {
 }
 pub(crate) use on_every_backend;
 
+use sqlx::ConnectOptions;
+
 use super::scratch_store::ScratchStore;
-use crate::model::Backend;
+use super::StoreOptions;
+use crate::model::{Backend, HashCost};
+
+/// Store options with the cheapest password hashes (Argon2id 64 KiB, one
+/// pass; bcrypt cost 4), so tests that create users stay fast.
+pub(crate) fn cheap_options() -> StoreOptions {
+    StoreOptions {
+        hash_cost: HashCost {
+            m_cost_kib: 64,
+            t_cost: 1,
+            p_cost: 1,
+        },
+        web_password_cost: 4,
+        ..StoreOptions::default()
+    }
+}
+
+/// A connection to the store at `db` with the migrations up to and
+/// including `version` applied and recorded, as an older Petrel left it;
+/// for migration tests, which then add rows and open the store.
+pub(crate) async fn store_at_schema(db: &str, version: i64) -> sqlx::AnyConnection {
+    let backend = Backend::of(db);
+    let mut conn = super::location::connect_options(db)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let (bootstrap, list) = super::migrations::for_backend(backend);
+    sqlx::raw_sql(bootstrap).execute(&mut conn).await.unwrap();
+    for (v, sql) in list.iter().filter(|(v, _)| *v <= version) {
+        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
+        sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
+            .bind(v)
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    conn
+}
 
 /// Runs `body` with the location of a fresh, empty store on `backend`,
 /// then removes that store, even if `body` panicked.

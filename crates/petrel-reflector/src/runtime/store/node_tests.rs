@@ -2,9 +2,9 @@
 //! add, list, disable, remove, the `max_nodes` bound, the generated TLS
 //! identity kept once, and the migration from schema 5 to 6.
 
-use sqlx::{ConnectOptions, Connection};
+use sqlx::Connection;
 
-use super::harness::on_every_backend;
+use super::harness::{self, on_every_backend};
 use super::*;
 use crate::model::NodeCredential;
 
@@ -15,24 +15,12 @@ on_every_backend!(
     schema_5_store_migrates_to_6_keeping_rows,
 );
 
-fn opts() -> StoreOptions {
-    StoreOptions {
-        hash_cost: HashCost {
-            m_cost_kib: 64,
-            t_cost: 1,
-            p_cost: 1,
-        },
-        web_password_cost: 4,
-        ..StoreOptions::default()
-    }
-}
-
 fn hash(node: &str, fill: u8) -> String {
     NodeCredential::new(node, &[fill; 32]).unwrap().hash_hex()
 }
 
 async fn nodes_are_added_listed_disabled_and_removed(db: String) {
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     assert!(s.nodes().await.unwrap().is_empty());
     s.add_node("edge-b", &hash("edge-b", 2), 256).await.unwrap();
     s.add_node("edge-a", &hash("edge-a", 1), 256).await.unwrap();
@@ -73,7 +61,7 @@ async fn nodes_are_added_listed_disabled_and_removed(db: String) {
 }
 
 async fn the_node_table_is_bounded_by_max_nodes(db: String) {
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     for n in ["n1", "n2"] {
         s.add_node(n, &hash(n, 1), 2).await.unwrap();
     }
@@ -86,7 +74,7 @@ async fn the_node_table_is_bounded_by_max_nodes(db: String) {
 }
 
 async fn the_generated_tls_identity_is_kept_once(db: String) {
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     assert_eq!(s.tls_identity().await.unwrap(), None);
     let first = s.tls_identity_or_insert("first").await.unwrap();
     assert_eq!(first, "first");
@@ -96,22 +84,7 @@ async fn the_generated_tls_identity_is_kept_once(db: String) {
 }
 
 async fn schema_5_store_migrates_to_6_keeping_rows(db: String) {
-    let backend = Backend::of(&db);
-    let mut conn = super::location::connect_options(&db)
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let (bootstrap, list) = super::migrations::for_backend(backend);
-    sqlx::raw_sql(bootstrap).execute(&mut conn).await.unwrap();
-    for (version, sql) in list.iter().filter(|(v, _)| *v <= 5) {
-        sqlx::raw_sql(sql).execute(&mut conn).await.unwrap();
-        sqlx::query("INSERT INTO schema_migrations (version) VALUES ($1)")
-            .bind(version)
-            .execute(&mut conn)
-            .await
-            .unwrap();
-    }
+    let mut conn = harness::store_at_schema(&db, 5).await;
     sqlx::raw_sql(
         "INSERT INTO talkgroups (id, name, status, is_virtual) VALUES (999, 'Public', 1, 0);
          INSERT INTO users (id, name, callsign, status, approval_status) VALUES (7, 'old', 'OLD1', 1, 1);
@@ -121,7 +94,7 @@ async fn schema_5_store_migrates_to_6_keeping_rows(db: String) {
     .await
     .unwrap();
     conn.close().await.unwrap();
-    let s = Store::open(&db, opts()).await.unwrap();
+    let s = Store::open(&db, harness::cheap_options()).await.unwrap();
     assert_eq!(s.schema_version().await.unwrap(), 6);
     assert!(s.web_user_by_name("old").await.unwrap().is_some());
     assert_eq!(s.jwt_secret_or_insert("new").await.unwrap(), "kept-secret");
