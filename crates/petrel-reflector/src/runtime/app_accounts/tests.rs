@@ -5,9 +5,8 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::model::HashCost;
 use crate::runtime::store::harness::on_every_backend;
-use crate::runtime::store::{NewUser, PreferenceKey, Store, StoreOptions};
+use crate::runtime::store::{harness::cheap_options, NewUser, PreferenceKey, Store};
 
 on_every_backend!(
     authorize_creates_sanitises_and_saves_the_preference,
@@ -18,18 +17,6 @@ on_every_backend!(
 
 const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
 const IID: &str = "11111111-1111-4111-8111-111111111111";
-
-fn opts() -> StoreOptions {
-    StoreOptions {
-        hash_cost: HashCost {
-            m_cost_kib: 64,
-            t_cost: 1,
-            p_cost: 1,
-        },
-        web_password_cost: 4,
-        ..StoreOptions::default()
-    }
-}
 
 fn user(name: &str, callsign: &str) -> NewUser {
     NewUser {
@@ -67,7 +54,7 @@ fn request(a: &AppAccounts, name: &str, dev_model: u8) -> AppAuthRequest {
 /// alice, with public groups 1001 and 1002, private group 2001 (alice a
 /// verified member) and private group 2002 (no access).
 async fn seeded(db: &str) -> Store {
-    let s = Store::open(db, opts()).await.unwrap();
+    let s = Store::open(db, cheap_options()).await.unwrap();
     s.add_user(&user("alice", "BA1AAA")).await.unwrap();
     s.add_user(&user("bob", "BA1BBB")).await.unwrap();
     for (id, name) in [(1001, "A"), (1002, "B"), (2001, "P1"), (2002, "P2")] {
