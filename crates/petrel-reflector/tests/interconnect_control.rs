@@ -13,10 +13,11 @@ use std::time::{Duration, Instant};
 use petrel_reflector::codec::interconnect::{
     encode_frame, ControlMessage, FrameReader, Offer, MAX_CONTROL_FRAME,
 };
+use petrel_reflector::core::interconnect::LinkState;
 use petrel_reflector::model::{Backend, InterconnectConfig, NodeCredential, ServerConfig};
 use petrel_reflector::runtime::interconnect::{
     add_edge_node, CentreTrust, ControlServer, ControlServerSnapshot, EdgeControl,
-    EdgeControlConfig, EdgeEvent, NodeAuthority, TlsIdentity, DEFAULT_SERVER_NAME,
+    EdgeControlConfig, EdgeEvent, EdgeNode, NodeAuthority, TlsIdentity, DEFAULT_SERVER_NAME,
 };
 use petrel_reflector::runtime::server::ServerHandle;
 use rustls::pki_types::ServerName;
@@ -524,6 +525,12 @@ fn an_enrolled_edge_connects_to_a_configured_centre() {
             EdgeControl::start(edge_cfg(control, &token.credential, token.pin.unwrap())).unwrap();
         let link = edge.wait_for_link(WAIT, |_| true).await.expect("connected");
         assert_eq!(link.node_id.to_string(), "edge-e2e");
+        // The edge node sends node_ready; the centre's dispatcher answers
+        // with the snapshot and counts the ACK (§3.6 steps 5–6).
+        let node = EdgeNode::spawn_default(edge).unwrap();
+        node.wait_for_state(WAIT, |s| s == LinkState::Ready)
+            .await
+            .expect("ready");
         // The centre counts the session just after its reply is written.
         let start = Instant::now();
         let c = loop {
@@ -534,12 +541,22 @@ fn an_enrolled_edge_connects_to_a_configured_centre() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         };
         assert_eq!((c.auth_ok, c.active_nodes), (1, 1));
+        let start = Instant::now();
+        while server.stats().interconnect_routes.unwrap().acks_accepted == 0
+            && start.elapsed() < WAIT
+        {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let metrics = petrel_reflector::runtime::http::render_metrics(&server.stats());
-        assert!(
-            metrics.contains("petrel_reflector_interconnect_active_nodes 1"),
-            "{metrics}"
-        );
-        edge.shutdown().await;
+        for line in [
+            "petrel_reflector_interconnect_active_nodes 1",
+            "petrel_reflector_interconnect_route_snapshots_sent_total 1",
+            "petrel_reflector_interconnect_route_acks_accepted_total 1",
+            "petrel_reflector_interconnect_route_node_up_implied_total 0",
+        ] {
+            assert!(metrics.contains(line), "{line} in {metrics}");
+        }
+        drop(node);
         server.shutdown().await;
         scratch.remove().await.unwrap();
     });

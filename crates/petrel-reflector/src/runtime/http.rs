@@ -379,6 +379,13 @@ pub fn render_metrics(s: &ServerStats) -> String {
         };
         put(name, kind, v);
     }
+    for (n, v) in s.interconnect_routes.iter().flat_map(|r| r.counters()) {
+        put(
+            format!("petrel_reflector_interconnect_route_{n}_total"),
+            "counter",
+            v,
+        );
+    }
     put(
         "petrel_reflector_online_devices".into(),
         "gauge",
@@ -465,6 +472,7 @@ async fn stats_json(State(st): State<AppState>) -> Response {
         "websockets_open": s.websockets_open,
         "app_sessions": s.app_sessions,
         "interconnect": s.interconnect.as_ref().map(|c| serde_json::Value::Object(map(c.counters()))),
+        "interconnect_routes": s.interconnect_routes.as_ref().map(|r| serde_json::Value::Object(map(r.counters()))),
         "online": s.online,
         "reloads_skipped": s.reloads_skipped,
         "store_errors": s.store_errors,

@@ -222,6 +222,7 @@ impl ServerHandle {
             icmp: Arc::new(IcmpCounters::default()),
             websockets: Arc::clone(&websockets),
             interconnect: None,
+            interconnect_routes: None,
         };
         let control = match control_listener {
             Some(listener) => {
@@ -248,6 +249,7 @@ impl ServerHandle {
         };
         let stats = StatsSource {
             interconnect: control.as_ref().map(ControlServer::stats_source),
+            interconnect_routes: dispatch.as_ref().map(CentreDispatch::routes),
             ..stats
         };
         let stop = Arc::new(AtomicBool::new(false));

@@ -9,7 +9,9 @@ use super::app_auth_stats::{AppAuthStats, AppAuthStatsSnapshot};
 use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::icmp::{IcmpCounters, IcmpStats};
-use super::interconnect::{ControlServerSnapshot, ControlServerStats};
+use super::interconnect::{
+    CentreRouteStats, CentreRoutes, ControlServerSnapshot, ControlServerStats,
+};
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
 use crate::core::{IngressStats, RecorderStats, SessionStats};
@@ -57,6 +59,9 @@ pub struct ServerStats {
     /// The interconnect control server (draarl-interconnect §7 "Control
     /// server"), with `[interconnect] enabled`.
     pub interconnect: Option<ControlServerSnapshot>,
+    /// The centre's route sync toward its edges (draarl-interconnect §3.7),
+    /// with `[interconnect] enabled`.
+    pub interconnect_routes: Option<CentreRouteStats>,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -148,6 +153,7 @@ pub(crate) struct StatsSource {
     pub(crate) icmp: Arc<IcmpCounters>,
     pub(crate) websockets: Arc<super::websocket_hub::WebSocketHub>,
     pub(crate) interconnect: Option<Arc<ControlServerStats>>,
+    pub(crate) interconnect_routes: Option<Arc<Mutex<CentreRoutes>>>,
 }
 
 impl StatsSource {
@@ -183,6 +189,10 @@ impl StatsSource {
             websockets_open: self.websockets.open(),
             app_sessions: self.shared.ghosts().len(),
             interconnect: self.interconnect.as_ref().map(|s| s.snapshot()),
+            interconnect_routes: self
+                .interconnect_routes
+                .as_ref()
+                .map(|r| r.lock().unwrap_or_else(PoisonError::into_inner).stats()),
         }
     }
 }

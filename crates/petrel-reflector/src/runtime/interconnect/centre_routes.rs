@@ -46,6 +46,24 @@ pub struct CentreRouteStats {
     pub bad_payloads: u64,
     /// Sessions closed because an ACK never came (§3.7).
     pub ack_timeouts: u64,
+    /// `node_ready` of a session whose node-up event was never seen (the
+    /// event queue was full): the session's projection is started then.
+    pub node_up_implied: u64,
+}
+
+impl CentreRouteStats {
+    /// Every counter with its name, for metrics export.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            ("snapshots_sent", self.snapshots_sent),
+            ("send_failures", self.send_failures),
+            ("acks_accepted", self.acks_accepted),
+            ("acks_refused", self.acks_refused),
+            ("bad_payloads", self.bad_payloads),
+            ("ack_timeouts", self.ack_timeouts),
+            ("node_up_implied", self.node_up_implied),
+        ]
+    }
 }
 
 struct NodeRoutes {
@@ -136,7 +154,9 @@ impl CentreRoutes {
     }
 
     /// `node_ready` of `node`'s session (§3.6 step 5): sends the full
-    /// snapshot.
+    /// snapshot. Events arrive in order, so a `node_ready` of a session this
+    /// table does not hold means its node-up event was dropped: the session
+    /// starts here instead of leaving the edge waiting for a snapshot.
     pub fn node_ready(
         &mut self,
         sender: &CentreSender,
@@ -144,6 +164,10 @@ impl CentreRoutes {
         node: NodeId,
         session_id: u64,
     ) {
+        if self.live(node, session_id).is_none() {
+            self.stats.node_up_implied += 1;
+            self.node_up(node, session_id);
+        }
         let Some(sync) = self.live(node, session_id) else {
             return;
         };
