@@ -16,7 +16,10 @@
 //!
 //! Sessions are keyed by node id: a new session of a node closes the old
 //! one. A session without any frame for [`SESSION_IDLE_TIMEOUT`] (six
-//! missed heartbeats) is closed. The pending cap and the per-IP limit
+//! missed heartbeats) is closed. Every [`CREDENTIAL_RECHECK`] a live
+//! session's credential is checked again, so a node disabled or removed in
+//! the store (`petrel reflector edge disable|remove`, another process)
+//! loses its session (§3.3 revoke closes the session). The pending cap and the per-IP limit
 //! refuse rather than evict, as §7 specifies: an unauthenticated
 //! connection has no claim a newcomer could outrank.
 
@@ -51,11 +54,13 @@ use crate::core::interconnect::{
     AuthRejection, CentreHandshake, ControlVerdict, DataBudget, DataLimits, DataPlane,
     DataPlaneConfig, HelloOutcome, MessageIds, NodeSessionParams, Rejection,
 };
-use crate::model::InterconnectConfig;
+use crate::model::{sha256_hex, InterconnectConfig};
 use crate::policy::{AuthAttempts, AUTH_ATTEMPT_ADDRESSES};
 
 /// A session without a frame this long is closed.
 pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a live session's credential is checked again.
+pub const CREDENTIAL_RECHECK: Duration = Duration::from_secs(10);
 type Tls = TlsStream<TcpStream>;
 
 /// What the control server hands the centre's dispatchers.
@@ -342,6 +347,8 @@ async fn accept_loop(listener: TcpListener, centre: Arc<Centre>) {
 struct Session {
     node_id: NodeId,
     session_id: u64,
+    /// SHA-256 hex of the credential the session was opened with.
+    credential_hash: String,
     frames: FrameSource<ReadHalf<Tls>>,
     write: WriteHalf<Tls>,
     out: mpsc::Sender<ControlMessage>,
@@ -459,10 +466,14 @@ impl Centre {
             return None;
         }
         let node_id = pending.node_id;
-        let checked = self
-            .authority
-            .check(&node_id.to_string(), &pending.token)
-            .await;
+        let credential_hash = sha256_hex(&pending.token);
+        let checked = if pending.token.is_empty() {
+            Ok(false)
+        } else {
+            self.authority
+                .check_hash(&node_id.to_string(), &credential_hash)
+                .await
+        };
         if !matches!(checked, Ok(true)) {
             if let Err(e) = checked {
                 stats.store_errors.fetch_add(1, Relaxed);
@@ -486,6 +497,7 @@ impl Centre {
         let mut session = Session {
             node_id,
             session_id,
+            credential_hash,
             frames,
             write,
             out,
@@ -582,6 +594,7 @@ impl Centre {
         let Session {
             node_id,
             session_id,
+            credential_hash,
             mut frames,
             mut write,
             out,
@@ -597,9 +610,26 @@ impl Centre {
             let _ = write.shutdown().await;
         });
         let mut budget = DataBudget::default();
+        let node = node_id.to_string();
+        let mut recheck = tokio::time::interval_at(
+            tokio::time::Instant::now() + CREDENTIAL_RECHECK,
+            CREDENTIAL_RECHECK,
+        );
         loop {
             tokio::select! {
                 _ = &mut close => break,
+                _ = recheck.tick() => match self.authority.check_hash(&node, &credential_hash).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.stats.credentials_revoked.fetch_add(1, Relaxed);
+                        tracing::info!(node = %node_id, session_id, "edge node credential revoked");
+                        break;
+                    }
+                    Err(e) => {
+                        self.stats.store_errors.fetch_add(1, Relaxed);
+                        tracing::warn!(node = %node_id, error = %e, "node credential re-check failed");
+                    }
+                },
                 next = tokio::time::timeout(SESSION_IDLE_TIMEOUT, frames.next()) => match next {
                     Err(_) => {
                         self.stats.idle_closes.fetch_add(1, Relaxed);

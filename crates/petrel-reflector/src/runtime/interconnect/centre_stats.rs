@@ -69,8 +69,12 @@ control_counters! {
     frame_errors,
     /// Sessions closed after `SESSION_IDLE_TIMEOUT` without a frame.
     idle_closes,
-    /// Credential checks that failed on a store error (refused).
+    /// Credential checks that failed on a store error (a hello is then
+    /// refused; a live session is kept until the next re-check).
     store_errors,
+    /// Live sessions closed because the re-check every
+    /// `CREDENTIAL_RECHECK` found the node disabled or removed.
+    credentials_revoked,
     /// Addresses evicted from the per-IP attempt table.
     auth_ip_evictions,
     /// `type0` frames received on authenticated sessions.

@@ -26,7 +26,9 @@ mod identity;
 mod node_authority;
 mod tls;
 
-pub use centre::{CentreEvent, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
+pub use centre::{
+    CentreEvent, ControlServer, NodeStatus, CREDENTIAL_RECHECK, SESSION_IDLE_TIMEOUT,
+};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use control_io::ControlIoError;
 pub use control_send::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
