@@ -146,15 +146,16 @@ async fn authenticate(
 }
 
 /// Slowloris in all three phases (ClientHello never finished, hello never
-/// sent, hello sent a byte at a time) holds the pending cap; a fourth
-/// connection is refused at once; the hello deadline frees every slot and a
-/// real edge then connects.
+/// sent, hello sent a byte at a time) holds its network's share of the
+/// pending slots (3 of 12); a fourth connection from the same /24 takes the
+/// oldest one's slot, which closes at once; the hello deadline frees every
+/// slot and a real edge then connects.
 #[tokio::test]
-async fn slowloris_holds_the_pending_cap_and_the_deadline_frees_it() {
+async fn slowloris_holds_its_networks_share_and_the_deadline_frees_it() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-a", 1);
     let cfg = InterconnectConfig {
-        max_pending_handshakes: 3,
+        max_pending_handshakes: 12,
         ..loopback_cfg()
     };
     let server = centre(&cfg, &identity, &[&cred]).await;
@@ -188,14 +189,19 @@ async fn slowloris_holds_the_pending_cap_and_the_deadline_frees_it() {
         false
     });
     stats_when(&server, WAIT, |s| s.pending_handshakes == 3).await;
-    // The cap holds: a fourth connection is closed without a byte.
-    let mut fourth = TcpStream::connect(addr).await.unwrap();
-    assert_eq!(read_to_close(&mut fourth, WAIT).await, Some(Vec::new()));
-    stats_when(&server, WAIT, |s| s.pending_rejected == 1).await;
-    // The 10 s hello deadline covers TLS and the hello together.
-    assert!(read_to_close(&mut half_hello, Duration::from_secs(12))
+    // The share holds: a fourth connection from the same /24 closes the
+    // oldest (the half ClientHello) at once and keeps its slot.
+    let mut fourth = connect_from([127, 0, 0, 2].into(), addr).await;
+    assert!(read_to_close(&mut half_hello, Duration::from_secs(2))
         .await
         .is_some());
+    let s = stats_when(&server, WAIT, |s| s.pending_prefix_limited == 1).await;
+    assert_eq!((s.pending_handshakes, s.pending_evicted), (3, 0));
+    // The 10 s hello deadline covers TLS and the hello together.
+    assert_eq!(
+        read_to_close(&mut fourth, Duration::from_secs(12)).await,
+        Some(Vec::new())
+    );
     assert_eq!(
         read_to_close(&mut silent, Duration::from_secs(12)).await,
         Some(Vec::new())
@@ -216,6 +222,69 @@ async fn slowloris_holds_the_pending_cap_and_the_deadline_frees_it() {
     })
     .unwrap();
     edge.wait_for_link(WAIT, |_| true).await.expect("connected");
+}
+
+/// One /24 (127.0.1.x) opening silent connections holds at most its share
+/// of the pending slots (2 of 8), its own oldest closed at once; three more
+/// /24s fill the table; an edge from a fifth /24 (127.0.0.1) is still
+/// admitted, the busiest network's oldest giving up its slot, and
+/// authenticates.
+#[tokio::test]
+async fn silent_connections_filling_the_pending_slots_cannot_keep_an_edge_out() {
+    let identity = TlsIdentity::generate().unwrap();
+    let cred = credential("edge-a", 1);
+    let cfg = InterconnectConfig {
+        max_pending_handshakes: 8,
+        ..loopback_cfg()
+    };
+    let server = centre(&cfg, &identity, &[&cred]).await;
+    let addr = server.local_addr();
+    let mut flood = Vec::new();
+    for host in 1..=6u8 {
+        flood.push(connect_from([127, 0, 1, host].into(), addr).await);
+        stats_when(&server, WAIT, |s| {
+            s.pending_prefix_limited == u64::from(host.saturating_sub(2))
+                && s.pending_handshakes == u64::from(host.min(2))
+        })
+        .await;
+    }
+    // The four oldest were closed for the newer ones of their own /24.
+    for tcp in &mut flood[..4] {
+        assert_eq!(
+            read_to_close(tcp, Duration::from_secs(2)).await,
+            Some(Vec::new())
+        );
+    }
+    let mut held = flood.split_off(4);
+    for net in 2..=4u8 {
+        for host in 1..=2u8 {
+            held.push(connect_from([127, 0, net, host].into(), addr).await);
+        }
+    }
+    let s = stats_when(&server, WAIT, |s| s.pending_handshakes == 8).await;
+    assert_eq!((s.pending_prefix_limited, s.pending_evicted), (4, 0));
+    let edge = EdgeControl::start(EdgeControlConfig {
+        centre: addr.to_string(),
+        server_name: DEFAULT_SERVER_NAME.to_owned(),
+        credential: cred,
+        trust: CentreTrust::Pin(identity.fingerprint()),
+        offer: Offer::MINIMUM,
+        heartbeat: Duration::from_millis(200),
+    })
+    .unwrap();
+    edge.wait_for_link(Duration::from_secs(3), |_| true)
+        .await
+        .expect("the edge authenticates while the flood holds its slots");
+    let s = stats_when(&server, WAIT, |s| {
+        s.auth_ok == 1 && s.pending_handshakes == 7
+    })
+    .await;
+    assert_eq!((s.pending_evicted, s.pending_prefix_limited), (1, 4));
+    // All four networks held two: the oldest (127.0.1.x's) gave way.
+    assert_eq!(
+        read_to_close(&mut held[0], Duration::from_secs(2)).await,
+        Some(Vec::new())
+    );
 }
 
 /// Length prefixes of 0, 16 KiB + 1 and 4 GiB − 1, a non-UTF-8 body and

@@ -4,7 +4,8 @@
 //! `type0` frames.
 //!
 //! ```text
-//!  accept ─ pending ≥ max_pending_handshakes? ─yes─▶ close (pending_rejected)
+//!  accept ─ PendingSlots::admit: own /24|/64 over its share ─▶ close its oldest (pending_prefix_limited)
+//!    │                           table full ─▶ close the busiest network's oldest (pending_evicted)
 //!    └─▶ ┌ 10 s: TLS ─▶ hello (≤ 16 KiB) ─▶ CentreHandshake::handle_hello ─ refuse ─▶ error frame, close
 //!        │   └ per-IP attempts (30/min) ─▶ NodeAuthority::check ─▶ MaxNodes (a reconnecting id needs no slot)
 //!        └   ─▶ session id + 32-byte key ─▶ DataPlane::attach ─▶ node_auth_ok   (replaces the node's old session)
@@ -19,9 +20,14 @@
 //! missed heartbeats) is closed. Every [`CREDENTIAL_RECHECK`] a live
 //! session's credential is checked again, so a node disabled or removed in
 //! the store (`petrel reflector edge disable|remove`, another process)
-//! loses its session (§3.3 revoke closes the session). The pending cap and the per-IP limit
-//! refuse rather than evict, as §7 specifies: an unauthenticated
-//! connection has no claim a newcomer could outrank.
+//! loses its session (§3.3 revoke closes the session).
+//!
+//! The pending cap (§7 `MaxPendingHandshakes`) admits every newcomer and
+//! closes an older pending connection instead ([`PendingSlots`]): one
+//! source network holds at most a quarter of the slots, so half-open
+//! connections renewed every hello deadline from one network cannot keep
+//! other networks' edges out. The per-IP attempt limit refuses, as §7
+//! specifies.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -45,6 +51,7 @@ use super::control_send::{
     seal_frame, ControlEnvelope, ControlSendError, SessionKeys, SEND_QUEUE, UNSUPPORTED_CRITICAL,
 };
 use super::node_authority::NodeAuthority;
+use super::pending_slots::{Eviction, PendingSlots};
 use crate::codec::interconnect::messages::Heartbeat;
 use crate::codec::interconnect::{
     kind, Challenge, ControlMessage, DataBind, EnvelopeHeader, Features, Flags, NodeId, NodeKey,
@@ -54,7 +61,7 @@ use crate::core::interconnect::{
     AuthRejection, CentreHandshake, ControlVerdict, DataBudget, DataLimits, DataPlane,
     DataPlaneConfig, HelloOutcome, MessageIds, NodeSessionParams, Rejection,
 };
-use crate::model::{sha256_hex, InterconnectConfig};
+use crate::model::{sha256_hex, InterconnectConfig, SourcePrefix};
 use crate::policy::{AuthAttempts, AUTH_ATTEMPT_ADDRESSES};
 
 /// A session without a frame this long is closed.
@@ -139,6 +146,8 @@ struct Centre {
     events: Option<mpsc::Sender<CentreEvent>>,
     stats: Arc<ControlServerStats>,
     attempts: Mutex<AuthAttempts>,
+    /// Connections not yet authenticated; dropping a handle closes one.
+    pending: Mutex<PendingSlots<oneshot::Sender<()>>>,
     sessions: Mutex<HashMap<NodeId, Entry>>,
     data: Arc<Mutex<DataPlane>>,
     ids: Arc<Mutex<MessageIds>>,
@@ -208,6 +217,7 @@ impl ControlServer {
                 cfg.auth_attempts_per_minute_per_ip,
                 AUTH_ATTEMPT_ADDRESSES,
             )),
+            pending: Mutex::new(PendingSlots::new(cfg.max_pending_handshakes)),
             sessions: Mutex::new(HashMap::new()),
             data: Arc::new(Mutex::new(DataPlane::centre(DataPlaneConfig {
                 max_nodes: cfg.max_nodes,
@@ -308,12 +318,47 @@ impl Drop for ControlServer {
     }
 }
 
-/// Decrements the pending-handshake gauge when the handshake ends.
-struct Pending(Arc<ControlServerStats>);
+/// Frees a pending slot when the handshake ends.
+struct Pending {
+    centre: Arc<Centre>,
+    seq: u64,
+}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.0.pending_handshakes.fetch_sub(1, Relaxed);
+        let mut slots = lock(&self.centre.pending);
+        slots.remove(self.seq);
+        let held = slots.len() as u64;
+        self.centre.stats.pending_handshakes.store(held, Relaxed);
+    }
+}
+
+impl Centre {
+    /// Takes a pending slot for a connection from `peer`, closing an older
+    /// pending connection when the peer's network is over its share or the
+    /// table is full (counted). The receiver completes when this
+    /// connection is evicted in turn.
+    fn admit_pending(self: &Arc<Self>, peer: SocketAddr) -> (Pending, oneshot::Receiver<()>) {
+        let (close, evicted) = oneshot::channel();
+        let mut slots = lock(&self.pending);
+        let (seq, gone) = slots.admit(SourcePrefix::of(peer.ip()), close);
+        self.stats
+            .pending_handshakes
+            .store(slots.len() as u64, Relaxed);
+        drop(slots);
+        // Dropping the evicted connection's sender closes it.
+        if let Some((why, _)) = gone {
+            let counter = match why {
+                Eviction::PrefixLimited => &self.stats.pending_prefix_limited,
+                Eviction::Evicted => &self.stats.pending_evicted,
+            };
+            counter.fetch_add(1, Relaxed);
+        }
+        let guard = Pending {
+            centre: Arc::clone(self),
+            seq,
+        };
+        (guard, evicted)
     }
 }
 
@@ -328,16 +373,8 @@ async fn accept_loop(listener: TcpListener, centre: Arc<Centre>) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                let stats = &centre.stats;
-                let pending = stats.pending_handshakes.load(Relaxed);
-                if pending >= centre.cfg.max_pending_handshakes as u64 {
-                    stats.pending_rejected.fetch_add(1, Relaxed);
-                    drop(tcp);
-                    continue;
-                }
-                stats.pending_handshakes.fetch_add(1, Relaxed);
-                let guard = Pending(Arc::clone(stats));
-                conns.spawn(serve(Arc::clone(&centre), tcp, peer, guard));
+                let (guard, evicted) = centre.admit_pending(peer);
+                conns.spawn(serve(Arc::clone(&centre), tcp, peer, guard, evicted));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -356,14 +393,26 @@ struct Session {
     close: oneshot::Receiver<()>,
 }
 
-async fn serve(centre: Arc<Centre>, tcp: TcpStream, peer: SocketAddr, pending: Pending) {
+/// One connection: the handshake under the hello deadline (closed at once
+/// when `evicted` completes, its pending slot given to a newcomer), then
+/// the session.
+async fn serve(
+    centre: Arc<Centre>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    pending: Pending,
+    evicted: oneshot::Receiver<()>,
+) {
     let _ = tcp.set_nodelay(true);
     let mut hs = CentreHandshake::new(Instant::now(), Offer::MINIMUM);
     let deadline = hs
         .poll_timeout()
         .unwrap_or_else(|| Instant::now() + crate::core::interconnect::HANDSHAKE_TIMEOUT);
-    let opened =
-        tokio::time::timeout_at(deadline.into(), centre.handshake(tcp, peer, &mut hs)).await;
+    let opened = tokio::select! {
+        opened = tokio::time::timeout_at(deadline.into(), centre.handshake(tcp, peer, &mut hs)) => opened,
+        // Counted when evicted; dropping the handshake closes the socket.
+        _ = evicted => return,
+    };
     drop(pending);
     match opened {
         Ok(Some(session)) => centre.run(session).await,

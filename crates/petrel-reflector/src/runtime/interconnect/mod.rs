@@ -5,14 +5,14 @@
 //!
 //! ```text
 //!  edge: EdgeControl ──TLS 1.3 (pin | CA)──▶ centre: ControlServer ── NodeAuthority (store / static)
-//!         heartbeat 5 s, backoff                 pending cap, per-IP limit, MaxNodes, 10 s hello
+//!         heartbeat 5 s, backoff                 pending cap (¼ per /24|/64), per-IP limit, MaxNodes, 10 s hello
 //!         EdgeEvent ◀── type0 (§3.4) ──────────▶ CentreEvent, DataBind challenge, heartbeats
 //! ```
 //!
 //! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
 //! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
 //! `control_send.rs` (sealing envelopes for a control connection),
-//! `centre.rs` and `centre_stats.rs` (the server), `edge.rs` (the client),
+//! `centre.rs`, `centre_stats.rs` and `pending_slots.rs` (the server), `edge.rs` (the client),
 //! `identity.rs` (where the centre's certificate comes from), `enrol.rs`
 //! (adding a node and making its token, §3.3 admin side).
 
@@ -24,6 +24,7 @@ mod edge;
 mod enrol;
 mod identity;
 mod node_authority;
+mod pending_slots;
 mod tls;
 
 pub use centre::{
