@@ -621,18 +621,36 @@ async fn forged_and_critical_envelopes_and_the_control_budget() {
         .decode(&ok.key)
         .unwrap();
     let send = |m: ControlMessage| encode_frame(&m, MAX_CONTROL_FRAME).unwrap();
-    // Twelve legacy heartbeats in one write: at most 4 per second pass the
-    // budget (two windows at most), the rest are dropped and counted.
+    // Twelve legacy heartbeats in one write, then four frames of bad JSON:
+    // at most 4 frames per second pass the budget, the rest are dropped
+    // and counted at their length prefix, unparsed, so the bad JSON (past
+    // the budget: the burst starts early in a one-second window) does not
+    // end the session.
     let mut burst = Vec::new();
     for _ in 0..12 {
         burst.extend(send(ControlMessage::new("node_heartbeat")));
     }
+    for _ in 0..4 {
+        burst.extend_from_slice(&[0, 0, 0, 9]);
+        burst.extend_from_slice(b"{not json");
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    if ms > 500 {
+        tokio::time::sleep(Duration::from_millis(u64::from(1050 - ms))).await;
+    }
     tls.write_all(&burst).await.unwrap();
     let s = stats_when(&server, |s| {
-        s.legacy_heartbeats + s.control_hard_limit_drops == 12
+        s.legacy_heartbeats + s.control_hard_limit_drops == 16
     })
     .await;
-    assert!(s.control_hard_limit_drops >= 4, "{s:?}");
+    assert_eq!(
+        (s.legacy_heartbeats, s.frame_errors, s.active_nodes),
+        (4, 0, 1),
+        "{s:?}"
+    );
     assert!(s.control_soft_limit_events >= 1, "{s:?}");
     // Wait for a fresh one-second window.
     tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -9,7 +9,7 @@
 //!    └─▶ ┌ 10 s: TLS ─▶ hello (≤ 16 KiB) ─▶ CentreHandshake::handle_hello ─ refuse ─▶ error frame, close
 //!        │   └ per-IP attempts (30/min) ─▶ NodeAuthority::check ─▶ MaxNodes (a reconnecting id needs no slot)
 //!        └   ─▶ session id + 32-byte key ─▶ DataPlane::attach ─▶ node_auth_ok   (replaces the node's old session)
-//!  session: frames (≤ 4 MiB) ─▶ control budget ─▶ type0 ─▶ DataPlane::handle_control_envelope (§3.4)
+//!  session: length prefix (≤ 4 MiB) ─▶ control budget (over: body skipped unparsed) ─▶ type0 ─▶ DataPlane::handle_control_envelope (§3.4)
 //!             ├ 0x05 Heartbeat ─▶ counted, last heartbeat time
 //!             ├ 0x06 DataBind request ─▶ challenge over TLS (the UDP proof binds, §4.5)
 //!             └ anything else, node_ready ─▶ CentreEvent (the route, lease and device dispatchers)
@@ -679,7 +679,12 @@ impl Centre {
                         tracing::warn!(node = %node_id, error = %e, "node credential re-check failed");
                     }
                 },
-                next = tokio::time::timeout(SESSION_IDLE_TIMEOUT, frames.next()) => match next {
+                // The control budget is charged at each length prefix, so
+                // a frame over the hard budget is dropped unparsed.
+                next = tokio::time::timeout(
+                    SESSION_IDLE_TIMEOUT,
+                    frames.next_admitting(|len| self.charge(&mut budget, len)),
+                ) => match next {
                     Err(_) => {
                         self.stats.idle_closes.fetch_add(1, Relaxed);
                         break;
@@ -689,8 +694,8 @@ impl Centre {
                         break;
                     }
                     Ok(Err(_)) => break,
-                    Ok(Ok((msg, read))) => {
-                        if !self.handle_frame(node_id, session_id, &out, &mut budget, &msg, read) {
+                    Ok(Ok((msg, _))) => {
+                        if !self.handle_frame(node_id, session_id, &out, &msg) {
                             break;
                         }
                     }
@@ -715,26 +720,31 @@ impl Centre {
         });
     }
 
-    /// Handles one frame of a session; `false` closes it.
+    /// Charges a session's control budget with one frame of `len` bytes
+    /// (length prefix included, §7 per-node limits); `false` drops it
+    /// (counted) before its body is read into memory or parsed.
+    fn charge(&self, budget: &mut DataBudget, len: usize) -> bool {
+        let charge = budget.charge(&self.limits, unix_ms(), len);
+        if charge.soft_event {
+            self.stats.control_soft_limit_events.fetch_add(1, Relaxed);
+        }
+        if !charge.allowed {
+            self.stats.control_hard_limit_drops.fetch_add(1, Relaxed);
+        }
+        charge.allowed
+    }
+
+    /// Handles one frame of a session that its budget admitted; `false`
+    /// closes it.
     fn handle_frame(
         &self,
         node_id: NodeId,
         session_id: u64,
         out: &mpsc::Sender<ControlMessage>,
-        budget: &mut DataBudget,
         msg: &ControlMessage,
-        read: usize,
     ) -> bool {
         let stats = &self.stats;
         let wall = unix_ms();
-        let charge = budget.charge(&self.limits, wall, read);
-        if charge.soft_event {
-            stats.control_soft_limit_events.fetch_add(1, Relaxed);
-        }
-        if !charge.allowed {
-            stats.control_hard_limit_drops.fetch_add(1, Relaxed);
-            return true;
-        }
         match msg.kind.as_str() {
             kind::TYPE0 => {
                 stats.type0_received.fetch_add(1, Relaxed);
