@@ -85,6 +85,13 @@ async fn stats_when(
 }
 
 /// A raw TLS client pinned to `pin`, for speaking the handshake by hand.
+/// A TCP connection to `addr` from the loopback address `from`.
+async fn connect_from(from: [u8; 4], addr: SocketAddr) -> TcpStream {
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(SocketAddr::from((from, 0))).unwrap();
+    sock.connect(addr).await.unwrap()
+}
+
 async fn tls_connect(addr: SocketAddr, pin: [u8; 32]) -> TlsStream<TcpStream> {
     let tcp = TcpStream::connect(addr).await.unwrap();
     let cfg = CentreTrust::Pin(pin).client_config().unwrap();
@@ -347,7 +354,7 @@ async fn a_silent_client_is_closed_at_the_hello_deadline() {
 }
 
 #[tokio::test]
-async fn the_pending_cap_and_the_per_ip_limit_count_and_refuse() {
+async fn the_pending_cap_evicts_and_the_per_ip_limit_refuses() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-a", 1);
     let cfg = InterconnectConfig {
@@ -357,17 +364,26 @@ async fn the_pending_cap_and_the_per_ip_limit_count_and_refuse() {
     };
     let server = centre(&cfg, &identity, &[&cred]).await;
     let addr = server.local_addr();
-    let pending_a = tls_connect(addr, identity.fingerprint()).await;
+    // Cap 2, so one pending slot per /24: a second connection from
+    // 127.0.0.x closes the first.
+    let mut pending_a = tls_connect(addr, identity.fingerprint()).await;
     let pending_b = tls_connect(addr, identity.fingerprint()).await;
+    assert!(
+        closed_within(&mut pending_a, WAIT).await,
+        "a gives way to b"
+    );
+    let s = stats_when(&server, |s| s.pending_prefix_limited == 1).await;
+    assert_eq!(s.pending_handshakes, 1);
+    // Another /24 takes the second slot; a third /24 finds the table full
+    // and the oldest (b) gives way.
+    let other = connect_from([127, 0, 1, 1], addr).await;
     stats_when(&server, |s| s.pending_handshakes == 2).await;
-    let mut third = TcpStream::connect(addr).await.unwrap();
-    let mut b = [0u8; 1];
-    let r = tokio::time::timeout(WAIT, third.read(&mut b))
-        .await
-        .unwrap();
-    assert!(matches!(r, Ok(0) | Err(_)), "the third is closed at once");
-    stats_when(&server, |s| s.pending_rejected == 1).await;
-    drop((pending_a, pending_b));
+    let third = connect_from([127, 0, 2, 1], addr).await;
+    let s = stats_when(&server, |s| s.pending_evicted == 1).await;
+    assert_eq!((s.pending_handshakes, s.pending_prefix_limited), (2, 1));
+    let mut pending_b = pending_b;
+    assert!(closed_within(&mut pending_b, WAIT).await, "b gives way");
+    drop((pending_b, other, third));
     stats_when(&server, |s| s.pending_handshakes == 0).await;
     // Two well-formed hellos per minute from 127.0.0.1; the third is refused
     // even with the right token. Stay clear of a minute boundary.
@@ -622,18 +638,36 @@ async fn forged_and_critical_envelopes_and_the_control_budget() {
         .decode(&ok.key)
         .unwrap();
     let send = |m: ControlMessage| encode_frame(&m, MAX_CONTROL_FRAME).unwrap();
-    // Twelve legacy heartbeats in one write: at most 4 per second pass the
-    // budget (two windows at most), the rest are dropped and counted.
+    // Twelve legacy heartbeats in one write, then four frames of bad JSON:
+    // at most 4 frames per second pass the budget, the rest are dropped
+    // and counted at their length prefix, unparsed, so the bad JSON (past
+    // the budget: the burst starts early in a one-second window) does not
+    // end the session.
     let mut burst = Vec::new();
     for _ in 0..12 {
         burst.extend(send(ControlMessage::new("node_heartbeat")));
     }
+    for _ in 0..4 {
+        burst.extend_from_slice(&[0, 0, 0, 9]);
+        burst.extend_from_slice(b"{not json");
+    }
+    let ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_millis();
+    if ms > 500 {
+        tokio::time::sleep(Duration::from_millis(u64::from(1050 - ms))).await;
+    }
     tls.write_all(&burst).await.unwrap();
     let s = stats_when(&server, |s| {
-        s.legacy_heartbeats + s.control_hard_limit_drops == 12
+        s.legacy_heartbeats + s.control_hard_limit_drops == 16
     })
     .await;
-    assert!(s.control_hard_limit_drops >= 4, "{s:?}");
+    assert_eq!(
+        (s.legacy_heartbeats, s.frame_errors, s.active_nodes),
+        (4, 0, 1),
+        "{s:?}"
+    );
     assert!(s.control_soft_limit_events >= 1, "{s:?}");
     // Wait for a fresh one-second window.
     tokio::time::sleep(Duration::from_millis(1100)).await;

@@ -27,7 +27,11 @@ pub struct InterconnectConfig {
     /// (1–1000000). Default 256.
     pub max_nodes: usize,
     /// `MaxPendingHandshakes`: connections not yet authenticated
-    /// (1–4096); beyond it a new connection is closed at once. Default 64.
+    /// (1–4096), at most `max(1, n / 4)` per source /24 (IPv4) or /64
+    /// (IPv6). A newcomer is always admitted: it closes its own network's
+    /// oldest pending connection when that network holds its share, or
+    /// else, with `n` pending, the oldest of the network holding most.
+    /// Default 64.
     pub max_pending_handshakes: usize,
     /// `AuthAttemptsPerMinutePerIP`: well-formed hellos per remote IP per
     /// wall-clock minute (1–100000); beyond it `node_auth_error`. At most

@@ -6,6 +6,8 @@
 //! ```text
 //!  bytes ─▶ FrameReader::feed ─▶ [len:u32 BE | JSON] … ─▶ ControlMessage, …
 //!            holds at most one partial frame (≤ 4 + limit bytes)
+//!  FrameReader::feed_admitting: admit(4 + N) at the length prefix; a refused
+//!            frame's N bytes are skipped, never buffered nor parsed
 //! ```
 
 use thiserror::Error;
@@ -61,6 +63,10 @@ pub struct FrameReader {
     buf: Vec<u8>,
     frames: u64,
     failed: bool,
+    /// Body bytes of a refused frame still to discard.
+    skip: usize,
+    /// The partial frame in `buf` was admitted already.
+    admitted: bool,
 }
 
 impl Default for FrameReader {
@@ -76,6 +82,8 @@ impl FrameReader {
             buf: Vec::new(),
             frames: 0,
             failed: false,
+            skip: 0,
+            admitted: false,
         }
     }
 
@@ -97,9 +105,30 @@ impl FrameReader {
     /// # Errors
     /// The first [`FrameError`]; the reader then refuses everything (the
     /// connection is to be closed).
-    pub fn feed(&mut self, mut input: &[u8]) -> Result<Vec<ControlMessage>, FrameError> {
+    pub fn feed(&mut self, input: &[u8]) -> Result<Vec<ControlMessage>, FrameError> {
+        self.feed_admitting(input, &mut |_| true)
+    }
+
+    /// As [`FrameReader::feed`], but asks `admit` about each frame once its
+    /// length prefix is read and valid, with the frame's length in bytes
+    /// (4 + N). A refused frame's body is discarded as it arrives, without
+    /// being buffered or parsed (malformed JSON in it goes unnoticed).
+    ///
+    /// # Errors
+    /// As [`FrameReader::feed`].
+    pub fn feed_admitting(
+        &mut self,
+        mut input: &[u8],
+        admit: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<Vec<ControlMessage>, FrameError> {
         let mut out = Vec::new();
         while !self.failed && !input.is_empty() {
+            if self.skip > 0 {
+                let take = self.skip.min(input.len());
+                input = &input[take..];
+                self.skip -= take;
+                continue;
+            }
             if self.buf.len() < 4 {
                 let take = (4 - self.buf.len()).min(input.len());
                 self.buf.extend_from_slice(&input[..take]);
@@ -125,6 +154,15 @@ impl FrameReader {
                 self.buf = Vec::new();
                 return Err(e);
             }
+            if !self.admitted {
+                if !admit(4 + n) {
+                    self.buf.clear();
+                    self.frames += 1;
+                    self.skip = n;
+                    continue;
+                }
+                self.admitted = true;
+            }
             let want = 4 + n - self.buf.len();
             let take = want.min(input.len());
             self.buf.extend_from_slice(&input[..take]);
@@ -134,6 +172,7 @@ impl FrameReader {
             }
             let parsed = serde_json::from_slice::<ControlMessage>(&self.buf[4..]);
             self.buf.clear();
+            self.admitted = false;
             self.frames += 1;
             match parsed {
                 Ok(m) => out.push(m),

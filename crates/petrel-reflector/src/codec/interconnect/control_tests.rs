@@ -30,6 +30,33 @@ fn hello_frame_as_a_go_edge_sends_it() {
     assert!(!format!("{m:?}").contains("\"t\""));
 }
 
+/// `admit` is asked once per frame at its length prefix, even with the
+/// bytes arriving one at a time; a refused frame is skipped unparsed (its
+/// bad JSON goes unnoticed) and the frames after it still parse.
+#[test]
+fn refused_frames_are_skipped_unparsed_and_admit_is_asked_once_each() {
+    let good = frame_of(r#"{"kind":"node_enroll","node_id":"e"}"#);
+    let bad = frame_of("{not json");
+    let mut stream = good.clone();
+    stream.extend_from_slice(&bad);
+    stream.extend_from_slice(&good);
+    for chunk in [1, 3, stream.len()] {
+        let mut r = FrameReader::new();
+        let mut asked = Vec::new();
+        let mut got = Vec::new();
+        for piece in stream.chunks(chunk) {
+            let mut admit = |len: usize| {
+                asked.push(len);
+                asked.len() != 2
+            };
+            got.extend(r.feed_admitting(piece, &mut admit).unwrap());
+        }
+        assert_eq!(asked, [good.len(), bad.len(), good.len()], "chunk {chunk}");
+        assert_eq!(got.len(), 2, "chunk {chunk}");
+        assert_eq!(r.buffered(), 0);
+    }
+}
+
 #[test]
 fn frames_split_anywhere_reassemble() {
     let a = frame_of(r#"{"kind":"node_enroll","node_id":"e"}"#);

@@ -4,11 +4,12 @@
 //! `type0` frames.
 //!
 //! ```text
-//!  accept ─ pending ≥ max_pending_handshakes? ─yes─▶ close (pending_rejected)
+//!  accept ─ PendingSlots::admit: own /24|/64 over its share ─▶ close its oldest (pending_prefix_limited)
+//!    │                           table full ─▶ close the busiest network's oldest (pending_evicted)
 //!    └─▶ ┌ 10 s: TLS ─▶ hello (≤ 16 KiB) ─▶ CentreHandshake::handle_hello ─ refuse ─▶ error frame, close
 //!        │   └ per-IP attempts (30/min) ─▶ NodeAuthority::check ─▶ MaxNodes (a reconnecting id needs no slot)
 //!        └   ─▶ session id + 32-byte key ─▶ DataPlane::attach ─▶ node_auth_ok   (replaces the node's old session)
-//!  session: frames (≤ 4 MiB) ─▶ control budget ─▶ type0 ─▶ DataPlane::handle_control_envelope (§3.4)
+//!  session: length prefix (≤ 4 MiB) ─▶ control budget (over: body skipped unparsed) ─▶ type0 ─▶ DataPlane::handle_control_envelope (§3.4)
 //!             ├ 0x05 Heartbeat ─▶ counted, last heartbeat time
 //!             ├ 0x06 DataBind request ─▶ challenge over TLS (the UDP proof binds, §4.5)
 //!             └ anything else, node_ready ─▶ CentreEvent (the route, lease and device dispatchers)
@@ -16,9 +17,17 @@
 //!
 //! Sessions are keyed by node id: a new session of a node closes the old
 //! one. A session without any frame for [`SESSION_IDLE_TIMEOUT`] (six
-//! missed heartbeats) is closed. The pending cap and the per-IP limit
-//! refuse rather than evict, as §7 specifies: an unauthenticated
-//! connection has no claim a newcomer could outrank.
+//! missed heartbeats) is closed. Every [`CREDENTIAL_RECHECK`] a live
+//! session's credential is checked again, so a node disabled or removed in
+//! the store (`petrel reflector edge disable|remove`, another process)
+//! loses its session (§3.3 revoke closes the session).
+//!
+//! The pending cap (§7 `MaxPendingHandshakes`) admits every newcomer and
+//! closes an older pending connection instead ([`PendingSlots`]): one
+//! source network holds at most a quarter of the slots, so half-open
+//! connections renewed every hello deadline from one network cannot keep
+//! other networks' edges out. The per-IP attempt limit refuses, as §7
+//! specifies.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -42,6 +51,7 @@ use super::control_send::{
     seal_frame, ControlEnvelope, ControlSendError, SessionKeys, SEND_QUEUE, UNSUPPORTED_CRITICAL,
 };
 use super::node_authority::NodeAuthority;
+use super::pending_slots::{Eviction, PendingSlots};
 use crate::codec::interconnect::messages::Heartbeat;
 use crate::codec::interconnect::{
     kind, Challenge, ControlMessage, DataBind, EnvelopeHeader, Features, Flags, NodeId, NodeKey,
@@ -51,11 +61,13 @@ use crate::core::interconnect::{
     AuthRejection, CentreHandshake, ControlSend, ControlVerdict, DataBudget, DataLimits, DataPlane,
     DataPlaneConfig, HelloOutcome, MessageIds, NodeSessionParams, Rejection,
 };
-use crate::model::InterconnectConfig;
+use crate::model::{sha256_hex, InterconnectConfig, SourcePrefix};
 use crate::policy::{AuthAttempts, AUTH_ATTEMPT_ADDRESSES};
 
 /// A session without a frame this long is closed.
 pub const SESSION_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How often a live session's credential is checked again.
+pub const CREDENTIAL_RECHECK: Duration = Duration::from_secs(10);
 type Tls = TlsStream<TcpStream>;
 
 /// What the control server hands the centre's dispatchers.
@@ -134,6 +146,8 @@ struct Centre {
     events: Option<mpsc::Sender<CentreEvent>>,
     stats: Arc<ControlServerStats>,
     attempts: Mutex<AuthAttempts>,
+    /// Connections not yet authenticated; dropping a handle closes one.
+    pending: Mutex<PendingSlots<oneshot::Sender<()>>>,
     sessions: Mutex<HashMap<NodeId, Entry>>,
     data: Arc<Mutex<DataPlane>>,
     ids: Arc<Mutex<MessageIds>>,
@@ -251,6 +265,7 @@ impl ControlServer {
                 cfg.auth_attempts_per_minute_per_ip,
                 AUTH_ATTEMPT_ADDRESSES,
             )),
+            pending: Mutex::new(PendingSlots::new(cfg.max_pending_handshakes)),
             sessions: Mutex::new(HashMap::new()),
             data: Arc::new(Mutex::new(DataPlane::centre(DataPlaneConfig {
                 max_nodes: cfg.max_nodes,
@@ -359,12 +374,47 @@ impl Drop for ControlServer {
     }
 }
 
-/// Decrements the pending-handshake gauge when the handshake ends.
-struct Pending(Arc<ControlServerStats>);
+/// Frees a pending slot when the handshake ends.
+struct Pending {
+    centre: Arc<Centre>,
+    seq: u64,
+}
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        self.0.pending_handshakes.fetch_sub(1, Relaxed);
+        let mut slots = lock(&self.centre.pending);
+        slots.remove(self.seq);
+        let held = slots.len() as u64;
+        self.centre.stats.pending_handshakes.store(held, Relaxed);
+    }
+}
+
+impl Centre {
+    /// Takes a pending slot for a connection from `peer`, closing an older
+    /// pending connection when the peer's network is over its share or the
+    /// table is full (counted). The receiver completes when this
+    /// connection is evicted in turn.
+    fn admit_pending(self: &Arc<Self>, peer: SocketAddr) -> (Pending, oneshot::Receiver<()>) {
+        let (close, evicted) = oneshot::channel();
+        let mut slots = lock(&self.pending);
+        let (seq, gone) = slots.admit(SourcePrefix::of(peer.ip()), close);
+        self.stats
+            .pending_handshakes
+            .store(slots.len() as u64, Relaxed);
+        drop(slots);
+        // Dropping the evicted connection's sender closes it.
+        if let Some((why, _)) = gone {
+            let counter = match why {
+                Eviction::PrefixLimited => &self.stats.pending_prefix_limited,
+                Eviction::Evicted => &self.stats.pending_evicted,
+            };
+            counter.fetch_add(1, Relaxed);
+        }
+        let guard = Pending {
+            centre: Arc::clone(self),
+            seq,
+        };
+        (guard, evicted)
     }
 }
 
@@ -379,16 +429,8 @@ async fn accept_loop(listener: TcpListener, centre: Arc<Centre>) {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 };
-                let stats = &centre.stats;
-                let pending = stats.pending_handshakes.load(Relaxed);
-                if pending >= centre.cfg.max_pending_handshakes as u64 {
-                    stats.pending_rejected.fetch_add(1, Relaxed);
-                    drop(tcp);
-                    continue;
-                }
-                stats.pending_handshakes.fetch_add(1, Relaxed);
-                let guard = Pending(Arc::clone(stats));
-                conns.spawn(serve(Arc::clone(&centre), tcp, peer, guard));
+                let (guard, evicted) = centre.admit_pending(peer);
+                conns.spawn(serve(Arc::clone(&centre), tcp, peer, guard, evicted));
             }
             Some(_) = conns.join_next(), if !conns.is_empty() => {}
         }
@@ -398,6 +440,8 @@ async fn accept_loop(listener: TcpListener, centre: Arc<Centre>) {
 struct Session {
     node_id: NodeId,
     session_id: u64,
+    /// SHA-256 hex of the credential the session was opened with.
+    credential_hash: String,
     frames: FrameSource<ReadHalf<Tls>>,
     write: WriteHalf<Tls>,
     out: mpsc::Sender<ControlMessage>,
@@ -405,14 +449,26 @@ struct Session {
     close: oneshot::Receiver<()>,
 }
 
-async fn serve(centre: Arc<Centre>, tcp: TcpStream, peer: SocketAddr, pending: Pending) {
+/// One connection: the handshake under the hello deadline (closed at once
+/// when `evicted` completes, its pending slot given to a newcomer), then
+/// the session.
+async fn serve(
+    centre: Arc<Centre>,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    pending: Pending,
+    evicted: oneshot::Receiver<()>,
+) {
     let _ = tcp.set_nodelay(true);
     let mut hs = CentreHandshake::new(Instant::now(), Offer::MINIMUM);
     let deadline = hs
         .poll_timeout()
         .unwrap_or_else(|| Instant::now() + crate::core::interconnect::HANDSHAKE_TIMEOUT);
-    let opened =
-        tokio::time::timeout_at(deadline.into(), centre.handshake(tcp, peer, &mut hs)).await;
+    let opened = tokio::select! {
+        opened = tokio::time::timeout_at(deadline.into(), centre.handshake(tcp, peer, &mut hs)) => opened,
+        // Counted when evicted; dropping the handshake closes the socket.
+        _ = evicted => return,
+    };
     drop(pending);
     match opened {
         Ok(Some(session)) => centre.run(session).await,
@@ -515,10 +571,14 @@ impl Centre {
             return None;
         }
         let node_id = pending.node_id;
-        let checked = self
-            .authority
-            .check(&node_id.to_string(), &pending.token)
-            .await;
+        let credential_hash = sha256_hex(&pending.token);
+        let checked = if pending.token.is_empty() {
+            Ok(false)
+        } else {
+            self.authority
+                .check_hash(&node_id.to_string(), &credential_hash)
+                .await
+        };
         if !matches!(checked, Ok(true)) {
             if let Err(e) = checked {
                 stats.store_errors.fetch_add(1, Relaxed);
@@ -542,6 +602,7 @@ impl Centre {
         let mut session = Session {
             node_id,
             session_id,
+            credential_hash,
             frames,
             write,
             out,
@@ -638,6 +699,7 @@ impl Centre {
         let Session {
             node_id,
             session_id,
+            credential_hash,
             mut frames,
             mut write,
             out,
@@ -653,10 +715,32 @@ impl Centre {
             let _ = write.shutdown().await;
         });
         let mut budget = DataBudget::default();
+        let node = node_id.to_string();
+        let mut recheck = tokio::time::interval_at(
+            tokio::time::Instant::now() + CREDENTIAL_RECHECK,
+            CREDENTIAL_RECHECK,
+        );
         loop {
             tokio::select! {
                 _ = &mut close => break,
-                next = tokio::time::timeout(SESSION_IDLE_TIMEOUT, frames.next()) => match next {
+                _ = recheck.tick() => match self.authority.check_hash(&node, &credential_hash).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.stats.credentials_revoked.fetch_add(1, Relaxed);
+                        tracing::info!(node = %node_id, session_id, "edge node credential revoked");
+                        break;
+                    }
+                    Err(e) => {
+                        self.stats.store_errors.fetch_add(1, Relaxed);
+                        tracing::warn!(node = %node_id, error = %e, "node credential re-check failed");
+                    }
+                },
+                // The control budget is charged at each length prefix, so
+                // a frame over the hard budget is dropped unparsed.
+                next = tokio::time::timeout(
+                    SESSION_IDLE_TIMEOUT,
+                    frames.next_admitting(|len| self.charge(&mut budget, len)),
+                ) => match next {
                     Err(_) => {
                         self.stats.idle_closes.fetch_add(1, Relaxed);
                         break;
@@ -666,8 +750,8 @@ impl Centre {
                         break;
                     }
                     Ok(Err(_)) => break,
-                    Ok(Ok((msg, read))) => {
-                        if !self.handle_frame(node_id, session_id, &out, &mut budget, &msg, read) {
+                    Ok(Ok((msg, _))) => {
+                        if !self.handle_frame(node_id, session_id, &out, &msg) {
                             break;
                         }
                     }
@@ -692,26 +776,31 @@ impl Centre {
         });
     }
 
-    /// Handles one frame of a session; `false` closes it.
+    /// Charges a session's control budget with one frame of `len` bytes
+    /// (length prefix included, §7 per-node limits); `false` drops it
+    /// (counted) before its body is read into memory or parsed.
+    fn charge(&self, budget: &mut DataBudget, len: usize) -> bool {
+        let charge = budget.charge(&self.limits, unix_ms(), len);
+        if charge.soft_event {
+            self.stats.control_soft_limit_events.fetch_add(1, Relaxed);
+        }
+        if !charge.allowed {
+            self.stats.control_hard_limit_drops.fetch_add(1, Relaxed);
+        }
+        charge.allowed
+    }
+
+    /// Handles one frame of a session that its budget admitted; `false`
+    /// closes it.
     fn handle_frame(
         &self,
         node_id: NodeId,
         session_id: u64,
         out: &mpsc::Sender<ControlMessage>,
-        budget: &mut DataBudget,
         msg: &ControlMessage,
-        read: usize,
     ) -> bool {
         let stats = &self.stats;
         let wall = unix_ms();
-        let charge = budget.charge(&self.limits, wall, read);
-        if charge.soft_event {
-            stats.control_soft_limit_events.fetch_add(1, Relaxed);
-        }
-        if !charge.allowed {
-            stats.control_hard_limit_drops.fetch_add(1, Relaxed);
-            return true;
-        }
         match msg.kind.as_str() {
             kind::TYPE0 => {
                 stats.type0_received.fetch_add(1, Relaxed);

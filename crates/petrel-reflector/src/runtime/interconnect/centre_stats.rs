@@ -41,9 +41,14 @@ control_counters! {
     pending_handshakes,
     /// Gauge: node sessions live.
     active_nodes,
-    /// Connections closed at once because `max_pending_handshakes` were
-    /// pending.
-    pending_rejected,
+    /// Pending connections closed for a newcomer because their source
+    /// network (/24, /64) already held `max(1, max_pending_handshakes / 4)`
+    /// pending slots (its oldest goes).
+    pending_prefix_limited,
+    /// Pending connections closed for a newcomer because
+    /// `max_pending_handshakes` were pending (the oldest of the network
+    /// holding most goes).
+    pending_evicted,
     /// Hellos refused by the per-IP attempt limit.
     auth_rate_rejected,
     /// Hellos refused: malformed, unknown or disabled node, wrong
@@ -69,8 +74,12 @@ control_counters! {
     frame_errors,
     /// Sessions closed after `SESSION_IDLE_TIMEOUT` without a frame.
     idle_closes,
-    /// Credential checks that failed on a store error (refused).
+    /// Credential checks that failed on a store error (a hello is then
+    /// refused; a live session is kept until the next re-check).
     store_errors,
+    /// Live sessions closed because the re-check every
+    /// `CREDENTIAL_RECHECK` found the node disabled or removed.
+    credentials_revoked,
     /// Addresses evicted from the per-IP attempt table.
     auth_ip_evictions,
     /// `type0` frames received on authenticated sessions.

@@ -53,6 +53,19 @@ impl<R: AsyncRead + Unpin> FrameSource<R> {
     /// # Errors
     /// [`ControlIoError`]; the connection is then to be closed.
     pub async fn next(&mut self) -> Result<(ControlMessage, usize), ControlIoError> {
+        self.next_admitting(|_| true).await
+    }
+
+    /// As [`FrameSource::next`], asking `admit` about each frame at its
+    /// length prefix (4 + N bytes); refused frames are skipped unparsed
+    /// ([`FrameReader::feed_admitting`]).
+    ///
+    /// # Errors
+    /// [`ControlIoError`]; the connection is then to be closed.
+    pub async fn next_admitting(
+        &mut self,
+        mut admit: impl FnMut(usize) -> bool,
+    ) -> Result<(ControlMessage, usize), ControlIoError> {
         let mut read_total = 0;
         loop {
             if let Some(m) = self.ready.pop_front() {
@@ -63,7 +76,8 @@ impl<R: AsyncRead + Unpin> FrameSource<R> {
                 return Err(ControlIoError::Closed);
             }
             read_total += n;
-            self.ready.extend(self.reader.feed(&self.buf[..n])?);
+            self.ready
+                .extend(self.reader.feed_admitting(&self.buf[..n], &mut admit)?);
         }
     }
 }

@@ -5,14 +5,14 @@
 //!
 //! ```text
 //!  edge: EdgeControl ──TLS 1.3 (pin | CA)──▶ centre: ControlServer ── NodeAuthority (store / static)
-//!         heartbeat 5 s, backoff                 pending cap, per-IP limit, MaxNodes, 10 s hello
+//!         heartbeat 5 s, backoff                 pending cap (¼ per /24|/64), per-IP limit, MaxNodes, 10 s hello
 //!         EdgeEvent ◀── type0 (§3.4) ──────────▶ CentreEvent, DataBind challenge, heartbeats
 //! ```
 //!
 //! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
 //! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
 //! `control_send.rs` (sealing envelopes for a control connection),
-//! `centre.rs` and `centre_stats.rs` (the server), `centre_dispatch.rs`
+//! `centre.rs`, `centre_stats.rs` and `pending_slots.rs` (the server), `centre_dispatch.rs`
 //! (the task handing control events to the centre's logic),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
 //! `edge_node.rs` (the edge's connection sequence, route sync and link
@@ -31,9 +31,12 @@ mod edge_node;
 mod enrol;
 mod identity;
 mod node_authority;
+mod pending_slots;
 mod tls;
 
-pub use centre::{CentreEvent, CentreSender, ControlServer, NodeStatus, SESSION_IDLE_TIMEOUT};
+pub use centre::{
+    CentreEvent, CentreSender, ControlServer, NodeStatus, CREDENTIAL_RECHECK, SESSION_IDLE_TIMEOUT,
+};
 pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};

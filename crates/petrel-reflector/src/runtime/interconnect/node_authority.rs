@@ -53,9 +53,19 @@ impl NodeAuthority {
         if token.is_empty() {
             return Ok(false);
         }
-        let presented = sha256_hex(token);
+        self.check_hash(node_id, &sha256_hex(token)).await
+    }
+
+    /// Whether the credential whose SHA-256 hex is `presented` (as
+    /// [`NodeAuthority::check`] computes it) still authenticates `node_id`:
+    /// the centre re-checks a live session with it, so a node disabled or
+    /// removed in the store loses its session (§3.3 revoke).
+    ///
+    /// # Errors
+    /// [`StoreError`] when the store cannot be read.
+    pub async fn check_hash(&self, node_id: &str, presented: &str) -> Result<bool, StoreError> {
         if let Some(h) = self.static_tokens.get(node_id) {
-            if hashes_match(&presented, h) {
+            if hashes_match(presented, h) {
                 return Ok(true);
             }
         }
@@ -63,7 +73,7 @@ impl NodeAuthority {
             return Ok(false);
         };
         Ok(match store.node_credential(node_id).await? {
-            Some(row) if !row.disabled => hashes_match(&presented, &row.credential_hash),
+            Some(row) if !row.disabled => hashes_match(presented, &row.credential_hash),
             _ => false,
         })
     }
