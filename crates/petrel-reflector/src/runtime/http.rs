@@ -120,6 +120,8 @@ pub(crate) struct AppState {
     pub(crate) reload: Arc<Notify>,
     pub(crate) admin_token: Option<AdminToken>,
     pub(crate) dashboard: Dashboard,
+    /// A centre's edge nodes for the dashboard, with `[interconnect]`.
+    pub(crate) edge_nodes: Option<dashboard::EdgeNodes>,
     /// The app clients' API with its `[apps]` settings, when configured.
     pub(crate) apps: Option<(AppApi, AppApiConfig)>,
     pub(crate) radio: super::radio_routes::RadioState,
@@ -438,9 +440,14 @@ async fn dashboard_page() -> Response {
 /// `guard_request` has checked the admin token, or the route's gate an
 /// admin account, already.
 async fn dashboard_data(State(st): State<AppState>) -> Response {
+    let nodes = match &st.edge_nodes {
+        Some(e) => Some(e.view().await),
+        None => None,
+    };
     let view = st.dashboard.view(
         &st.stats.read(),
         st.stats.shared.sessions_per_group(),
+        nodes,
         unix_ms(),
     );
     ([(header::CACHE_CONTROL, "no-store")], Json(view)).into_response()

@@ -365,6 +365,14 @@ impl ServerHandle {
                         subscriptions: session.ghost_subscriptions,
                     },
                     dashboard: dash.clone(),
+                    edge_nodes: match (&control, &dispatch) {
+                        (Some(c), Some(d)) => Some(dashboard::EdgeNodes::new(
+                            c.sender(),
+                            d.routes(),
+                            store.clone(),
+                        )),
+                        _ => None,
+                    },
                     apps,
                 };
                 let (addr, task) = spawn_http(listener, state, &cfg.http)?;

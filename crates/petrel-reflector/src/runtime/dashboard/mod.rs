@@ -34,7 +34,10 @@
 //!   "history": {
 //!     "interval_ms": 5000, "capacity": 120, "evicted": u64,
 //!     "samples": [CounterSample, …] oldest first
-//!   }
+//!   },
+//!   "nodes": [EdgeNodeView, …]      with `[interconnect] enabled` only (a
+//!                                   centre): its edge nodes, online first
+//!                                   (see edge_nodes.rs)
 //! }
 //! ```
 //!
@@ -44,9 +47,13 @@
 //! "ingress_read", "ingress_rate_limit_drops", "ingress_queue_full_drops",
 //! "fanout_sent", "fanout_frames_dropped", "fanout_text_frames_dropped",
 //! "fanout_frames_expired"}`, each counter the cumulative total `/metrics`
-//! exports under the same name.
+//! exports under the same name. An `EdgeNodeView` is `{"node_id",
+//! "online", "disabled", "session_id" (decimal string), "remote",
+//! "connected_unix_ms", "last_heartbeat_unix_ms", "projection_version"}`,
+//! the session fields `null` for an offline node.
 
 mod counter_history;
+mod edge_nodes;
 mod last_heard;
 
 use std::sync::{Arc, LazyLock, Mutex, PoisonError};
@@ -56,6 +63,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use counter_history::{CounterHistory, CounterSample, HISTORY_SAMPLES, SAMPLE_EVERY};
+pub use edge_nodes::{EdgeNodeView, EdgeNodes};
 pub use last_heard::{HeardEntry, LastHeard, LAST_HEARD_CAPACITY};
 
 use super::stats::{ServerStats, StatsSource};
@@ -116,11 +124,13 @@ impl Dashboard {
     }
 
     /// The JSON document of `GET /api/admin/dashboard` (module docs) for
-    /// counters `stats` and online sessions `groups`, at `now_unix_ms`.
+    /// counters `stats`, online sessions `groups` and, on a centre, its
+    /// edge `nodes`, at `now_unix_ms`.
     pub fn view(
         &self,
         stats: &ServerStats,
         groups: Vec<GroupSessions>,
+        nodes: Option<Vec<EdgeNodeView>>,
         now_unix_ms: i64,
     ) -> DashboardView {
         let dir = Arc::clone(&lock(&self.directory));
@@ -159,6 +169,7 @@ impl Dashboard {
             last_heard,
             counters: CounterSample::of(stats, now_unix_ms),
             history,
+            nodes,
         }
     }
 }
@@ -178,6 +189,9 @@ pub struct DashboardView {
     pub counters: CounterSample,
     /// The chart's counters over the last ten minutes.
     pub history: HistoryView,
+    /// A centre's edge nodes, online first; absent without `[interconnect]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<EdgeNodeView>>,
 }
 
 /// One group's online sessions.

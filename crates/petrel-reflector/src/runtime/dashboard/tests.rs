@@ -59,7 +59,7 @@ fn the_data_document_has_the_documented_shape() {
             websocket: 1,
         },
     ];
-    let v = serde_json::to_value(dash.view(&stats, groups, 1_250)).unwrap();
+    let v = serde_json::to_value(dash.view(&stats, groups, None, 1_250)).unwrap();
     let expected = serde_json::json!({
         "now_unix_ms": 1_250,
         "online": 3,

@@ -221,6 +221,11 @@ impl CentreSender {
     pub fn data_plane(&self) -> Arc<Mutex<DataPlane>> {
         Arc::clone(&self.centre.data)
     }
+
+    /// The live node sessions, by node id (as [`ControlServer::nodes`]).
+    pub fn nodes(&self) -> Vec<NodeStatus> {
+        self.centre.nodes()
+    }
 }
 
 impl ControlServer {
@@ -315,18 +320,7 @@ impl ControlServer {
 
     /// The live node sessions, by node id.
     pub fn nodes(&self) -> Vec<NodeStatus> {
-        let mut v: Vec<_> = lock(&self.centre.sessions)
-            .iter()
-            .map(|(id, e)| NodeStatus {
-                node_id: *id,
-                session_id: e.session_id,
-                remote: e.remote,
-                connected_at_ms: e.connected_at_ms,
-                last_heartbeat_ms: e.last_heartbeat_ms,
-            })
-            .collect();
-        v.sort_by_key(|a| a.node_id);
-        v
+        self.centre.nodes()
     }
 
     /// Seals `payload` in an envelope to `node_id`'s session and queues it
@@ -390,6 +384,22 @@ impl Drop for Pending {
 }
 
 impl Centre {
+    /// The live node sessions, by node id.
+    fn nodes(&self) -> Vec<NodeStatus> {
+        let mut v: Vec<_> = lock(&self.sessions)
+            .iter()
+            .map(|(id, e)| NodeStatus {
+                node_id: *id,
+                session_id: e.session_id,
+                remote: e.remote,
+                connected_at_ms: e.connected_at_ms,
+                last_heartbeat_ms: e.last_heartbeat_ms,
+            })
+            .collect();
+        v.sort_by_key(|a| a.node_id);
+        v
+    }
+
     /// Takes a pending slot for a connection from `peer`, closing an older
     /// pending connection when the peer's network is over its share or the
     /// table is full (counted). The receiver completes when this
