@@ -16,99 +16,20 @@ use petrel_reflector::codec::interconnect::{
 };
 use petrel_reflector::model::{Backend, InterconnectConfig, NodeCredential};
 use petrel_reflector::runtime::interconnect::{
-    CentreTrust, ControlServer, ControlServerSnapshot, EdgeControl, EdgeControlConfig,
-    NodeAuthority, TlsIdentity, CREDENTIAL_RECHECK, DEFAULT_SERVER_NAME,
+    CentreTrust, EdgeControl, EdgeControlConfig, NodeAuthority, TlsIdentity, CREDENTIAL_RECHECK,
+    DEFAULT_SERVER_NAME,
 };
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
 
+use support::control_client::{
+    centre, centre_with, connect_from, credential, hello, loopback_cfg, stats_when, tls_connect,
+    tls_over,
+};
 use support::ScratchStore;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn credential(node: &str, fill: u8) -> NodeCredential {
-    NodeCredential::new(node, &[fill; 32]).unwrap()
-}
-
-fn loopback_cfg() -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..InterconnectConfig::default()
-    }
-}
-
-async fn centre_with(
-    cfg: &InterconnectConfig,
-    identity: &TlsIdentity,
-    authority: NodeAuthority,
-) -> ControlServer {
-    ControlServer::bind(cfg, identity.server_config().unwrap(), authority, None)
-        .await
-        .unwrap()
-}
-
-async fn centre(
-    cfg: &InterconnectConfig,
-    identity: &TlsIdentity,
-    nodes: &[&NodeCredential],
-) -> ControlServer {
-    let mut authority = NodeAuthority::default();
-    for c in nodes {
-        authority = authority.with_static_token(c.node_id(), c.expose());
-    }
-    centre_with(cfg, identity, authority).await
-}
-
-async fn stats_when(
-    server: &ControlServer,
-    within: Duration,
-    done: impl Fn(&ControlServerSnapshot) -> bool,
-) -> ControlServerSnapshot {
-    let start = Instant::now();
-    loop {
-        let s = server.stats();
-        if done(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < within, "timed out waiting: {s:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-async fn tls_over(tcp: TcpStream, pin: [u8; 32]) -> TlsStream<TcpStream> {
-    let cfg = CentreTrust::Pin(pin).client_config().unwrap();
-    TlsConnector::from(cfg)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap()
-}
-
-async fn tls_connect(addr: SocketAddr, pin: [u8; 32]) -> TlsStream<TcpStream> {
-    tls_over(TcpStream::connect(addr).await.unwrap(), pin).await
-}
-
-/// A TCP connection to `addr` from the loopback address `from`.
-async fn connect_from(from: IpAddr, addr: SocketAddr) -> TcpStream {
-    let sock = TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::new(from, 0)).unwrap();
-    sock.connect(addr).await.unwrap()
-}
-
-fn hello(node: &str, token: &str) -> ControlMessage {
-    ControlMessage {
-        node_id: node.to_owned(),
-        token: token.to_owned(),
-        min_protocol: 1,
-        max_protocol: 1,
-        features: 0x17,
-        required_features: 7,
-        ..ControlMessage::new("node_enroll")
-    }
-}
 
 /// Everything the peer sends until it closes (or `within` passes: `None`).
 async fn read_to_close<R: AsyncRead + Unpin>(r: &mut R, within: Duration) -> Option<Vec<u8>> {
@@ -191,7 +112,7 @@ async fn slowloris_holds_its_networks_share_and_the_deadline_frees_it() {
     stats_when(&server, WAIT, |s| s.pending_handshakes == 3).await;
     // The share holds: a fourth connection from the same /24 closes the
     // oldest (the half ClientHello) at once and keeps its slot.
-    let mut fourth = connect_from([127, 0, 0, 2].into(), addr).await;
+    let mut fourth = connect_from([127, 0, 0, 2], addr).await;
     assert!(read_to_close(&mut half_hello, Duration::from_secs(2))
         .await
         .is_some());
@@ -241,7 +162,7 @@ async fn silent_connections_filling_the_pending_slots_cannot_keep_an_edge_out() 
     let addr = server.local_addr();
     let mut flood = Vec::new();
     for host in 1..=6u8 {
-        flood.push(connect_from([127, 0, 1, host].into(), addr).await);
+        flood.push(connect_from([127, 0, 1, host], addr).await);
         stats_when(&server, WAIT, |s| {
             s.pending_prefix_limited == u64::from(host.saturating_sub(2))
                 && s.pending_handshakes == u64::from(host.min(2))
@@ -258,7 +179,7 @@ async fn silent_connections_filling_the_pending_slots_cannot_keep_an_edge_out() 
     let mut held = flood.split_off(4);
     for net in 2..=4u8 {
         for host in 1..=2u8 {
-            held.push(connect_from([127, 0, net, host].into(), addr).await);
+            held.push(connect_from([127, 0, net, host], addr).await);
         }
     }
     let s = stats_when(&server, WAIT, |s| s.pending_handshakes == 8).await;

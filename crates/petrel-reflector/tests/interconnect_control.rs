@@ -16,46 +16,20 @@ use petrel_reflector::codec::interconnect::{
 use petrel_reflector::core::interconnect::LinkState;
 use petrel_reflector::model::{Backend, InterconnectConfig, NodeCredential, ServerConfig};
 use petrel_reflector::runtime::interconnect::{
-    add_edge_node, CentreTrust, ControlServer, ControlServerSnapshot, EdgeControl,
-    EdgeControlConfig, EdgeEvent, EdgeNode, NodeAuthority, TlsIdentity, DEFAULT_SERVER_NAME,
+    add_edge_node, CentreTrust, EdgeControl, EdgeControlConfig, EdgeEvent, EdgeNode, TlsIdentity,
+    DEFAULT_SERVER_NAME,
 };
 use petrel_reflector::runtime::server::ServerHandle;
-use rustls::pki_types::ServerName;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
-use tokio_rustls::TlsConnector;
 
+use support::control_client::{
+    centre, connect_from, credential, hello, loopback_cfg, stats_when, tls_connect,
+};
 use support::ScratchStore;
 
 const WAIT: Duration = Duration::from_secs(10);
-
-fn credential(node: &str, fill: u8) -> NodeCredential {
-    NodeCredential::new(node, &[fill; 32]).unwrap()
-}
-
-fn loopback_cfg() -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..InterconnectConfig::default()
-    }
-}
-
-/// A centre on loopback knowing `nodes` as static tokens.
-async fn centre(
-    cfg: &InterconnectConfig,
-    identity: &TlsIdentity,
-    nodes: &[&NodeCredential],
-) -> ControlServer {
-    let mut authority = NodeAuthority::default();
-    for c in nodes {
-        authority = authority.with_static_token(c.node_id(), c.expose());
-    }
-    ControlServer::bind(cfg, identity.server_config().unwrap(), authority, None)
-        .await
-        .unwrap()
-}
 
 fn edge_cfg(addr: SocketAddr, cred: &NodeCredential, pin: [u8; 32]) -> EdgeControlConfig {
     EdgeControlConfig {
@@ -65,51 +39,6 @@ fn edge_cfg(addr: SocketAddr, cred: &NodeCredential, pin: [u8; 32]) -> EdgeContr
         trust: CentreTrust::Pin(pin),
         offer: Offer::MINIMUM,
         heartbeat: Duration::from_millis(200),
-    }
-}
-
-/// Polls the server's counters until `done` holds (or fails after 10 s).
-async fn stats_when(
-    server: &ControlServer,
-    done: impl Fn(&ControlServerSnapshot) -> bool,
-) -> ControlServerSnapshot {
-    let start = Instant::now();
-    loop {
-        let s = server.stats();
-        if done(&s) {
-            return s;
-        }
-        assert!(start.elapsed() < WAIT, "timed out waiting: {s:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-/// A raw TLS client pinned to `pin`, for speaking the handshake by hand.
-/// A TCP connection to `addr` from the loopback address `from`.
-async fn connect_from(from: [u8; 4], addr: SocketAddr) -> TcpStream {
-    let sock = tokio::net::TcpSocket::new_v4().unwrap();
-    sock.bind(SocketAddr::from((from, 0))).unwrap();
-    sock.connect(addr).await.unwrap()
-}
-
-async fn tls_connect(addr: SocketAddr, pin: [u8; 32]) -> TlsStream<TcpStream> {
-    let tcp = TcpStream::connect(addr).await.unwrap();
-    let cfg = CentreTrust::Pin(pin).client_config().unwrap();
-    TlsConnector::from(cfg)
-        .connect(ServerName::try_from("localhost").unwrap(), tcp)
-        .await
-        .unwrap()
-}
-
-fn hello(node: &str, token: &str) -> ControlMessage {
-    ControlMessage {
-        node_id: node.to_owned(),
-        token: token.to_owned(),
-        min_protocol: 1,
-        max_protocol: 1,
-        features: 0x17,
-        required_features: 7,
-        ..ControlMessage::new("node_enroll")
     }
 }
 
@@ -163,7 +92,7 @@ async fn right_token_opens_one_session_that_both_sides_share() {
     assert_eq!(nodes[0].session_id, link.session_id, "one session id");
     // Heartbeats sealed with the edge's key pass the centre's HMAC check:
     // both hold the same session key.
-    let s = stats_when(&server, |s| s.heartbeats >= 2).await;
+    let s = stats_when(&server, WAIT, |s| s.heartbeats >= 2).await;
     assert_eq!((s.auth_ok, s.active_nodes, s.type0_dropped), (1, 1, 0));
     assert!(server.nodes()[0].last_heartbeat_ms > 0);
     // And the centre's envelopes pass the edge's.
@@ -216,9 +145,9 @@ async fn right_token_opens_one_session_that_both_sides_share() {
     assert!(String::from_utf8(challenge)
         .unwrap()
         .starts_with(r#"{"action":"challenge","challenge":""#));
-    stats_when(&server, |s| s.data_bind_challenges == 1).await;
+    stats_when(&server, WAIT, |s| s.data_bind_challenges == 1).await;
     edge.shutdown().await;
-    let s = stats_when(&server, |s| s.active_nodes == 0).await;
+    let s = stats_when(&server, WAIT, |s| s.active_nodes == 0).await;
     assert!(server.nodes().is_empty(), "{s:?}");
 }
 
@@ -287,7 +216,7 @@ async fn a_wrong_pin_or_another_certificate_is_refused_before_the_hello() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     edge.shutdown().await;
-    let s = stats_when(&server, |s| s.tls_failures >= 2).await;
+    let s = stats_when(&server, WAIT, |s| s.tls_failures >= 2).await;
     // No hello ever reached the centre.
     assert_eq!(
         (
@@ -342,14 +271,14 @@ async fn a_silent_client_is_closed_at_the_hello_deadline() {
     let server = centre(&loopback_cfg(), &identity, &[]).await;
     let mut tls = tls_connect(server.local_addr(), identity.fingerprint()).await;
     let start = Instant::now();
-    stats_when(&server, |s| s.pending_handshakes == 1).await;
+    stats_when(&server, WAIT, |s| s.pending_handshakes == 1).await;
     assert!(closed_within(&mut tls, Duration::from_secs(12)).await);
     let waited = start.elapsed();
     assert!(
         waited >= Duration::from_secs(9) && waited < Duration::from_secs(12),
         "{waited:?}"
     );
-    let s = stats_when(&server, |s| s.handshake_timeouts == 1).await;
+    let s = stats_when(&server, WAIT, |s| s.handshake_timeouts == 1).await;
     assert_eq!(s.pending_handshakes, 0);
 }
 
@@ -372,19 +301,19 @@ async fn the_pending_cap_evicts_and_the_per_ip_limit_refuses() {
         closed_within(&mut pending_a, WAIT).await,
         "a gives way to b"
     );
-    let s = stats_when(&server, |s| s.pending_prefix_limited == 1).await;
+    let s = stats_when(&server, WAIT, |s| s.pending_prefix_limited == 1).await;
     assert_eq!(s.pending_handshakes, 1);
     // Another /24 takes the second slot; a third /24 finds the table full
     // and the oldest (b) gives way.
     let other = connect_from([127, 0, 1, 1], addr).await;
-    stats_when(&server, |s| s.pending_handshakes == 2).await;
+    stats_when(&server, WAIT, |s| s.pending_handshakes == 2).await;
     let third = connect_from([127, 0, 2, 1], addr).await;
-    let s = stats_when(&server, |s| s.pending_evicted == 1).await;
+    let s = stats_when(&server, WAIT, |s| s.pending_evicted == 1).await;
     assert_eq!((s.pending_handshakes, s.pending_prefix_limited), (2, 1));
     let mut pending_b = pending_b;
     assert!(closed_within(&mut pending_b, WAIT).await, "b gives way");
     drop((pending_b, other, third));
-    stats_when(&server, |s| s.pending_handshakes == 0).await;
+    stats_when(&server, WAIT, |s| s.pending_handshakes == 0).await;
     // Two well-formed hellos per minute from 127.0.0.1; the third is refused
     // even with the right token. Stay clear of a minute boundary.
     let second = support_wall_second();
@@ -460,7 +389,10 @@ async fn a_second_session_of_a_node_replaces_the_first_and_max_nodes_holds() {
     assert_ne!(r2.session_id, r1.session_id);
     assert_ne!(r2.key, r1.key);
     assert!(closed_within(&mut first, WAIT).await, "the first is closed");
-    let s = stats_when(&server, |s| s.sessions_replaced == 1 && s.auth_ok == 2).await;
+    let s = stats_when(&server, WAIT, |s| {
+        s.sessions_replaced == 1 && s.auth_ok == 2
+    })
+    .await;
     assert_eq!((s.auth_ok, s.active_nodes, s.max_nodes_rejected), (2, 1, 1));
     let nodes = server.nodes();
     assert_eq!(nodes.len(), 1);
@@ -501,7 +433,7 @@ async fn the_edge_reconnects_after_the_centre_restarts() {
         .expect("reconnected");
     assert_eq!(second.connects, 2);
     assert_eq!(again.nodes()[0].session_id, second.session_id);
-    stats_when(&again, |s| s.heartbeats >= 1).await;
+    stats_when(&again, WAIT, |s| s.heartbeats >= 1).await;
     edge.shutdown().await;
 }
 
@@ -659,7 +591,7 @@ async fn forged_and_critical_envelopes_and_the_control_budget() {
         tokio::time::sleep(Duration::from_millis(u64::from(1050 - ms))).await;
     }
     tls.write_all(&burst).await.unwrap();
-    let s = stats_when(&server, |s| {
+    let s = stats_when(&server, WAIT, |s| {
         s.legacy_heartbeats + s.control_hard_limit_drops == 16
     })
     .await;
@@ -679,7 +611,7 @@ async fn forged_and_critical_envelopes_and_the_control_budget() {
     pair.extend(send(forged));
     pair.extend(send(good));
     tls.write_all(&pair).await.unwrap();
-    let s = stats_when(&server, |s| s.type0_dropped + s.payload_errors == 3).await;
+    let s = stats_when(&server, WAIT, |s| s.type0_dropped + s.payload_errors == 3).await;
     assert_eq!(
         (s.type0_received, s.type0_dropped, s.payload_errors),
         (3, 2, 1),
@@ -696,6 +628,6 @@ async fn forged_and_critical_envelopes_and_the_control_budget() {
         r#"{"kind":"node_protocol_error","error":"unsupported critical Type 0 subtype"}"#
     );
     assert!(closed_within(&mut tls, WAIT).await);
-    let s = stats_when(&server, |s| s.active_nodes == 0).await;
+    let s = stats_when(&server, WAIT, |s| s.active_nodes == 0).await;
     assert_eq!(s.unsupported_subtype_drops, 1);
 }

@@ -3,9 +3,10 @@
 //! [`fake_authority`] (an in-memory account store for app sessions),
 //! [`ghost_client`] (Type 1 ghosts and physical devices over UDP),
 //! [`app_server`] (a server with `[apps]` over a seeded real store),
-//! [`app_client`] (the app clients' HTTP calls) and [`ws_client`] (`/ws`
-//! sessions); this file holds scratch stores, seeding accounts, starting a
-//! server, heartbeats and raw UDP/HTTP reads.
+//! [`app_client`] (the app clients' HTTP calls), [`ws_client`] (`/ws`
+//! sessions) and [`control_client`] (the interconnect control port); this
+//! file holds scratch stores, seeding accounts, starting a server,
+//! heartbeats and raw UDP/HTTP reads.
 #![allow(dead_code, unused_macros)]
 
 #[path = "../../src/runtime/store/scratch_store.rs"]
@@ -15,6 +16,7 @@ mod scratch_store;
 pub mod backends;
 pub mod app_client;
 pub mod app_server;
+pub mod control_client;
 pub mod fake_authority;
 pub mod ghost_client;
 pub mod ws_client;
