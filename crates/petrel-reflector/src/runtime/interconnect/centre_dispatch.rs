@@ -18,7 +18,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use crate::core::interconnect::ControlRef;
+
 use super::centre::{CentreEvent, CentreSender};
+use super::centre_devices::CentreDevices;
 use super::centre_routes::{CentreRouteStats, CentreRoutes};
 
 /// Control events held for the dispatcher; beyond it the server drops
@@ -35,6 +38,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 #[derive(Debug)]
 pub struct CentreDispatch {
     routes: Arc<Mutex<CentreRoutes>>,
+    devices: Arc<Mutex<CentreDevices>>,
     unhandled: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -48,15 +52,18 @@ impl CentreDispatch {
         cluster_epoch: u64,
     ) -> Self {
         let routes = Arc::new(Mutex::new(CentreRoutes::new(cluster_epoch)));
+        let devices = Arc::new(Mutex::new(CentreDevices::new()));
         let unhandled = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(run(
             sender,
             events,
             Arc::clone(&routes),
+            Arc::clone(&devices),
             Arc::clone(&unhandled),
         ));
         Self {
             routes,
+            devices,
             unhandled,
             task,
         }
@@ -70,6 +77,11 @@ impl CentreDispatch {
     /// The route table, for the other centre logic to add routes to.
     pub fn routes(&self) -> Arc<Mutex<CentreRoutes>> {
         Arc::clone(&self.routes)
+    }
+
+    /// The edge device sessions, their routes, targets and leases.
+    pub fn devices(&self) -> Arc<Mutex<CentreDevices>> {
+        Arc::clone(&self.devices)
     }
 
     /// Envelopes of subtypes nothing here handles yet.
@@ -88,6 +100,7 @@ async fn run(
     sender: CentreSender,
     mut events: mpsc::Receiver<CentreEvent>,
     routes: Arc<Mutex<CentreRoutes>>,
+    devices: Arc<Mutex<CentreDevices>>,
     unhandled: Arc<AtomicU64>,
 ) {
     let mut tick = tokio::time::interval(DISPATCH_TICK);
@@ -109,7 +122,10 @@ async fn run(
                             unhandled.fetch_add(1, Relaxed);
                         }
                     }
-                    CentreEvent::NodeDown { node_id, session_id } => r.node_down(node_id, session_id),
+                    CentreEvent::NodeDown { node_id, session_id } => {
+                        r.node_down(node_id, session_id);
+                        lock(&devices).drop_control(ControlRef { node: node_id, control_session: session_id });
+                    }
                 }
             }
         }

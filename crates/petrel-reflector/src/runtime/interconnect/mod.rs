@@ -12,7 +12,8 @@
 //! Files: `tls.rs` (identities, the pinning verifier), `node_authority.rs`
 //! (§3.3 credential check), `control_io.rs` (§3.1 frames on a stream),
 //! `control_send.rs` (sealing envelopes for a control connection),
-//! `centre.rs`, `centre_stats.rs` and `pending_slots.rs` (the server), `centre_dispatch.rs`
+//! `centre.rs`, `centre_stats.rs` and `pending_slots.rs` (the server), `centre_devices.rs` (the edge device sessions, routes, targets and
+//! leases the dispatcher and the UDP reader share), `centre_dispatch.rs`
 //! (the task handing control events to the centre's logic),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
 //! `edge_node.rs` (the edge's connection sequence, route sync and link
@@ -21,6 +22,7 @@
 //! (adding a node and making its token, §3.3 admin side).
 
 mod centre;
+mod centre_devices;
 mod centre_dispatch;
 mod centre_routes;
 mod centre_stats;
@@ -36,6 +38,9 @@ mod tls;
 
 pub use centre::{
     CentreEvent, CentreSender, ControlServer, NodeStatus, CREDENTIAL_RECHECK, SESSION_IDLE_TIMEOUT,
+};
+pub use centre_devices::{
+    CentreDevices, MAX_EPOCH_IDENTITIES, MAX_LEASE_DOMAINS, MAX_RX_DOMAINS_PER_ROUTE,
 };
 pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
