@@ -16,8 +16,12 @@
 //! leases the dispatcher and the UDP reader share), `centre_dispatch.rs`
 //! (the task handing control events to the centre's logic),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
-//! `edge_node.rs` (the edge's connection sequence, route sync and link
-//! policy, §3.6, §6.1),
+//! `edge_node.rs` (the edge's connection sequence, route sync, link
+//! policy and the centre's device messages, §3.6, §6.1), `edge_server.rs`
+//! (a running edge reflector: its device socket, fan-out engine and
+//! `/metrics`), `edge_reader.rs` (the socket's reader thread),
+//! `edge_output.rs` (carrying out the device side's actions),
+//! `edge_metrics.rs` (the edge's counters, Prometheus text),
 //! `identity.rs` (where the centre's certificate comes from), `enrol.rs`
 //! (adding a node and making its token, §3.3 admin side).
 
@@ -29,7 +33,11 @@ mod centre_stats;
 mod control_io;
 mod control_send;
 mod edge;
+mod edge_metrics;
 mod edge_node;
+mod edge_output;
+mod edge_reader;
+mod edge_server;
 mod enrol;
 mod identity;
 mod node_authority;
@@ -51,7 +59,15 @@ pub use edge::{
     EdgeConnectError, EdgeControl, EdgeControlConfig, EdgeControlStats, EdgeEvent, EdgeLink,
     EdgeStartError, CONNECT_TIMEOUT, EVENT_QUEUE, HEARTBEAT_INTERVAL,
 };
-pub use edge_node::{EdgeNode, EdgeState, EDGE_TICK, MAX_LOCAL_FLOORS};
+pub use edge_metrics::{link_state_code, EdgeStats};
+pub use edge_node::{
+    EdgeNode, EdgeNodeConfig, EdgeState, DATA_BIND_INTERVAL, EDGE_TICK, MAX_LOCAL_FLOORS,
+};
+pub use edge_output::EdgeOutputStats;
+pub use edge_reader::EdgeReaderStats;
+pub use edge_server::{
+    EdgeServer, EdgeServerConfig, EdgeServerError, DEFAULT_CENTRE_UDP_PORT, DEFAULT_EDGE_LISTEN,
+};
 pub use enrol::{add_edge_node, EnrolError};
 pub use identity::{centre_identity, IdentityError};
 pub use node_authority::NodeAuthority;

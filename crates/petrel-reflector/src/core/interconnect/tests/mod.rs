@@ -4,6 +4,7 @@
 
 mod acceptance;
 mod device_sessions;
+mod edge_devices;
 mod edge_link;
 mod edge_routes;
 mod handshake;
