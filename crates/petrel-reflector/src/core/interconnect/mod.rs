@@ -39,7 +39,8 @@
 //! checksums), `route_sync_centre.rs`, `route_sync_edge.rs`,
 //! `snapshot_assembly.rs` (§3.7), `speaker_lease_centre.rs`,
 //! `speaker_lease_edge.rs` (§3.10), `device_owners.rs`,
-//! `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1),
+//! `device_auth_centre.rs` (§3.8 at the centre: proxied Type 2 logins and
+//! their grants), `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1),
 //! `edge_devices.rs` (the edge's device side: state, route and link
 //! changes, timers), `edge_device_ingest.rs` (device datagrams, §5.1),
 //! `edge_device_control.rs` (the centre's answers and downstream, §5.3),
@@ -53,6 +54,7 @@ mod control_send;
 mod counters;
 mod data_budget;
 mod data_plane;
+mod device_auth_centre;
 mod device_owners;
 mod device_sessions_edge;
 mod edge_device_control;
@@ -84,6 +86,12 @@ pub use control_send::ControlSend;
 pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
+pub use device_auth_centre::{
+    abandon_check, device_auth_error, device_grant, device_id, device_route, finish_check, granted,
+    poll_queued, refused, response_message, start_auth, success_reply, wire_domain, AuthFailure,
+    AuthStart, DeviceAuthCounters, PendingLogin, ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT,
+    QUEUED_CHECK_POLL,
+};
 pub use device_owners::{
     session_error, ActivateError, Activation, ControlRef, DeviceIdentity, DeviceOwners,
     OwnedSession, OwnerCounters, ReportOutcome, GRANT_LIFETIME_MS,

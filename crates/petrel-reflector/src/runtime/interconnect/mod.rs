@@ -15,6 +15,11 @@
 //! `centre.rs`, `centre_stats.rs` and `pending_slots.rs` (the server), `centre_devices.rs` (the edge device sessions, routes, targets and
 //! leases the dispatcher and the UDP reader share), `centre_dispatch.rs`
 //! (the task handing control events to the centre's logic),
+//! `centre_device_auth.rs` (0x20 proxied device logins, §3.8),
+//! `centre_device_sessions.rs` (0x21 renew, 0x22 report, 0x28 speaker
+//! lease), `centre_directory.rs` (the directory the centre's edge logic
+//! reads), `centre_tables.rs` (the tables they share),
+//! `centre_voice_stats.rs` (their counters),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
 //! `edge_node.rs` (the edge's connection sequence, route sync, link
 //! policy and the centre's device messages, §3.6, §6.1), `edge_server.rs`
@@ -26,10 +31,15 @@
 //! (adding a node and making its token, §3.3 admin side).
 
 mod centre;
+mod centre_device_auth;
+mod centre_device_sessions;
 mod centre_devices;
+mod centre_directory;
 mod centre_dispatch;
 mod centre_routes;
 mod centre_stats;
+mod centre_tables;
+mod centre_voice_stats;
 mod control_io;
 mod control_send;
 mod edge;
@@ -47,12 +57,19 @@ mod tls;
 pub use centre::{
     CentreEvent, CentreSender, ControlServer, NodeStatus, CREDENTIAL_RECHECK, SESSION_IDLE_TIMEOUT,
 };
+pub(crate) use centre_device_auth::CentreServices;
+pub use centre_device_auth::{CentreStore, DEVICE_AUTH_PPS_PER_NODE, MAX_AUTHS_IN_FLIGHT_PER_NODE};
 pub use centre_devices::{
     CentreDevices, MAX_EPOCH_IDENTITIES, MAX_LEASE_DOMAINS, MAX_RX_DOMAINS_PER_ROUTE,
 };
+pub use centre_directory::CentreDirectory;
 pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
+pub use centre_tables::CentreTables;
+pub use centre_voice_stats::{
+    CentreVoiceSnapshot, CentreVoiceSource, CentreVoiceStats, DispatchCounters, NodeVoiceCounters,
+};
 pub use control_io::ControlIoError;
 pub use control_send::{ControlEnvelope, ControlSendError, SEND_QUEUE, UNSUPPORTED_CRITICAL};
 pub use edge::{
