@@ -14,6 +14,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+#[macro_use]
+mod support;
+
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket as StdUdp};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -23,20 +26,18 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use petrel_reflector::codec::interconnect::messages::{
     DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute, SpeakerLease,
 };
-use petrel_reflector::codec::interconnect::{Flags, NodeId, Offer, RelayFrame, Subtype};
+use petrel_reflector::codec::interconnect::{Flags, NodeId, RelayFrame, Subtype};
 use petrel_reflector::codec::{decode, encode, Header, PacketType, CALLSIGN_LEN, PASSWORD_LEN};
 use petrel_reflector::core::interconnect::{
     ControlSend, DataPlane, DownstreamTarget, LeaseTable, LinkState, Path, Verdict,
 };
 use petrel_reflector::model::{InterconnectConfig, NodeCredential};
 use petrel_reflector::runtime::interconnect::{
-    CentreEvent, CentreRoutes, CentreSender, CentreTrust, ControlServer, EdgeControlConfig,
-    EdgeServer, EdgeServerConfig, NodeAuthority, TlsIdentity, DEFAULT_SERVER_NAME,
+    CentreEvent, CentreRoutes, CentreSender, ControlServer, NodeAuthority, TlsIdentity,
 };
 use serde::Serialize;
-use tokio::net::UdpSocket;
 
-const WAIT: Duration = Duration::from_secs(10);
+use support::edge_devices::{bound, edge_config, frame, metrics, ready_edge, until, Device, WAIT};
 const DOMAIN: u64 = 7;
 const PASSWORD: &str = "secret1";
 
@@ -172,12 +173,7 @@ impl ScriptedCentre {
 
     /// Waits until `node`'s UDP address is bound (§4.5).
     async fn bound(&self, node: &str) {
-        let data = self.server.data_plane();
-        let id = NodeId::new(node).unwrap();
-        until("the DataBind proof", || {
-            lock(&data).data_address(id).is_some()
-        })
-        .await;
+        bound(&self.server.data_plane(), node).await;
     }
 
     fn upstream(&self) -> Vec<(NodeId, u64, u64, Vec<u8>)> {
@@ -373,145 +369,18 @@ fn credential(node: &str, fill: u8) -> NodeCredential {
     NodeCredential::new(node, &[fill; 32]).unwrap()
 }
 
-/// An edge on 127.0.0.1 of the centre at `control` / `udp`.
-async fn edge(
-    control: SocketAddr,
-    udp: SocketAddr,
-    cred: &NodeCredential,
-    pin: [u8; 32],
-    grace: Duration,
-) -> EdgeServer {
-    let mut cfg = EdgeServerConfig::new(EdgeControlConfig {
-        centre: control.to_string(),
-        server_name: DEFAULT_SERVER_NAME.to_owned(),
-        credential: cred.clone(),
-        trust: CentreTrust::Pin(pin),
-        offer: Offer::MINIMUM,
-        heartbeat: Duration::from_millis(500),
-    });
-    cfg.listen = SocketAddr::from(([127, 0, 0, 1], 0));
-    cfg.http_listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
-    cfg.node.centre_udp = Some(udp);
-    cfg.node.grace = grace;
-    cfg.node.bind_interval = Duration::from_millis(500);
-    let e = EdgeServer::start(cfg).await.unwrap();
-    e.wait_for_state(WAIT, |s| s == LinkState::Ready)
-        .await
-        .expect("edge ready");
-    e
-}
-
-/// A device on its own loopback address.
-struct Device {
-    sock: UdpSocket,
-    user: &'static str,
-    ssid: u8,
-    password: &'static str,
-}
-
-impl Device {
-    async fn new(ip: u8, user: &'static str, ssid: u8, password: &'static str) -> Self {
-        let sock = UdpSocket::bind(SocketAddr::from(([127, 0, 0, ip], 0)))
-            .await
-            .unwrap();
-        Self {
-            sock,
-            user,
-            ssid,
-            password,
-        }
-    }
-
-    fn packet(&self, kind: PacketType, data: &[u8]) -> Vec<u8> {
-        let mut h = Header::new(kind);
-        h.set_username(self.user);
-        h.set_password(self.password);
-        h.ssid = self.ssid;
-        h.dev_model = 2;
-        encode(&h, data).unwrap()
-    }
-
-    async fn send(&self, to: SocketAddr, kind: PacketType, data: &[u8]) {
-        self.sock
-            .send_to(&self.packet(kind, data), to)
-            .await
-            .unwrap();
-    }
-
-    /// Heartbeats (GPS + MAC, 41 bytes) until a Type 2 answer comes; the
-    /// answer.
-    async fn login(&self, to: SocketAddr) -> Header {
-        let start = Instant::now();
-        loop {
-            assert!(
-                start.elapsed() < WAIT,
-                "{} got no heartbeat answer",
-                self.user
-            );
-            self.send(to, PacketType::Heartbeat, &[0; 41]).await;
-            let until = Instant::now() + Duration::from_millis(500);
-            for p in self.recv_until(until).await {
-                let p = decode(&p).unwrap();
-                if p.header.packet_type == PacketType::Heartbeat {
-                    return p.header;
-                }
-            }
-        }
-    }
-
-    /// Everything received until `until`.
-    async fn recv_until(&self, until: Instant) -> Vec<Vec<u8>> {
-        let mut out = Vec::new();
-        let mut buf = [0u8; 2048];
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return out;
-            }
-            match tokio::time::timeout(left, self.sock.recv_from(&mut buf)).await {
-                Ok(Ok((n, _))) => out.push(buf[..n].to_vec()),
-                _ => return out,
-            }
-        }
-    }
-
-    /// The DATA of every Type `kind` packet received within `within`.
-    async fn received(&self, kind: PacketType, within: Duration) -> Vec<Vec<u8>> {
-        self.recv_until(Instant::now() + within)
-            .await
-            .into_iter()
-            .filter_map(|p| {
-                let p = decode(&p).ok()?;
-                (p.header.packet_type == kind).then(|| p.data.to_vec())
-            })
-            .collect()
-    }
-}
-
-async fn until(what: &str, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
-fn frame(n: u8) -> Vec<u8> {
-    vec![n; 40]
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_log_in_through_an_edge_and_talk_locally_and_upstream() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-a", 1);
     let centre = ScriptedCentre::start(&identity, &[&cred], 41).await;
-    let e = edge(
+    let e = ready_edge(edge_config(
         centre.server.local_addr(),
         centre.udp,
         &cred,
         identity.fingerprint(),
         Duration::from_secs(15),
-    )
+    ))
     .await;
     centre.bound("edge-a").await;
     let at = e.local_addr();
@@ -584,18 +453,6 @@ async fn devices_log_in_through_an_edge_and_talk_locally_and_upstream() {
     centre.shutdown().await;
 }
 
-async fn metrics(addr: SocketAddr) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-        .await
-        .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).await.unwrap();
-    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
-    out
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn voice_crosses_to_a_second_edge_once_and_never_comes_back() {
     let identity = TlsIdentity::generate().unwrap();
@@ -603,8 +460,9 @@ async fn voice_crosses_to_a_second_edge_once_and_never_comes_back() {
     let centre = ScriptedCentre::start(&identity, &[&ca, &cb], 42).await;
     let grace = Duration::from_secs(15);
     let pin = identity.fingerprint();
-    let ea = edge(centre.server.local_addr(), centre.udp, &ca, pin, grace).await;
-    let eb = edge(centre.server.local_addr(), centre.udp, &cb, pin, grace).await;
+    let control = centre.server.local_addr();
+    let ea = ready_edge(edge_config(control, centre.udp, &ca, pin, grace)).await;
+    let eb = ready_edge(edge_config(control, centre.udp, &cb, pin, grace)).await;
     centre.bound("edge-a").await;
     centre.bound("edge-b").await;
     let alice = Device::new(21, "alice", 1, PASSWORD).await;
@@ -654,13 +512,13 @@ async fn without_the_centre_an_edge_talks_locally_for_its_grace_only() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-g", 3);
     let centre = ScriptedCentre::start(&identity, &[&cred], 43).await;
-    let e = edge(
+    let e = ready_edge(edge_config(
         centre.server.local_addr(),
         centre.udp,
         &cred,
         identity.fingerprint(),
         Duration::from_secs(2),
-    )
+    ))
     .await;
     let at = e.local_addr();
     let alice = Device::new(31, "alice", 1, PASSWORD).await;
