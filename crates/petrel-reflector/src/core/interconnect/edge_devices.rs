@@ -184,7 +184,7 @@ impl EdgeDeviceCounters {
 /// A rewritten Type 4/5 frame of a local session, held by the speaker
 /// state while its lease is claimed (§3.10) or delivered at once.
 #[derive(Debug, Clone)]
-pub struct HeldFrame {
+pub(super) struct HeldFrame {
     pub(super) session_id: u64,
     pub(super) session_epoch: u64,
     pub(super) domain: u64,

@@ -103,8 +103,8 @@ pub use device_sessions_edge::{
 };
 pub use edge_device_ingest::GHOST_UNSUPPORTED;
 pub use edge_devices::{
-    EdgeAction, EdgeDeviceCounters, EdgeDevices, EdgeDevicesConfig, HeldFrame, Upstream,
-    MAX_LEASE_DOMAINS, SESSION_SWEEP,
+    EdgeAction, EdgeDeviceCounters, EdgeDevices, EdgeDevicesConfig, Upstream, MAX_LEASE_DOMAINS,
+    SESSION_SWEEP,
 };
 pub use edge_link::{
     EdgeLink, EdgeLinkCounters, LinkState, PacketPolicy, DISCONNECTED_LOCAL_GRACE, LOCAL_FLOOR_IDLE,
