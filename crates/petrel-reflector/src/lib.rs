@@ -111,8 +111,11 @@
 //!   [`runtime::interconnect`]: the centre's control server (with
 //!   `[interconnect] enabled`; credentials in the store, `petrel reflector
 //!   edge add`) and the edge's control client (handshake, heartbeats,
-//!   reconnect). Still to come: route sync, leases and device sessions over
-//!   that link, and the edge's device runtime.
+//!   reconnect). A centre also answers its edges' proxied device logins,
+//!   renewals, reports and speaker leases (§3.8, §3.10), takes Type 0 on
+//!   its device UDP port and relays voice between its edges and its own
+//!   devices (§4.3, §5.2; `runtime::interconnect::CentreRelay`). Still to
+//!   come: the edge's device runtime.
 //!
 //! # Departures from the reference server
 //!
