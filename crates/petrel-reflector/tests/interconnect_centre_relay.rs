@@ -11,7 +11,8 @@
 //! tags, replays, stale or wrongly keyed envelopes, an unbound source
 //! address, a wrong identity and voice without the lease deliver nothing
 //! and are counted. Centre-direct voice reaches every edge once with
-//! source `center`, under the same speaker lease as edge talkers. Every
+//! source `center`, under the same speaker lease as edge talkers. Edge
+//! voice and text are recorded once, at the centre. Every
 //! test runs on SQLite and PostgreSQL.
 
 #![allow(clippy::unwrap_used)]
@@ -27,9 +28,10 @@ use petrel_reflector::codec::interconnect::{
     open, Channel, EnvelopeHeader, Flags, NodeId, NodeKey, RelayFrame, RelayHeader, Subtype,
 };
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{InterconnectConfig, NodeToken, ServerConfig};
+use petrel_reflector::model::{InterconnectConfig, NodeToken, RecordingConfig, ServerConfig};
 use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
+use petrel_reflector::runtime::store::{Store, StoreOptions};
 use tokio::net::UdpSocket;
 
 use support::raw_edge::{wall_ms, RawEdge};
@@ -39,6 +41,7 @@ on_every_backend!(
     an_upstream_relay_reaches_every_other_receiver_once,
     forged_stale_replayed_unbound_and_unleased_relays_deliver_nothing,
     centre_direct_voice_reaches_every_edge_with_source_center,
+    edge_voice_and_text_are_recorded_once_at_the_centre,
 );
 
 const PW: &str = "Secret12";
@@ -72,6 +75,10 @@ struct Cluster {
 }
 
 async fn cluster(env: &Env) -> Cluster {
+    cluster_with(env, RecordingConfig::default()).await
+}
+
+async fn cluster_with(env: &Env, recording: RecordingConfig) -> Cluster {
     let store = support::open_cheap(&env.db).await;
     support::add_users(
         &store,
@@ -95,6 +102,7 @@ async fn cluster(env: &Env) -> Cluster {
     let cfg = ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
         interconnect: interconnect(),
+        recording,
         ..support::udp_config(&env.db)
     };
     let server = ServerHandle::start(cfg).await.unwrap();
@@ -441,4 +449,75 @@ fn centre_direct_voice_reaches_every_edge_with_source_center(env: &Env) {
         );
         k.server.shutdown().await;
     });
+}
+
+fn edge_voice_and_text_are_recorded_once_at_the_centre(env: &Env) {
+    let dir = std::env::temp_dir().join(format!("petrel-centre-rec-{}", env.label));
+    let recording = RecordingConfig {
+        enabled: true,
+        dir: dir.to_str().unwrap().into(),
+        ..RecordingConfig::default()
+    };
+    env.rt.block_on(async {
+        let mut k = cluster_with(env, recording).await;
+        let udp = k.server.local_addr();
+        let text = inner(PacketType::Text, "alice", "", 0, b"hello");
+        let d = k.a.upstream(relay_of(&k.alice, 0), &text);
+        k.a.send_udp(&d, udp).await;
+        assert!(
+            recv(&k.carol, WAIT).await.is_some(),
+            "the text is delivered"
+        );
+        let lease =
+            k.a.claim_lease(
+                k.alice.route.session_id,
+                k.alice.route.session_epoch,
+                DOMAIN,
+            )
+            .await
+            .lease_id;
+        for n in 0u8..6 {
+            let voice =
+                petrel_reflector::codec::merge_frames([&[n; 20][..], &[n + 100; 21][..]]).unwrap();
+            let packet = inner(PacketType::Voice, "alice", "BA1AA", 0, &voice);
+            let d = k.a.upstream(relay_of(&k.alice, lease), &packet);
+            k.a.send_udp(&d, udp).await;
+            assert!(recv(&k.carol, WAIT).await.is_some(), "frame {n} delivered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let store = Store::open(&env.db, StoreOptions::default()).await.unwrap();
+        let start = Instant::now();
+        let rows = loop {
+            let rows = store.recent_recordings(999, 10).await.unwrap();
+            if !rows.is_empty() || start.elapsed() > WAIT {
+                break rows;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        };
+        // One recording of the twelve frames, once (local delivery and the
+        // downstream copies record nothing).
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!(rows[0].1, 12 * 60);
+        let file = std::fs::read(dir.join(&rows[0].0)).unwrap();
+        let frames = petrel_reflector::codec::decode_raw(&file).unwrap();
+        assert_eq!(
+            (frames.len(), frames[0], frames[11]),
+            (12, &[0u8; 20][..], &[105u8; 21][..])
+        );
+        let messages = store.recent_messages(999, 10).await.unwrap();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert_eq!(
+            (
+                messages[0].1.as_str(),
+                messages[0].2,
+                messages[0].3.as_slice()
+            ),
+            ("alice", 7, &b"hello"[..])
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(store.recent_recordings(999, 10).await.unwrap().len(), 1);
+        store.close().await;
+        k.server.shutdown().await;
+    });
+    let _ = std::fs::remove_dir_all(&dir);
 }

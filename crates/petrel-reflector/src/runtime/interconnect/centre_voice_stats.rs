@@ -45,8 +45,8 @@ voice_counters! {
     /// DeviceAuth requests dropped because the node had
     /// `MAX_AUTHS_IN_FLIGHT_PER_NODE` logins in progress.
     device_auth_in_flight_drops,
-    /// Logins finished after their node session closed (no answer sent,
-    /// nothing activated).
+    /// Logins of a node session that closed or was replaced (dropped on
+    /// arrival, or finished after it: no answer sent, nothing activated).
     device_auth_node_gone,
     /// Password checks the Argon2 pool's full queue refused (answered
     /// `server_busy`).
