@@ -38,12 +38,12 @@ use crate::codec::interconnect::messages::{
     DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute,
 };
 use crate::codec::interconnect::Subtype;
-use crate::codec::{decode, Header, HeartbeatData, Mac, PacketType};
+use crate::codec::{decode, Header, HeartbeatData, Mac, PacketType, HEADER_LEN};
 use crate::core::cross_shard::{Credential, LoginGuard};
 use crate::core::replies::{self, RejectReason};
 use crate::model::{
-    is_reserved_ssid, is_valid_device_password, DeviceKey, DeviceRecord, Directory, PasswordCheck,
-    UserRecord,
+    is_app_ssid, is_reserved_ssid, is_valid_device_password, DeviceKey, DeviceRecord, Directory,
+    PasswordCheck, UserRecord,
 };
 use crate::policy::{BanCheck, BudgetDecision, TicketState};
 
@@ -58,6 +58,9 @@ pub const PROXIED_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 /// How often a login waiting in line for the global Argon2 budget looks
 /// whether its turn came (as a shard does).
 pub const QUEUED_CHECK_POLL: Duration = Duration::from_millis(10);
+
+/// The system SSID (draarl-v1 §2.6), on the app path like 100–105.
+const SYSTEM_SSID: u8 = 255;
 
 /// Ladder key of every username the directory does not know (the same
 /// key a direct login uses, see `login.rs`).
@@ -307,11 +310,19 @@ pub fn start_auth(
     let h = &login.header;
     let ip = login.source_ip;
     if is_reserved_ssid(h.ssid) {
-        return AuthStart::Failed(if h.reserved != 0 {
-            AuthFailure::silent(device_auth_error::GHOST_SESSION_UNSUPPORTED)
-        } else {
-            AuthFailure::reject(h, RejectReason::ReservedSsid)
-        });
+        if h.reserved != 0 {
+            return AuthStart::Failed(AuthFailure::silent(
+                device_auth_error::GHOST_SESSION_UNSUPPORTED,
+            ));
+        }
+        let mut f = AuthFailure::reject(h, RejectReason::ReservedSsid);
+        // The app path (SSID 100–105, 255) withholds a reply longer than
+        // the request (draarl-apps correction 3), as a direct login does.
+        let request_len = HEADER_LEN + login.data.len();
+        if (is_app_ssid(h.ssid) || h.ssid == SYSTEM_SSID) && f.reply.len() > request_len {
+            f.reply.clear();
+        }
+        return AuthStart::Failed(f);
     }
     let Some(name) = h.username_str() else {
         return AuthStart::Failed(AuthFailure::reject(h, RejectReason::UserNotFound));

@@ -180,6 +180,8 @@ pub(super) enum GateDrop {
     Rate,
     /// `MAX_AUTHS_IN_FLIGHT_PER_NODE` in progress.
     InProgress,
+    /// From a session a newer one of the node replaced.
+    Replaced,
 }
 
 /// The per-node admission of DeviceAuth requests (§7): one entry per live
@@ -220,14 +222,20 @@ impl AuthGate {
         session_id: u64,
         wall_ms: i64,
     ) -> Result<InProgress, GateDrop> {
-        let g = match self.nodes.get_mut(&node) {
-            Some(g) if g.session_id == session_id => g,
-            // The node-up event was dropped (full queue): start here.
-            _ => {
-                self.node_up(node, session_id);
-                self.nodes.get_mut(&node).ok_or(GateDrop::Rate)?
-            }
-        };
+        if self
+            .nodes
+            .get(&node)
+            .is_some_and(|g| g.session_id != session_id)
+        {
+            return Err(GateDrop::Replaced);
+        }
+        // Without an entry, the node-up event was dropped (full queue):
+        // the session starts here.
+        let g = self.nodes.entry(node).or_insert_with(|| NodeGate {
+            session_id,
+            budget: DataBudget::default(),
+            in_progress: Arc::default(),
+        });
         let limits = DataLimits {
             soft_pps: DEVICE_AUTH_PPS_PER_NODE,
             hard_pps: DEVICE_AUTH_PPS_PER_NODE,
@@ -547,5 +555,52 @@ impl DeviceAuthService {
         }
         let grant = device_grant(route, &rec, &session);
         Some(granted(request_id, grant, success_reply(login, user)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(s: &str) -> NodeId {
+        NodeId::new(s).unwrap()
+    }
+
+    #[test]
+    fn the_gate_bounds_logins_in_progress_and_the_rate_per_node() {
+        let mut gate = AuthGate::default();
+        let (a, b) = (node("edge-a"), node("edge-b"));
+        gate.node_up(a, 1);
+        let wall = 1_700_000_000_000;
+        let held: Vec<_> = (0..MAX_AUTHS_IN_FLIGHT_PER_NODE)
+            .map(|_| gate.admit(a, 1, wall).unwrap())
+            .collect();
+        assert_eq!(gate.admit(a, 1, wall).err(), Some(GateDrop::InProgress));
+        // Another node has its own bound (and starts without a node-up).
+        assert!(gate.admit(b, 7, wall).is_ok());
+        drop(held);
+        assert!(
+            gate.admit(a, 1, wall).is_ok(),
+            "finished logins free their slots"
+        );
+        // 500 per wall-clock second, counting the refused ones.
+        let mut gate = AuthGate::default();
+        gate.node_up(a, 1);
+        for _ in 0..DEVICE_AUTH_PPS_PER_NODE {
+            drop(gate.admit(a, 1, wall).unwrap());
+        }
+        assert_eq!(gate.admit(a, 1, wall).err(), Some(GateDrop::Rate));
+        assert!(gate.admit(a, 1, wall + 1000).is_ok(), "the next second");
+        // A replaced session's requests are refused; its node-down leaves
+        // the newer session's entry alone.
+        gate.node_up(a, 2);
+        assert_eq!(
+            gate.admit(a, 1, wall + 1000).err(),
+            Some(GateDrop::Replaced)
+        );
+        gate.node_down(a, 1);
+        assert!(gate.admit(a, 2, wall + 1000).is_ok());
+        gate.node_down(a, 2);
+        assert!(!gate.nodes.contains_key(&a));
     }
 }

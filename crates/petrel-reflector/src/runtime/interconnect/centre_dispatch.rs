@@ -219,6 +219,9 @@ async fn run(
                                             stats.dispatch.device_auth_in_flight_drops.fetch_add(1, Relaxed);
                                             stats.node(node_id, |c| c.device_auth_in_flight_drops += 1);
                                         }
+                                        Err(GateDrop::Replaced) => {
+                                            stats.dispatch.device_auth_node_gone.fetch_add(1, Relaxed);
+                                        }
                                     }
                                     true
                                 }

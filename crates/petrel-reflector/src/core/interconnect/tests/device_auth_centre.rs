@@ -117,6 +117,33 @@ fn refusals_carry_the_direct_logins_reply() {
     }
 }
 
+/// App SSIDs (100–105, 255) untagged: the reject in the request's Type,
+/// withheld when longer than the request, both as a direct login does.
+#[test]
+fn app_ssids_get_the_app_paths_reply_or_none() {
+    for (data_len, replied) in [(24, true), (0, false)] {
+        let packet = hb_data("alice", 101, data_len);
+        let f = Centre::new()
+            .login("192.0.2.5", packet.clone())
+            .unwrap_err();
+        assert_eq!(f.error, "reserved_ssid");
+        let now = crate::test_clock::origin();
+        let mut r = Reflector::new(SessionConfig::default(), dir(), now);
+        r.handle_datagram(now, "192.0.2.5:1".parse().unwrap(), &packet);
+        let direct = r.poll_transmit().map(|t| t.payload).unwrap_or_default();
+        assert_eq!(f.reply, direct);
+        assert_eq!(!f.reply.is_empty(), replied, "{data_len}");
+    }
+}
+
+fn hb_data(name: &str, ssid: u8, data_len: usize) -> Vec<u8> {
+    let mut h = Header::new(PacketType::Heartbeat);
+    h.set_username(name);
+    h.set_password("Secret12");
+    h.ssid = ssid;
+    encode(&h, &vec![0; data_len]).unwrap()
+}
+
 #[test]
 fn four_failures_ban_the_forwarded_ip_only() {
     let mut c = Centre::new();
