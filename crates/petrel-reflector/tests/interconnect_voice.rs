@@ -4,8 +4,8 @@
 //! accounts, `EdgeServer` edges enrolled in it, and devices on their own
 //! 127.0.0.x addresses. Devices log in through edges (a wrong password
 //! gets the ordinary reject); voice from an edge reaches the devices of
-//! both edges once and in order, never its sender, and nothing comes back
-//! to its edge; two edges hold a floor against each other through the
+//! both edges and the centre's own once and in order, never its sender,
+//! and nothing comes back to its edge; two edges hold a floor against each other through the
 //! centre's speaker lease; without the centre each edge keeps its local
 //! voice, and after the centre is back voice crosses again, once; an edge
 //! restart has its devices log in again while the other edge's keep
@@ -199,10 +199,17 @@ fn voice_from_one_edge_reaches_both_edges_once_and_in_order() {
             bob.login(ea.local_addr()).await;
             carol.login(eb.local_addr()).await;
             dave.login(eb.local_addr()).await;
+            // Erin is logged in at the centre directly.
+            let erin = Device::new(55, "erin", 1, PW).await;
+            assert_eq!(
+                erin.login(server.local_addr()).await.callsign_str(),
+                Some("BA1EE")
+            );
             talk(&alice, ea.local_addr(), 1..=6).await;
             let want = frames(1..=6);
             assert_eq!(bob.received(PacketType::Voice, SETTLE).await, want);
             assert_eq!(carol.received(PacketType::Voice, QUIET).await, want);
+            assert_eq!(erin.received(PacketType::Voice, QUIET).await, want);
             let at_dave = dave.packets(PacketType::Voice, QUIET).await;
             assert_eq!(
                 at_dave.iter().map(|(_, d)| d.clone()).collect::<Vec<_>>(),
