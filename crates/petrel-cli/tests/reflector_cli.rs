@@ -305,8 +305,21 @@ fn line_with(lines: &std::sync::mpsc::Receiver<String>, needle: &str) -> String 
     }
 }
 
+/// The body of `GET path` on `addr` (HTTP/1.1, the server closes).
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
+
 /// `edge add` prints a pinned node token once and stores only its hash;
-/// a centre with `[interconnect]` accepts `serve --role edge` with it.
+/// a centre with `[interconnect]` accepts `serve --role edge` with it, and
+/// the edge serves its device socket and `/metrics`.
 #[test]
 fn an_added_edge_node_connects_with_its_printed_token() {
     let dir = Scratch::new("edges");
@@ -341,6 +354,8 @@ fn an_added_edge_node_connects_with_its_printed_token() {
     .unwrap();
     let mut centre = serve(&["--config", &config, "--db", &db]);
     let centre_out = line_feed(centre.stdout.take().unwrap());
+    let udp = line_with(&centre_out, "reflector listening on udp ");
+    let udp = udp.split(' ').nth(4).unwrap().to_owned();
     let control = line_with(&centre_out, "reflector interconnect control on tcp ");
     let control = control.rsplit(' ').next().unwrap().to_owned();
     let token_file = dir.path("edge-one.token");
@@ -352,7 +367,14 @@ fn an_added_edge_node_connects_with_its_printed_token() {
         &control,
         "--node-token-file",
         &token_file,
+        "--centre-udp",
+        &udp,
+        "--listen",
+        "127.0.0.1:0",
+        "--http",
+        "127.0.0.1:0",
     ]);
+    let edge_out = line_feed(edge.stdout.take().unwrap());
     let edge_log = line_feed(edge.stderr.take().unwrap());
     let connected = line_with(&edge_log, "edge connected as edge-one, session ");
     assert!(!connected.contains(secret), "{connected}");
@@ -362,7 +384,22 @@ fn an_added_edge_node_connects_with_its_printed_token() {
         &edge_log,
         "edge ready: the centre's projection is committed",
     );
+    // Its device socket and /metrics (draarl-interconnect §2, §7).
+    let started = line_with(&edge_out, "edge started on 127.0.0.1:");
+    let metrics = started
+        .split("metrics on http://")
+        .nth(1)
+        .and_then(|m| m.strip_suffix("/metrics"))
+        .unwrap()
+        .to_owned();
+    let body = http_get(&metrics, "/metrics");
+    assert!(
+        body.contains("petrel_reflector_edge_link_state 2\n"),
+        "{body}"
+    );
+    assert!(body.contains("petrel_reflector_edge_node_bind_requests_total "));
     assert_eq!(stop(&mut edge, libc::SIGTERM).code(), Some(0));
+    line_with(&edge_out, "stopped: 1 connects, 0 sessions");
     assert_eq!(stop(&mut centre, libc::SIGTERM).code(), Some(0));
     // Only the SHA-256 of the credential is stored.
     for file in ["store.db", "store.db-wal"] {
