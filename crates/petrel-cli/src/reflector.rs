@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
@@ -13,8 +14,8 @@ use petrel_bench::reflector::{LoadConfig, ServerProcess};
 use petrel_reflector::codec::interconnect::Offer;
 use petrel_reflector::model::{InterconnectConfig, NodeToken, ServerConfig};
 use petrel_reflector::runtime::interconnect::{
-    add_edge_node, CentreTrust, EdgeControl, EdgeControlConfig, EdgeNode, DEFAULT_SERVER_NAME,
-    HEARTBEAT_INTERVAL,
+    add_edge_node, CentreTrust, EdgeControlConfig, EdgeServer, EdgeServerConfig,
+    DEFAULT_CENTRE_UDP_PORT, DEFAULT_SERVER_NAME, HEARTBEAT_INTERVAL,
 };
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{NewUser, Store, StoreOptions};
@@ -70,12 +71,16 @@ struct ServeArgs {
     #[arg(long)]
     db: Option<String>,
     /// `centre` (the default: the full reflector; it accepts edges when
-    /// `[interconnect] enabled`) or `edge` (connect to a centre's control
-    /// plane with --centre and --node-token; no store). An edge so far
-    /// only keeps its control session (handshake, heartbeats, reconnect);
-    /// it does not serve devices yet.
+    /// `[interconnect] enabled`) or `edge` (no store: serves devices on
+    /// --listen with sessions the centre grants, connected to the centre's
+    /// control plane with --centre and --node-token, voice to and from the
+    /// centre's UDP port --centre-udp).
     #[arg(long, default_value = "centre")]
     role: Role,
+    /// HTTP address (GET /metrics, /healthz; a centre also serves its
+    /// dashboard and admin API there). Overrides the config's http_listen.
+    #[arg(long)]
+    http: Option<SocketAddr>,
     /// Edge: the centre's control address, HOST:PORT (e.g. centre.example:60100).
     #[arg(long, required_if_eq("role", "edge"))]
     centre: Option<String>,
@@ -93,6 +98,25 @@ struct ServeArgs {
     /// Edge: the TLS server name checked with --centre-ca.
     #[arg(long, default_value = DEFAULT_SERVER_NAME)]
     centre_name: String,
+    /// Edge: the centre's UDP address for voice and the DataBind proof,
+    /// HOST:PORT [default: the --centre host, port 60050].
+    #[arg(long)]
+    centre_udp: Option<String>,
+    /// Edge: seconds without a packet before a device session ends
+    /// (DeviceSessionTimeoutSeconds).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(5..=300))]
+    device_timeout_secs: u64,
+    /// Edge: renew a grant this many seconds before it ends
+    /// (GrantRenewBeforeSeconds).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(5..=90))]
+    renew_before_secs: u64,
+    /// Edge: seconds the devices keep talking locally after the centre is
+    /// lost (DisconnectedLocalGraceSeconds).
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(5..=120))]
+    local_grace_secs: u64,
+    /// Edge: fan-out send threads [default: CPUs, 2 to 8].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=32))]
+    writers: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -500,8 +524,29 @@ fn init_logging() {
         .try_init();
 }
 
-/// `serve --role edge`: keeps the control session with the centre until
-/// stopped (the log says `edge connected as <id>, session <n>`).
+/// The centre's UDP address: `given`, else the host of `centre` (the
+/// control address, HOST:PORT) with port 60050 (draarl-interconnect §2).
+async fn centre_udp(centre: &str, given: Option<&str>) -> anyhow::Result<SocketAddr> {
+    let text = match given {
+        Some(g) => g.to_owned(),
+        None => {
+            let host = centre
+                .rsplit_once(':')
+                .map_or(centre, |(h, _)| h)
+                .to_owned();
+            format!("{host}:{DEFAULT_CENTRE_UDP_PORT}")
+        }
+    };
+    let first = tokio::net::lookup_host(&text)
+        .await
+        .with_context(|| format!("resolving the centre's UDP address {text}"))?
+        .next();
+    first.with_context(|| format!("{text} resolves to no address"))
+}
+
+/// `serve --role edge`: the edge reflector (draarl-interconnect §1, §2):
+/// devices on --listen, sessions from the centre's grants, until stopped
+/// (the log says `edge connected as <id>, session <n>` and `edge ready`).
 async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
     init_logging();
     let text = match (&a.node_token, &a.node_token_file) {
@@ -524,23 +569,50 @@ async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
         }
     };
     let centre = a.centre.context("--role edge needs --centre HOST:PORT")?;
+    let udp = centre_udp(&centre, a.centre_udp.as_deref()).await?;
     let stop = StopSignals::install()?;
-    let edge = EdgeControl::start(EdgeControlConfig {
+    let mut cfg = EdgeServerConfig::new(EdgeControlConfig {
         centre,
         server_name: a.centre_name,
         credential: token.credential,
         trust,
         offer: Offer::MINIMUM,
         heartbeat: HEARTBEAT_INTERVAL,
-    })?;
-    let node = EdgeNode::spawn_default(edge).context("the control client's events")?;
-    println!("edge started (pid {})", std::process::id());
+    });
+    if let Some(l) = a.listen {
+        cfg.listen = l;
+    }
+    cfg.http_listen = a.http;
+    cfg.node.centre_udp = Some(udp);
+    cfg.node.grace = Duration::from_secs(a.local_grace_secs);
+    cfg.node.devices.sessions.device_timeout = Duration::from_secs(a.device_timeout_secs);
+    cfg.node.devices.sessions.renew_before = Duration::from_secs(a.renew_before_secs);
+    let cpus = std::thread::available_parallelism().map_or(2, usize::from);
+    cfg.fanout.writers = a
+        .writers
+        .map_or(cpus.clamp(2, 8), |w| usize::try_from(w).unwrap_or(2));
+    let edge = EdgeServer::start(cfg).await?;
+    match edge.http_addr() {
+        Some(h) => println!(
+            "edge started on {} (pid {}), metrics on http://{h}/metrics",
+            edge.local_addr(),
+            std::process::id()
+        ),
+        None => println!(
+            "edge started on {} (pid {})",
+            edge.local_addr(),
+            std::process::id()
+        ),
+    }
     stop.wait().await;
-    let stats = node.control().stats();
-    drop(node);
+    let stats = edge.stats();
+    edge.shutdown().await;
     println!(
-        "stopped: {} connects, {} heartbeats sent",
-        stats.connects, stats.heartbeats_sent
+        "stopped: {} connects, {} sessions, {} frames upstream, {} downstream",
+        stats.control.connects,
+        stats.sessions,
+        stats.device.upstream_frames,
+        stats.device.downstream_frames
     );
     Ok(())
 }
@@ -556,6 +628,9 @@ async fn serve(a: ServeArgs) -> anyhow::Result<()> {
     }
     if let Some(db) = a.db {
         cfg.db = db;
+    }
+    if let Some(h) = a.http {
+        cfg.http_listen = Some(h);
     }
     // Before the start-up line, so a stop sent as soon as it is read is not fatal.
     let stop = StopSignals::install()?;

@@ -111,8 +111,12 @@
 //!   [`runtime::interconnect`]: the centre's control server (with
 //!   `[interconnect] enabled`; credentials in the store, `petrel reflector
 //!   edge add`) and the edge's control client (handshake, heartbeats,
-//!   reconnect). Still to come: route sync, leases and device sessions over
-//!   that link, and the edge's device runtime.
+//!   reconnect). An edge reflector (`runtime::interconnect::EdgeServer`,
+//!   `serve --role edge`) keeps no store: its device socket also carries
+//!   Type 0 to and from the centre, logins are proxied to the centre, and
+//!   the sans-IO `core::interconnect::EdgeDevices` answers heartbeats,
+//!   fans out locally, relays each frame upstream once under the speaker
+//!   lease, and delivers the centre's downstream (§3.8, §5).
 //!
 //! # Departures from the reference server
 //!

@@ -27,8 +27,8 @@ use super::replies::{self, RejectReason};
 use crate::codec::{ConfigCommand, Header, HeartbeatData, Mac};
 use crate::model::DEV_MODEL_ANDROID;
 use crate::model::{
-    is_reserved_ssid, DeviceKey, DeviceKind, DeviceRecord, StoreEvent, Transmit, UserRecord,
-    UNGROUPED,
+    is_reserved_ssid, DeviceKey, DeviceKind, DeviceRecord, Directory, StoreEvent, Transmit,
+    UserRecord, UNGROUPED,
 };
 use crate::policy::BanCheck;
 
@@ -211,35 +211,57 @@ impl Reflector {
         h: &Header,
         mac: Option<Mac>,
     ) -> DeviceRecord {
-        let model_valid = !(108..=150).contains(&h.dev_model);
-        let existing = self.dir.device(key.0, key.1).cloned();
-        let mut rec = existing.clone().unwrap_or_else(|| DeviceRecord {
-            owner_id: user.id,
-            ssid: key.1,
-            dev_model: 0,
-            dmrid: user.dmrid,
-            group_id: self.default_group_for(user),
-            disable_send: false,
-            disable_recv: false,
-            mac: None,
-        });
-        if model_valid {
-            rec.dev_model = h.dev_model;
-        }
-        if mac.is_some() {
-            rec.mac = mac;
-        }
-        if existing.as_ref() != Some(&rec) {
+        let (rec, changed) = device_record_after_login(&self.dir, key, user, h, mac);
+        if changed {
             self.dir.put_device(rec.clone());
             self.push_event(StoreEvent::DeviceUpsert(rec.clone()));
         }
         rec
     }
+}
 
-    pub(super) fn default_group_for(&self, user: &UserRecord) -> i64 {
-        match self.dir.group(user.default_group_id) {
-            Some(g) if g.enabled && !g.is_virtual => g.id,
-            _ => UNGROUPED,
-        }
+/// The device record `key` has after a successful heartbeat login of `user`
+/// with header `h` and heartbeat MAC `mac` (spec §2.5, §3.1 step 4): the
+/// stored one, or a new one in the user's default group (see
+/// [`default_group_of`]) with the user's DMR id; a valid reported model
+/// (not 108–150) and a reported MAC replace the stored ones. The flag says
+/// whether it differs from what `dir` holds (persist it then). Shared by
+/// direct logins and the centre's proxied device authentication
+/// (draarl-interconnect §3.8), so both create the same records.
+pub(crate) fn device_record_after_login(
+    dir: &Directory,
+    key: DeviceKey,
+    user: &UserRecord,
+    h: &Header,
+    mac: Option<Mac>,
+) -> (DeviceRecord, bool) {
+    let model_valid = !(108..=150).contains(&h.dev_model);
+    let existing = dir.device(key.0, key.1);
+    let mut rec = existing.cloned().unwrap_or_else(|| DeviceRecord {
+        owner_id: user.id,
+        ssid: key.1,
+        dev_model: 0,
+        dmrid: user.dmrid,
+        group_id: default_group_of(dir, user),
+        disable_send: false,
+        disable_recv: false,
+        mac: None,
+    });
+    if model_valid {
+        rec.dev_model = h.dev_model;
+    }
+    if mac.is_some() {
+        rec.mac = mac;
+    }
+    let changed = existing != Some(&rec);
+    (rec, changed)
+}
+
+/// The group a new device of `user` joins: the user's default group if it
+/// is enabled and not virtual, else [`UNGROUPED`].
+pub(crate) fn default_group_of(dir: &Directory, user: &UserRecord) -> i64 {
+    match dir.group(user.default_group_id) {
+        Some(g) if g.enabled && !g.is_virtual => g.id,
+        _ => UNGROUPED,
     }
 }

@@ -74,6 +74,7 @@ pub use ghost_registry::{
 };
 pub use ingress::{shard_of, Ingress, IngressStats};
 pub use liveness::UNREACHABLE_TRUSTED_AFTER_SILENCE;
+pub(crate) use login::device_record_after_login;
 pub use recorder::{Recorder, RecorderStats};
 pub use reflector::Reflector;
 pub use replies::RejectReason;

@@ -388,6 +388,22 @@ pub fn render_metrics(s: &ServerStats) -> String {
             v,
         );
     }
+    if let Some(v) = &s.interconnect_voice {
+        for (n, value) in &v.counters {
+            put(
+                format!("petrel_reflector_interconnect_{n}_total"),
+                "counter",
+                *value,
+            );
+        }
+        for (n, value) in &v.gauges {
+            put(
+                format!("petrel_reflector_interconnect_{n}"),
+                "gauge",
+                *value,
+            );
+        }
+    }
     put(
         "petrel_reflector_online_devices".into(),
         "gauge",
@@ -408,7 +424,43 @@ pub fn render_metrics(s: &ServerStats) -> String {
         "counter",
         s.store_events_dropped,
     );
+    if let Some(v) = &s.interconnect_voice {
+        render_node_metrics(&mut out, &v.nodes);
+    }
     out
+}
+
+/// Per-node interconnect counters (draarl-interconnect §7 `protection`
+/// and traffic), one series per live node labelled `node`:
+/// `petrel_reflector_interconnect_node_<name>_total{node="…"}`
+/// (`queued_data` is a gauge without `_total`).
+fn render_node_metrics(
+    out: &mut String,
+    nodes: &[(crate::codec::interconnect::NodeId, Vec<(&'static str, u64)>)],
+) {
+    let Some((_, first)) = nodes.first() else {
+        return;
+    };
+    for (i, (name, _)) in first.iter().enumerate() {
+        let gauge = *name == "queued_data";
+        let (metric, kind) = if gauge {
+            (
+                format!("petrel_reflector_interconnect_node_{name}"),
+                "gauge",
+            )
+        } else {
+            (
+                format!("petrel_reflector_interconnect_node_{name}_total"),
+                "counter",
+            )
+        };
+        out.push_str(&format!("# TYPE {metric} {kind}\n"));
+        for (node, list) in nodes {
+            if let Some((_, v)) = list.get(i) {
+                out.push_str(&format!("{metric}{{node=\"{node}\"}} {v}\n"));
+            }
+        }
+    }
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {

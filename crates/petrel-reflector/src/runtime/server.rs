@@ -24,8 +24,8 @@ use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::interconnect::{
-    centre_identity, CentreDispatch, ControlServer, IdentityError, NodeAuthority,
-    CENTRE_EVENT_QUEUE,
+    centre_identity, CentreDirectory, CentreDispatch, CentreServices, CentreStore,
+    CentreVoiceSource, ControlServer, IdentityError, NodeAuthority, CENTRE_EVENT_QUEUE,
 };
 use super::recording_files::RecordingFiles;
 use super::session_revocation::SessionRevocation;
@@ -33,7 +33,7 @@ use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{HistoryStats, ServerStats, StatsSource};
 use super::store::{Store, StoreError, StoreOptions};
-use super::store_writer::spawn_store_writer;
+use super::store_writer::{spawn_store_writer, Persist};
 use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
@@ -41,7 +41,7 @@ use super::websocket_hub::WebSocketHub;
 use crate::core::{Ingress, Recorder, Reflector};
 use petrel_sys::range::RangeError;
 
-use crate::model::{AppApiConfig, Directory, HttpConfig, VerifierConfig};
+use crate::model::{AppApiConfig, Directory, HttpConfig, Recording, StoreEvent, VerifierConfig};
 
 pub use crate::model::ServerConfig;
 
@@ -223,12 +223,18 @@ impl ServerHandle {
             websockets: Arc::clone(&websockets),
             interconnect: None,
             interconnect_routes: None,
+            interconnect_voice: None,
         };
-        let control = match control_listener {
-            Some(listener) => {
+        let (event_tx, events) =
+            spawn_store_writer(&store, text_history.clone(), recordings, &stats);
+        let centre_dir = control_listener
+            .is_some()
+            .then(|| Arc::new(CentreDirectory::new(dir.clone())));
+        let control = match (control_listener, &centre_dir) {
+            (Some(listener), Some(directory)) => {
                 let identity = centre_identity(&cfg.interconnect, &store).await?;
                 let tls = identity.server_config().map_err(IdentityError::from)?;
-                let (events_tx, events) = tokio::sync::mpsc::channel(CENTRE_EVENT_QUEUE);
+                let (events_tx, centre_events) = tokio::sync::mpsc::channel(CENTRE_EVENT_QUEUE);
                 let server = ControlServer::start(
                     listener,
                     &cfg.interconnect,
@@ -238,10 +244,18 @@ impl ServerHandle {
                 )?;
                 // A new cluster epoch per centre start (§6.3): the start time.
                 let epoch = u64::try_from(unix_ms()).unwrap_or(1);
-                let dispatch = CentreDispatch::spawn(server.sender(), events, epoch);
+                let services = CentreServices {
+                    directory: Arc::clone(directory),
+                    shared: Arc::clone(&shared),
+                    verifier: Arc::clone(&verifier),
+                    store: Arc::new(StoreSink(event_tx.clone())),
+                    password_checks_in_flight: session.password_checks_in_flight,
+                };
+                let dispatch =
+                    CentreDispatch::spawn_with(server.sender(), centre_events, epoch, services)?;
                 Some((server, dispatch))
             }
-            None => None,
+            _ => None,
         };
         let (control, dispatch) = match control {
             Some((c, d)) => (Some(c), Some(d)),
@@ -250,6 +264,14 @@ impl ServerHandle {
         let stats = StatsSource {
             interconnect: control.as_ref().map(ControlServer::stats_source),
             interconnect_routes: dispatch.as_ref().map(CentreDispatch::routes),
+            interconnect_voice: match (&control, &dispatch) {
+                (Some(c), Some(d)) => Some(CentreVoiceSource {
+                    stats: d.voice_stats(),
+                    devices: d.devices(),
+                    data: c.data_plane(),
+                }),
+                _ => None,
+            },
             ..stats
         };
         let stop = Arc::new(AtomicBool::new(false));
@@ -289,8 +311,6 @@ impl ServerHandle {
                 .clone()
                 .map(|a| Arc::new(a) as Arc<dyn AppAuthority>)
         });
-        let (event_tx, events) =
-            spawn_store_writer(&store, text_history.clone(), recordings, &stats);
         let mut dir_txs = Vec::new();
         let mut threads = Vec::new();
         let mut queues = Vec::new();
@@ -398,6 +418,7 @@ impl ServerHandle {
         );
         let targets = ReloadTargets {
             shards: dir_txs,
+            centre: centre_dir,
             dashboard: dash,
             revocation: SessionRevocation::new(store.web_password_stamps().await?),
         };
@@ -525,10 +546,27 @@ fn spawn_http(
     Ok((addr, task))
 }
 
+/// The store writer's queue as the centre's edge logic writes to it
+/// (device records of proxied logins, recordings and texts of edge
+/// traffic).
+struct StoreSink(tokio::sync::mpsc::Sender<Persist>);
+
+impl CentreStore for StoreSink {
+    fn event(&self, e: StoreEvent) -> bool {
+        self.0.try_send(Persist::Event(e)).is_ok()
+    }
+
+    fn recording(&self, r: Recording) -> bool {
+        self.0.try_send(Persist::Recording(r)).is_ok()
+    }
+}
+
 /// What each directory reload updates.
 struct ReloadTargets {
     /// Every shard's directory queue.
     shards: Vec<SyncSender<Directory>>,
+    /// The centre's directory for its edges, with `[interconnect]`.
+    centre: Option<Arc<CentreDirectory>>,
     /// The dashboard, for group names.
     dashboard: Dashboard,
     /// The app sessions of accounts that lost their rights.
@@ -553,6 +591,7 @@ fn spawn_reload(
     let keep_ms = i64::from(cfg.message_retention_days) * 86_400_000;
     let ReloadTargets {
         shards,
+        centre,
         dashboard,
         mut revocation,
     } = targets;
@@ -585,6 +624,9 @@ fn spawn_reload(
                         .ghost_sessions_revoked
                         .fetch_add(ended as u64, Relaxed);
                     dashboard.set_directory(d.clone());
+                    if let Some(c) = &centre {
+                        c.replace(d.clone());
+                    }
                     for shard in &shards {
                         if let Err(TrySendError::Full(_)) = shard.try_send(d.clone()) {
                             skipped.fetch_add(1, Relaxed);

@@ -10,7 +10,8 @@ use super::fanout::{FanoutStats, FanoutStatsSnapshot};
 use super::http_stats::{HttpStats, HttpStatsSnapshot};
 use super::icmp::{IcmpCounters, IcmpStats};
 use super::interconnect::{
-    CentreRouteStats, CentreRoutes, ControlServerSnapshot, ControlServerStats,
+    CentreRouteStats, CentreRoutes, CentreVoiceSnapshot, CentreVoiceSource, ControlServerSnapshot,
+    ControlServerStats,
 };
 use super::shared_tables::SharedTables;
 use super::verifier::{PasswordVerifier, VerifierStats};
@@ -62,6 +63,10 @@ pub struct ServerStats {
     /// The centre's route sync toward its edges (draarl-interconnect §3.7),
     /// with `[interconnect] enabled`.
     pub interconnect_routes: Option<CentreRouteStats>,
+    /// The centre's edge device sessions, speaker leases and relay, with
+    /// per-node protection counters (draarl-interconnect §3.8, §3.10,
+    /// §5.2, §7), with `[interconnect] enabled`.
+    pub interconnect_voice: Option<CentreVoiceSnapshot>,
 }
 
 /// Disk use of the text history and the recordings, and what the byte cap,
@@ -154,6 +159,7 @@ pub(crate) struct StatsSource {
     pub(crate) websockets: Arc<super::websocket_hub::WebSocketHub>,
     pub(crate) interconnect: Option<Arc<ControlServerStats>>,
     pub(crate) interconnect_routes: Option<Arc<Mutex<CentreRoutes>>>,
+    pub(crate) interconnect_voice: Option<CentreVoiceSource>,
 }
 
 impl StatsSource {
@@ -193,6 +199,10 @@ impl StatsSource {
                 .interconnect_routes
                 .as_ref()
                 .map(|r| r.lock().unwrap_or_else(PoisonError::into_inner).stats()),
+            interconnect_voice: self
+                .interconnect_voice
+                .as_ref()
+                .map(CentreVoiceSource::snapshot),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! [`ghost_client`] (Type 1 ghosts and physical devices over UDP),
 //! [`app_server`] (a server with `[apps]` over a seeded real store),
 //! [`app_client`] (the app clients' HTTP calls), [`ws_client`] (`/ws`
-//! sessions) and [`control_client`] (the interconnect control port); this
+//! sessions), [`control_client`] (the interconnect control port) and
+//! [`raw_edge`] (a hand-driven edge of a centre); this
 //! file holds scratch stores, seeding accounts, starting a server,
 //! heartbeats and raw UDP/HTTP reads.
 #![allow(dead_code, unused_macros)]
@@ -19,6 +20,7 @@ pub mod app_server;
 pub mod control_client;
 pub mod fake_authority;
 pub mod ghost_client;
+pub mod raw_edge;
 pub mod ws_client;
 
 pub use backends::{run, Env};

@@ -254,6 +254,11 @@ impl DataPlane {
             .map(|s| s.params.session_id)
     }
 
+    /// The nodes with a live session.
+    pub fn node_ids(&self) -> Vec<NodeId> {
+        self.sessions.keys().copied().collect()
+    }
+
     /// Live node sessions.
     pub fn node_count(&self) -> usize {
         self.sessions.len()

@@ -142,6 +142,9 @@ pub enum AuthOutcome {
         addr: SocketAddr,
         /// The device reply from the centre.
         response_packet: Vec<u8>,
+        /// Bytes of the device's request (send no reply larger than it:
+        /// the amplification bound).
+        request_len: usize,
         /// A previous session of the same identity that this one replaced
         /// (not reported: the centre moved ownership itself).
         replaced: Option<Box<LocalDeviceSession>>,
@@ -156,6 +159,8 @@ pub enum AuthOutcome {
         error: String,
         /// The device reply from the centre (may be empty).
         response_packet: Vec<u8>,
+        /// Bytes of the device's request (the amplification bound).
+        request_len: usize,
     },
     /// Another identity is authenticated on `addr`: refused; send `report`
     /// so the centre drops the new session.
@@ -220,6 +225,7 @@ struct PendingAuth {
     identity: String,
     addr: SocketAddr,
     sent_at: Instant,
+    request_len: usize,
 }
 
 /// The edge's table of local device sessions and pending authentications.
@@ -359,6 +365,7 @@ impl EdgeSessions {
                 identity: identity.to_owned(),
                 addr,
                 sent_at: now,
+                request_len: packet.len(),
             },
         );
         self.pending_by_identity
@@ -426,6 +433,7 @@ impl EdgeSessions {
                     addr: p.addr,
                     error: resp.error,
                     response_packet: resp.response_packet,
+                    request_len: p.request_len,
                 };
             }
         };
@@ -472,6 +480,7 @@ impl EdgeSessions {
             session_id,
             addr: p.addr,
             response_packet: resp.response_packet,
+            request_len: p.request_len,
             replaced,
             evicted,
         }

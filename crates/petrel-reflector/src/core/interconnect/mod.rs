@@ -22,6 +22,10 @@
 //!    centre: LeaseTable (§3.10)                   edge: EdgeSpeaker (claim, buffer, block)
 //!    centre: DeviceOwners (§3.8)                  edge: EdgeSessions (auth proxy, grants)
 //!                                                 edge: EdgeLink (ready / grace / fail closed, §6.1)
+//!
+//!  edge device side, EdgeDevices (§3.8, §5.1, §5.3): device datagram ─▶ EdgeSessions │ EdgeSpeaker
+//!    ─▶ EdgeAction: reply │ control │ claim │ local fan-out (EdgeReceivers) │ RelayUpstream;
+//!    0x20/0x21/0x23/0x28 answers, 0x31 ─▶ ProjectionWait ─▶ local fan-out
 //! ```
 //!
 //! Files: `data_plane.rs` (state, sessions, verdicts), `acceptance.rs`
@@ -35,7 +39,12 @@
 //! checksums), `route_sync_centre.rs`, `route_sync_edge.rs`,
 //! `snapshot_assembly.rs` (§3.7), `speaker_lease_centre.rs`,
 //! `speaker_lease_edge.rs` (§3.10), `device_owners.rs`,
-//! `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1).
+//! `device_auth_centre.rs` (§3.8 at the centre: proxied Type 2 logins and
+//! their grants), `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1),
+//! `edge_devices.rs` (the edge's device side: state, route and link
+//! changes, timers), `edge_device_ingest.rs` (device datagrams, §5.1),
+//! `edge_device_control.rs` (the centre's answers and downstream, §5.3),
+//! `edge_receivers.rs` (local receivers per domain).
 
 mod acceptance;
 mod accepted;
@@ -45,9 +54,14 @@ mod control_send;
 mod counters;
 mod data_budget;
 mod data_plane;
+mod device_auth_centre;
 mod device_owners;
 mod device_sessions_edge;
+mod edge_device_control;
+mod edge_device_ingest;
+mod edge_devices;
 mod edge_link;
+mod edge_receivers;
 mod edge_routes;
 mod handshake;
 mod node_session;
@@ -72,6 +86,12 @@ pub use control_send::ControlSend;
 pub use counters::{BridgeCounters, ProtectionCounters, TrafficCounters};
 pub use data_budget::{Charge, DataBudget, DataLimits};
 pub use data_plane::{BindRequestError, DataPlane, DataPlaneConfig, Rejection, Role, Verdict};
+pub use device_auth_centre::{
+    abandon_check, device_auth_error, device_grant, device_id, device_route, finish_check, granted,
+    poll_queued, refused, response_message, start_auth, success_reply, wire_domain, AuthFailure,
+    AuthStart, DeviceAuthCounters, PendingLogin, ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT,
+    QUEUED_CHECK_POLL,
+};
 pub use device_owners::{
     session_error, ActivateError, Activation, ControlRef, DeviceIdentity, DeviceOwners,
     OwnedSession, OwnerCounters, ReportOutcome, GRANT_LIFETIME_MS,
@@ -81,8 +101,16 @@ pub use device_sessions_edge::{
     EdgeSessionsConfig, LocalDeviceSession, Removal, Touch, DEVICE_SESSION_TIMEOUT,
     GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
 };
+pub use edge_device_ingest::GHOST_UNSUPPORTED;
+pub use edge_devices::{
+    EdgeAction, EdgeDeviceCounters, EdgeDevices, EdgeDevicesConfig, HeldFrame, Upstream,
+    MAX_LEASE_DOMAINS, SESSION_SWEEP,
+};
 pub use edge_link::{
     EdgeLink, EdgeLinkCounters, LinkState, PacketPolicy, DISCONNECTED_LOCAL_GRACE, LOCAL_FLOOR_IDLE,
+};
+pub use edge_receivers::{
+    receive_domains, EdgeReceivers, ReceiverCounters, MAX_RX_DOMAINS_PER_SESSION,
 };
 pub use edge_routes::{EdgeRoutes, RouteLimitError};
 pub use handshake::{

@@ -1,28 +1,38 @@
 //! The centre's dispatcher of control events (draarl-interconnect §3.6,
-//! §3.7): one task takes the control server's [`CentreEvent`]s in order
-//! and hands them to the centre's control logic — today the route sync
-//! ([`CentreRoutes`]) — and drives its timers every 250 ms (§3.7 scan).
+//! §3.7, §3.8, §3.10, §6.2): one task takes the control server's
+//! [`CentreEvent`]s in order and hands them to the centre's control logic
+//! — the route sync ([`CentreRoutes`]), the device sessions and speaker
+//! leases ([`CentreDevices`]) — and drives their timers every 250 ms (§3.7
+//! scan, dead leases).
 //!
 //! ```text
-//!  ControlServer ─CentreEvent─▶ dispatcher task ─▶ CentreRoutes (node up/down, node_ready, ACK, resync)
-//!                                   └ every 250 ms ─▶ CentreRoutes::handle_timeout
+//!  ControlServer ─CentreEvent─▶ dispatcher task ─▶ CentreRoutes (node up/down, node_ready, 0x14 ACK, 0x15 resync)
+//!                                   ├ 0x20 DeviceAuth ─▶ AuthGate ─▶ task (centre_device_auth.rs)
+//!                                   ├ 0x21 renew, 0x22 report, 0x28 lease ─▶ centre_device_sessions.rs
+//!                                   ├ node down ─▶ CentreDevices::drop_control (sessions, routes, leases)
+//!                                   └ every 250 ms ─▶ CentreRoutes::handle_timeout, LeaseTable::sweep
 //! ```
 //!
-//! Not handled here yet: device authentication (0x20), renew/report
-//! (0x21, 0x22), speaker leases (0x28) and relay (0x30): those envelopes
-//! are counted as unhandled.
+//! Without [`CentreServices`] (a control server run on its own, as in
+//! tests) DeviceAuth envelopes are counted as unhandled.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 
-use crate::core::interconnect::ControlRef;
-
+use super::super::wall_clock::unix_ms;
 use super::centre::{CentreEvent, CentreSender};
+use super::centre_device_auth::{AuthGate, CentreServices, DeviceAuthService, GateDrop};
+use super::centre_device_sessions;
 use super::centre_devices::CentreDevices;
 use super::centre_routes::{CentreRouteStats, CentreRoutes};
+use super::centre_tables::CentreTables;
+use super::centre_voice_stats::CentreVoiceStats;
+use crate::codec::interconnect::Subtype;
+use crate::core::interconnect::ControlRef;
 
 /// Control events held for the dispatcher; beyond it the server drops
 /// and counts them (`events_dropped`).
@@ -34,36 +44,82 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The running dispatcher; dropping it stops the task.
+/// The running dispatcher; dropping it stops the task and the logins in
+/// progress.
 #[derive(Debug)]
 pub struct CentreDispatch {
-    routes: Arc<Mutex<CentreRoutes>>,
-    devices: Arc<Mutex<CentreDevices>>,
+    tables: CentreTables,
+    stats: Arc<CentreVoiceStats>,
     unhandled: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl CentreDispatch {
     /// Starts the task (inside a tokio runtime) on the server's event
-    /// receiver, in `cluster_epoch` (non-zero, new per centre start).
+    /// receiver, in `cluster_epoch` (non-zero, new per centre start),
+    /// without device authentication (0x20 is counted as unhandled).
     pub fn spawn(
         sender: CentreSender,
         events: mpsc::Receiver<CentreEvent>,
         cluster_epoch: u64,
     ) -> Self {
-        let routes = Arc::new(Mutex::new(CentreRoutes::new(cluster_epoch)));
-        let devices = Arc::new(Mutex::new(CentreDevices::new()));
-        let unhandled = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(run(
+        Self::start(sender, events, cluster_epoch, None)
+    }
+
+    /// [`CentreDispatch::spawn`] with the server's directory, login
+    /// tables, Argon2 pool and store writer, for 0x20 DeviceAuth.
+    ///
+    /// # Errors
+    /// The thread handing out password-check answers could not start.
+    pub(crate) fn spawn_with(
+        sender: CentreSender,
+        events: mpsc::Receiver<CentreEvent>,
+        cluster_epoch: u64,
+        services: CentreServices,
+    ) -> std::io::Result<Self> {
+        let stats = Arc::new(CentreVoiceStats::default());
+        let auth = DeviceAuthService::start(services, Arc::clone(&stats))?;
+        Ok(Self::start_with_stats(
             sender,
             events,
-            Arc::clone(&routes),
-            Arc::clone(&devices),
+            cluster_epoch,
+            Some(Arc::new(auth)),
+            stats,
+        ))
+    }
+
+    fn start(
+        sender: CentreSender,
+        events: mpsc::Receiver<CentreEvent>,
+        cluster_epoch: u64,
+        auth: Option<Arc<DeviceAuthService>>,
+    ) -> Self {
+        Self::start_with_stats(sender, events, cluster_epoch, auth, Arc::default())
+    }
+
+    fn start_with_stats(
+        sender: CentreSender,
+        events: mpsc::Receiver<CentreEvent>,
+        cluster_epoch: u64,
+        auth: Option<Arc<DeviceAuthService>>,
+        stats: Arc<CentreVoiceStats>,
+    ) -> Self {
+        let tables = CentreTables {
+            sender,
+            routes: Arc::new(Mutex::new(CentreRoutes::new(cluster_epoch))),
+            devices: Arc::new(Mutex::new(CentreDevices::new())),
+        };
+        let unhandled = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(run(
+            tables.clone(),
+            events,
+            auth,
+            Arc::clone(&stats),
             Arc::clone(&unhandled),
         ));
         Self {
-            routes,
-            devices,
+            tables,
+            stats,
             unhandled,
             task,
         }
@@ -71,20 +127,30 @@ impl CentreDispatch {
 
     /// The route sync counters.
     pub fn route_stats(&self) -> CentreRouteStats {
-        lock(&self.routes).stats()
+        lock(&self.tables.routes).stats()
     }
 
     /// The route table, for the other centre logic to add routes to.
     pub fn routes(&self) -> Arc<Mutex<CentreRoutes>> {
-        Arc::clone(&self.routes)
+        Arc::clone(&self.tables.routes)
     }
 
     /// The edge device sessions, their routes, targets and leases.
     pub fn devices(&self) -> Arc<Mutex<CentreDevices>> {
-        Arc::clone(&self.devices)
+        Arc::clone(&self.tables.devices)
     }
 
-    /// Envelopes of subtypes nothing here handles yet.
+    /// The tables and the sender, as the relay shares them.
+    pub fn tables(&self) -> CentreTables {
+        self.tables.clone()
+    }
+
+    /// The counters of device sessions and the relay.
+    pub fn voice_stats(&self) -> Arc<CentreVoiceStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// Envelopes of subtypes nothing here handles.
     pub fn unhandled(&self) -> u64 {
         self.unhandled.load(Relaxed)
     }
@@ -97,34 +163,85 @@ impl Drop for CentreDispatch {
 }
 
 async fn run(
-    sender: CentreSender,
+    tables: CentreTables,
     mut events: mpsc::Receiver<CentreEvent>,
-    routes: Arc<Mutex<CentreRoutes>>,
-    devices: Arc<Mutex<CentreDevices>>,
+    auth: Option<Arc<DeviceAuthService>>,
+    stats: Arc<CentreVoiceStats>,
     unhandled: Arc<AtomicU64>,
 ) {
     let mut tick = tokio::time::interval(DISPATCH_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut gate = AuthGate::default();
+    // Dropping the set (the task aborted) aborts the logins in progress.
+    let mut logins: JoinSet<()> = JoinSet::new();
     loop {
         tokio::select! {
-            _ = tick.tick() => lock(&routes).handle_timeout(&sender, Instant::now()),
+            _ = tick.tick() => {
+                let now = Instant::now();
+                lock(&tables.routes).handle_timeout(&tables.sender, now);
+                lock(&tables.devices).leases.sweep(now);
+            }
+            Some(_) = logins.join_next(), if !logins.is_empty() => {}
             event = events.recv() => {
                 let Some(event) = event else { return };
                 let now = Instant::now();
-                let mut r = lock(&routes);
                 match event {
-                    CentreEvent::NodeUp { node_id, session_id, .. } => r.node_up(node_id, session_id),
+                    CentreEvent::NodeUp { node_id, session_id, .. } => {
+                        lock(&tables.routes).node_up(node_id, session_id);
+                        gate.node_up(node_id, session_id);
+                        stats.node_up(node_id);
+                    }
                     CentreEvent::NodeReady { node_id, session_id } => {
-                        r.node_ready(&sender, now, node_id, session_id);
+                        lock(&tables.routes).node_ready(&tables.sender, now, node_id, session_id);
                     }
                     CentreEvent::Envelope { node_id, session_id, header, payload, .. } => {
-                        if !r.handle_envelope(&sender, now, node_id, session_id, &header, &payload) {
+                        let handled = match header.subtype {
+                            Subtype::ROUTE_ACK | Subtype::ROUTE_RESYNC_REQUEST => lock(&tables.routes)
+                                .handle_envelope(&tables.sender, now, node_id, session_id, &header, &payload),
+                            Subtype::DEVICE_AUTH => match &auth {
+                                Some(auth) => {
+                                    stats.dispatch.device_auth_requests.fetch_add(1, Relaxed);
+                                    match gate.admit(node_id, session_id, unix_ms()) {
+                                        Ok(held) => {
+                                            logins.spawn(Arc::clone(auth).handle(
+                                                tables.clone(),
+                                                node_id,
+                                                session_id,
+                                                payload,
+                                                held,
+                                            ));
+                                        }
+                                        Err(GateDrop::Rate) => {
+                                            stats.dispatch.device_auth_limit_drops.fetch_add(1, Relaxed);
+                                            stats.node(node_id, |c| c.device_auth_limit_drops += 1);
+                                        }
+                                        Err(GateDrop::InProgress) => {
+                                            stats.dispatch.device_auth_in_flight_drops.fetch_add(1, Relaxed);
+                                            stats.node(node_id, |c| c.device_auth_in_flight_drops += 1);
+                                        }
+                                    }
+                                    true
+                                }
+                                None => false,
+                            },
+                            other => centre_device_sessions::handle(
+                                &tables, &stats, node_id, session_id, other, &payload,
+                            ),
+                        };
+                        if !handled {
                             unhandled.fetch_add(1, Relaxed);
                         }
                     }
                     CentreEvent::NodeDown { node_id, session_id } => {
-                        r.node_down(node_id, session_id);
-                        lock(&devices).drop_control(ControlRef { node: node_id, control_session: session_id });
+                        let mut routes = lock(&tables.routes);
+                        routes.node_down(node_id, session_id);
+                        lock(&tables.devices).drop_control(ControlRef { node: node_id, control_session: session_id });
+                        let replaced = routes.session_id(node_id).is_some();
+                        drop(routes);
+                        gate.node_down(node_id, session_id);
+                        if !replaced {
+                            stats.node_down(node_id);
+                        }
                     }
                 }
             }

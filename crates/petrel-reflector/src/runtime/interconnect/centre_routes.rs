@@ -115,6 +115,11 @@ impl CentreRoutes {
         self.nodes.get(&node).map(|n| n.sync.version())
     }
 
+    /// The session id of `node`'s live session, if this table holds one.
+    pub fn session_id(&self, node: NodeId) -> Option<u64> {
+        self.nodes.get(&node).map(|n| n.session_id)
+    }
+
     /// A node session opened: its previous projection is dropped and an
     /// empty one at version 0 is created (§3.6, centre side).
     pub fn node_up(&mut self, node: NodeId, session_id: u64) {

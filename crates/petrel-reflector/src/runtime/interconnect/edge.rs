@@ -15,8 +15,9 @@
 //! current link ([`EdgeControl::link`]), envelopes to the centre
 //! ([`EdgeControl::send_envelope`]), the events
 //! ([`EdgeControl::take_events`]), and the data plane and MessageID counter
-//! it shares with the UDP path. Not done here: DataBind over UDP, session
-//! confirmation, `node_ready` and the projection (§3.6 steps 2–6), and
+//! it shares with the UDP path. The rest of the connection sequence
+//! (DataBind, `node_ready`, the projection, §3.6 steps 2–6) is the edge
+//! node's (`edge_node.rs`). Not done: session confirmation (§3.9) and
 //! persisting an issued credential (this centre never issues one: only
 //! long-term credentials exist).
 
@@ -59,6 +60,8 @@ pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(5);
 /// Events held for the edge runtime; beyond it they are dropped and
 /// counted.
 pub const EVENT_QUEUE: usize = 4096;
+/// Where an envelope's MessageID sits (§4.1).
+const MESSAGE_ID_AT: usize = 118;
 
 type Tls = TlsStream<TcpStream>;
 
@@ -339,6 +342,31 @@ impl EdgeControl {
     pub fn send_control(&self, send: &ControlSend) -> Result<(), ControlSendError> {
         self.shared
             .send_sealed(send.message_id, &ControlEnvelope::of(send), &send.payload)
+    }
+
+    /// Queues an envelope the data plane sealed for the control path
+    /// (`Path::Control`: no `CenterUDP`, §4.5) as a `type0` frame, if it
+    /// belongs to the current session.
+    ///
+    /// # Errors
+    /// [`ControlSendError::NoSession`] (none, or another session now),
+    /// [`ControlSendError::QueueFull`].
+    pub fn send_sealed_envelope(
+        &self,
+        session_id: u64,
+        sealed: &[u8],
+    ) -> Result<(), ControlSendError> {
+        let current = lock(&self.shared.current)
+            .as_ref()
+            .map(|c| c.link.session_id);
+        if current != Some(session_id) {
+            return Err(ControlSendError::NoSession);
+        }
+        let message_id = sealed
+            .get(MESSAGE_ID_AT..MESSAGE_ID_AT + 8)
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map_or(0, u64::from_be_bytes);
+        self.shared.queue(ControlMessage::type0(sealed, message_id))
     }
 
     /// Queues `node_ready` (§3.6 step 5: the centre answers with the full

@@ -71,6 +71,15 @@ impl SharedTables {
         lock(&self.ghosts)
     }
 
+    /// The login-path tables (ban ladder, Argon2 budget, verified cache,
+    /// checks in flight), for logins handled outside a shard: the
+    /// centre's proxied device authentication (draarl-interconnect §3.8)
+    /// shares them with direct logins. Hold it briefly; take no other
+    /// table's lock while holding it.
+    pub fn login_guard(&self) -> MutexGuard<'_, LoginGuard> {
+        lock(&self.logins)
+    }
+
     /// Drops every cached snapshot; returns how many. For changes made
     /// outside a shard (the radio routes), which have no directory to map
     /// groups to domains.

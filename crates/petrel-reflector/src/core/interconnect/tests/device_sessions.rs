@@ -302,7 +302,8 @@ fn edge_grant_install_failures_and_endpoint_rule() {
         AuthOutcome::Failed {
             addr: a1,
             error: "bad password".into(),
-            response_packet: vec![9]
+            response_packet: vec![9],
+            request_len: 3,
         }
     );
     // Success installs.

@@ -3,7 +3,9 @@
 //! prevention, the wait rule, and property tests.
 
 mod acceptance;
+mod device_auth_centre;
 mod device_sessions;
+mod edge_devices;
 mod edge_link;
 mod edge_routes;
 mod handshake;
