@@ -14,6 +14,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use petrel_reflector::model::FanoutConfig;
@@ -209,49 +210,77 @@ struct ChildAddresses {
 
 /// Parses `reflector listening on udp ADDR (pid N)`, `reflector http on
 /// ADDR` and, with `want_control`, `reflector interconnect control on tcp
-/// ADDR` from the child's stdout, then drains the rest in the background.
+/// ADDR` from the child's stdout.
 fn read_addresses(
     stdout: std::process::ChildStdout,
     want_control: bool,
 ) -> Result<ChildAddresses, LoadError> {
+    let last = if want_control {
+        "reflector interconnect control on tcp "
+    } else {
+        "reflector http on "
+    };
+    let lines = stdout_until(stdout, last, "reflector child")?;
+    let addr = |prefix: &str| {
+        lines.iter().find_map(|l| {
+            l.strip_prefix(prefix)?
+                .split_whitespace()
+                .next()?
+                .parse::<SocketAddr>()
+                .ok()
+        })
+    };
+    let control = addr("reflector interconnect control on tcp ");
+    match (
+        addr("reflector listening on udp "),
+        addr("reflector http on "),
+    ) {
+        (Some(udp), Some(http)) if control.is_some() || !want_control => {
+            Ok(ChildAddresses { udp, http, control })
+        }
+        _ => Err(LoadError::Invalid(
+            "reflector child printed unparsable addresses".into(),
+        )),
+    }
+}
+
+/// The lines a child (`what`, for errors) prints on stdout up to and
+/// including the first that starts with `last`; the rest is drained in the
+/// background so the child never blocks on a full pipe.
+///
+/// # Errors
+/// [`LoadError::Invalid`] when no such line comes within [`START_TIMEOUT`]
+/// or stdout closes first.
+pub(super) fn stdout_until(
+    stdout: std::process::ChildStdout,
+    last: &'static str,
+    what: &str,
+) -> Result<Vec<String>, LoadError> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let mut lines = BufReader::new(stdout).lines();
-        let (mut udp, mut http) = (None, None);
-        let addr = |a: &str| {
-            a.split_whitespace()
-                .next()
-                .and_then(|a| a.parse::<SocketAddr>().ok())
-        };
+        let mut seen = Vec::new();
         for line in lines.by_ref().map_while(Result::ok) {
-            if let Some(a) = line.strip_prefix("reflector listening on udp ") {
-                udp = addr(a);
-            } else if let Some(a) = line.strip_prefix("reflector http on ") {
-                http = addr(a);
-                if !want_control {
-                    let _ = tx.send((udp, http, None));
-                    break;
-                }
-            } else if let Some(a) = line.strip_prefix("reflector interconnect control on tcp ") {
-                let _ = tx.send((udp, http, addr(a)));
+            let done = line.starts_with(last);
+            seen.push(line);
+            if done {
+                let _ = tx.send(std::mem::take(&mut seen));
                 break;
             }
         }
-        // Keep reading so the child never blocks on a full pipe.
         for _ in lines {}
     });
-    match rx.recv_timeout(START_TIMEOUT) {
-        Ok((Some(udp), Some(http), control)) if control.is_some() || !want_control => {
-            Ok(ChildAddresses { udp, http, control })
-        }
-        Ok(_) => Err(LoadError::Invalid(
-            "reflector child printed unparsable addresses".into(),
-        )),
-        Err(_) => Err(LoadError::Invalid(format!(
-            "reflector child did not report its addresses within {} s (see its stderr above)",
-            START_TIMEOUT.as_secs()
-        ))),
-    }
+    rx.recv_timeout(START_TIMEOUT).map_err(|e| {
+        LoadError::Invalid(match e {
+            RecvTimeoutError::Timeout => format!(
+                "{what} did not report its addresses within {} s (see its stderr above)",
+                START_TIMEOUT.as_secs()
+            ),
+            RecvTimeoutError::Disconnected => format!(
+                "{what} closed its stdout before it reported its addresses (see its stderr above)"
+            ),
+        })
+    })
 }
 
 /// The child's TOML config on store `db`.

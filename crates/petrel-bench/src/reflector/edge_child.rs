@@ -6,24 +6,30 @@
 //! in this program's output.
 //!
 //! The edge listens for devices (and Type 0 from the centre) on a loopback
-//! UDP port and serves `/metrics` on a loopback HTTP port; both are picked
-//! here (bound, read, released) and passed on the command line. Dropping an
-//! [`EdgeChild`] stops the process like [`super::child::ServerChild`]: SIGINT,
-//! then a kill after 10 s.
+//! UDP port and serves `/metrics` on a loopback HTTP port, both chosen by
+//! the kernel and read from its start-up line (`edge started on ADDR (pid
+//! N), metrics on http://ADDR/metrics`). It is ready once its link to the
+//! centre is (`petrel_reflector_edge_link_state` 2, §6.1: after the route
+//! snapshot). Dropping an [`EdgeChild`] stops the process like
+//! [`super::child::ServerChild`]: SIGINT, then a kill after 10 s.
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::SocketAddr;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use super::child::stop_child;
+use super::child::{stdout_until, stop_child};
 use super::node_metrics::MetricsReading;
 use super::LoadError;
 
-/// How long an edge may take to answer `/metrics` after it was started.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an edge may take to be ready after it printed its addresses.
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The edge's link state gauge and its value when ready (§6.1).
+const LINK_STATE: (&str, f64) = ("petrel_reflector_edge_link_state", 2.0);
+/// The start-up line's prefix.
+const STARTED: &str = "edge started on ";
 /// Pause between readiness checks.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -42,11 +48,11 @@ pub(super) struct EdgeChild {
 impl EdgeChild {
     /// Starts edge `name` with the token in `token_file`, connecting to the
     /// centre's control plane at `control` and its UDP data plane at
-    /// `centre_udp`; returns once the edge answers `/metrics`.
+    /// `centre_udp`; returns once the edge's link is ready.
     ///
     /// # Errors
-    /// [`LoadError`] when it cannot be started, exits, or does not answer
-    /// within 30 s.
+    /// [`LoadError`] when it cannot be started, exits, or is not ready
+    /// within 30 s of printing its addresses.
     pub(super) fn start(
         program: &Path,
         name: &str,
@@ -54,22 +60,17 @@ impl EdgeChild {
         control: SocketAddr,
         centre_udp: SocketAddr,
     ) -> Result<Self, LoadError> {
-        let udp = free_udp_port()?;
-        let http = free_tcp_port()?;
-        let child = Command::new(program)
+        let mut child = Command::new(program)
             .args(["reflector", "serve", "--role", "edge", "--centre"])
             .arg(control.to_string())
             .arg("--centre-udp")
             .arg(centre_udp.to_string())
             .arg("--node-token-file")
             .arg(token_file)
-            .arg("--listen")
-            .arg(udp.to_string())
-            .arg("--http")
-            .arg(http.to_string())
+            .args(["--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"])
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| {
@@ -78,13 +79,20 @@ impl EdgeChild {
                     program.display()
                 ))
             })?;
+        let stdout = child.stdout.take();
         let mut me = Self {
             child,
             name: name.to_owned(),
-            udp,
-            http,
+            udp: SocketAddr::from(([127, 0, 0, 1], 0)),
+            http: SocketAddr::from(([127, 0, 0, 1], 0)),
         };
-        me.wait_answering()?;
+        let stdout =
+            stdout.ok_or_else(|| LoadError::Invalid(format!("edge {name} has no stdout")))?;
+        let lines = stdout_until(stdout, STARTED, &format!("edge {name}"))?;
+        (me.udp, me.http) = lines.last().and_then(|l| parse_started(l)).ok_or_else(|| {
+            LoadError::Invalid(format!("edge {name} printed unparsable addresses"))
+        })?;
+        me.wait_ready()?;
         Ok(me)
     }
 
@@ -104,26 +112,36 @@ impl EdgeChild {
         }
     }
 
-    fn wait_answering(&mut self) -> Result<(), LoadError> {
-        let deadline = Instant::now() + START_TIMEOUT;
+    fn wait_ready(&mut self) -> Result<(), LoadError> {
+        let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(gone) = self.exited() {
                 return Err(LoadError::Invalid(gone));
             }
-            if MetricsReading::fetch(self.http).is_ok() {
+            let state = MetricsReading::fetch(self.http)
+                .ok()
+                .and_then(|m| m.get(LINK_STATE.0));
+            if state == Some(LINK_STATE.1) {
                 return Ok(());
             }
             if Instant::now() > deadline {
                 return Err(LoadError::Invalid(format!(
-                    "edge {} did not answer /metrics on {} within {} s",
+                    "edge {} was not ready within {} s (link state {state:?})",
                     self.name,
-                    self.http,
-                    START_TIMEOUT.as_secs()
+                    READY_TIMEOUT.as_secs()
                 )));
             }
             std::thread::sleep(POLL);
         }
     }
+}
+
+/// The UDP and HTTP addresses of `edge started on ADDR (pid N), metrics on
+/// http://ADDR/metrics`.
+fn parse_started(line: &str) -> Option<(SocketAddr, SocketAddr)> {
+    let udp = line.strip_prefix(STARTED)?.split_whitespace().next()?;
+    let http = line.split("http://").nth(1)?.split('/').next()?;
+    Some((udp.parse().ok()?, http.parse().ok()?))
 }
 
 impl Drop for EdgeChild {
@@ -175,12 +193,25 @@ pub(super) fn enrol(
     Ok(())
 }
 
-/// A loopback UDP port free a moment ago.
-fn free_udp_port() -> Result<SocketAddr, LoadError> {
-    Ok(UdpSocket::bind(("127.0.0.1", 0))?.local_addr()?)
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// A loopback TCP port free a moment ago.
-fn free_tcp_port() -> Result<SocketAddr, LoadError> {
-    Ok(TcpListener::bind(("127.0.0.1", 0))?.local_addr()?)
+    #[test]
+    fn parses_the_start_up_line() {
+        let line =
+            "edge started on 127.0.0.1:40001 (pid 7), metrics on http://127.0.0.1:40002/metrics";
+        assert_eq!(
+            parse_started(line),
+            Some((
+                SocketAddr::from(([127, 0, 0, 1], 40001)),
+                SocketAddr::from(([127, 0, 0, 1], 40002))
+            ))
+        );
+        assert_eq!(
+            parse_started("edge started on 127.0.0.1:40001 (pid 7)"),
+            None
+        );
+        assert_eq!(parse_started("something else"), None);
+    }
 }

@@ -5,11 +5,16 @@
 //! [`super::loss_attribution`] matches missing datagrams with.
 //!
 //! Drop counters, by what one increment costs the receivers:
-//! - a whole frame ([`DropKind::Frame`]): fan-out frames dropped (evicted
-//!   from a full queue) or expired, the ingress and floor drops of voice
-//!   before fan-out, and every interconnect data-plane drop or eviction
-//!   (`…interconnect…drops…`, `…interconnect…evictions…`: a relay that did
-//!   not arrive or was not sent costs the node that frame);
+//! - a whole frame ([`DropKind::Frame`]): on a centre or single node
+//!   (`petrel_reflector_…`), fan-out frames dropped (evicted from a full
+//!   queue) or expired, the ingress and floor drops of voice before fan-out,
+//!   and every interconnect data-plane drop or eviction
+//!   (`…interconnect…drops…`, `…interconnect…evictions…`); on an edge
+//!   (`petrel_reflector_edge_…`), its fan-out's, its wait rule's (§4.7), its
+//!   speaker state's (§3.10), its link's (§6.1), its device side's and
+//!   output's, and its data plane's protection and bridge drops (§7) —
+//!   aggregates of those (`traffic_drops`, `bridge_invalid_type0`) are left
+//!   out so nothing counts twice;
 //! - one datagram ([`DropKind::Datagram`]): failed sends to one receiver.
 //!
 //! Other counters (logins, HTTP, text, tables) are read but not matched.
@@ -33,7 +38,50 @@ const FRAME_DROPS: &[&str] = &[
     "session_send_ban_drops",
     "session_non_forwarding_drops",
 ];
-/// Counter names whose increments are single datagrams not sent.
+/// An edge's counter names (after `petrel_reflector_edge_`, before
+/// `_total`) whose increments are voice frames dropped whole.
+const EDGE_FRAME_DROPS: &[&str] = &[
+    "fanout_frames_dropped",
+    "fanout_frames_expired",
+    "wait_not_ready_drops",
+    "wait_stale_drops",
+    "wait_epoch_drops",
+    "wait_version_mismatch_drops",
+    "wait_not_relay_drops",
+    "wait_overflow_drops",
+    "lease_buffer_drops",
+    "lease_other_talker_drops",
+    "lease_buffer_full_drops",
+    "lease_blocked_drops",
+    "link_fail_closed_drops",
+    "link_local_floor_drops",
+    "device_unknown_device_drops",
+    "device_send_ban_drops",
+    "device_no_domain_drops",
+    "device_downstream_invalid",
+    "node_bad_payloads",
+    "node_send_failures",
+    "ingress_rate_limit_drops",
+    "ingress_queue_full_drops",
+    "output_upstream_build_errors",
+    "output_udp_errors",
+    "output_control_path_failures",
+    "data_hard_limit_drops",
+    "data_queue_drops",
+    "data_stale_drops",
+    "data_invalid_auth_tags",
+    "data_identity_rejects",
+    "data_expired_drops",
+    "data_replay_drops",
+    "data_invalid_relay_drops",
+    "data_unexpected_subtype_drops",
+    "bridge_unauthenticated_type0",
+    "bridge_global_queue_drops",
+    "bridge_orphaned_drops",
+    "bridge_outbound_evictions",
+];
+/// Counter names (either prefix) whose increments are single datagrams
+/// not sent.
 const DATAGRAM_DROPS: &[&str] = &["fanout_write_errors"];
 /// The interconnect's counters that name a cause but are not data-plane
 /// drops of voice (control-plane refusals and table housekeeping).
@@ -120,6 +168,12 @@ fn series_base(name: &str) -> &str {
 pub fn drop_kind(name: &str) -> Option<DropKind> {
     let base = series_base(name);
     let base = base.strip_suffix("_total").unwrap_or(base);
+    if let Some(edge) = base.strip_prefix("petrel_reflector_edge_") {
+        if DATAGRAM_DROPS.contains(&edge) {
+            return Some(DropKind::Datagram);
+        }
+        return EDGE_FRAME_DROPS.contains(&edge).then_some(DropKind::Frame);
+    }
     let short = base.strip_prefix("petrel_reflector_").unwrap_or(base);
     if DATAGRAM_DROPS.contains(&short) {
         return Some(DropKind::Datagram);
@@ -174,6 +228,10 @@ petrel_reflector_fanout_text_frames_dropped_total 5
 petrel_reflector_interconnect_replay_drops_total{node=\"edge b\"} 6 1700000000000
 petrel_reflector_interconnect_auth_failed_total 1
 petrel_reflector_interconnect_control_hard_limit_drops_total 2
+petrel_reflector_edge_wait_overflow_drops_total 3
+petrel_reflector_edge_fanout_write_errors_total 1
+petrel_reflector_edge_traffic_drops_total 3
+petrel_reflector_edge_session_auth_pending_drops_total 9
 not_a_number_total x
 ";
 
@@ -210,18 +268,22 @@ not_a_number_total x
         assert_eq!(
             names,
             [
+                "petrel_reflector_edge_fanout_write_errors_total",
+                "petrel_reflector_edge_wait_overflow_drops_total",
                 "petrel_reflector_fanout_frames_dropped_total",
                 "petrel_reflector_fanout_frames_expired_total",
                 "petrel_reflector_fanout_write_errors_total",
                 "petrel_reflector_interconnect_replay_drops_total{node=\"edge b\"}",
             ]
         );
-        // 5 evicted + 2 expired + 6 replayed relays; 4 failed sends.
+        // 5 evicted + 2 expired + 6 replayed relays + 3 over the wait
+        // rule (the edge's aggregate traffic drops and its login drops are
+        // not voice drops); 4 + 1 failed sends.
         assert_eq!(
             node_drops(&inc),
             NodeDrops {
-                frames: 13,
-                datagrams: 4
+                frames: 16,
+                datagrams: 5
             }
         );
     }
