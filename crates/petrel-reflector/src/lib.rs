@@ -111,12 +111,16 @@
 //!   [`runtime::interconnect`]: the centre's control server (with
 //!   `[interconnect] enabled`; credentials in the store, `petrel reflector
 //!   edge add`) and the edge's control client (handshake, heartbeats,
-//!   reconnect). An edge reflector (`runtime::interconnect::EdgeServer`,
-//!   `serve --role edge`) keeps no store: its device socket also carries
-//!   Type 0 to and from the centre, logins are proxied to the centre, and
-//!   the sans-IO `core::interconnect::EdgeDevices` answers heartbeats,
-//!   fans out locally, relays each frame upstream once under the speaker
-//!   lease, and delivers the centre's downstream (§3.8, §5).
+//!   reconnect). A centre also answers its edges' proxied device logins,
+//!   renewals, reports and speaker leases (§3.8, §3.10), takes Type 0 on
+//!   its device UDP port and relays voice between its edges and its own
+//!   devices (§4.3, §5.2; `runtime::interconnect::CentreRelay`). An edge
+//!   reflector (`runtime::interconnect::EdgeServer`, `serve --role edge`)
+//!   keeps no store: its device socket also carries Type 0 to and from the
+//!   centre, logins are proxied to the centre, and the sans-IO
+//!   `core::interconnect::EdgeDevices` answers heartbeats, fans out
+//!   locally, relays each frame upstream once under the speaker lease, and
+//!   delivers the centre's downstream (§3.8, §5).
 //!
 //! # Departures from the reference server
 //!

@@ -24,8 +24,8 @@ use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::interconnect::{
-    centre_identity, CentreDirectory, CentreDispatch, CentreServices, CentreStore,
-    CentreVoiceSource, ControlServer, IdentityError, NodeAuthority, CENTRE_EVENT_QUEUE,
+    centre_identity, CentreDirectory, CentreDispatch, CentreRelay, CentreServices, CentreStore,
+    CentreVoiceSource, ControlServer, IdentityError, NodeAuthority, RelayParts, CENTRE_EVENT_QUEUE,
 };
 use super::recording_files::RecordingFiles;
 use super::session_revocation::SessionRevocation;
@@ -313,6 +313,31 @@ impl ServerHandle {
         });
         let mut dir_txs = Vec::new();
         let mut threads = Vec::new();
+        // A centre's relay (draarl-interconnect §5.2): the reader's Type 0
+        // hook, its worker thread, and the shards' centre-direct frames.
+        let relay = match (&control, &dispatch, &centre_dir) {
+            (Some(c), Some(d), Some(directory)) => {
+                let parts = RelayParts {
+                    data: c.data_plane(),
+                    control_stats: c.stats_source(),
+                    tables: d.tables(),
+                    stats: d.voice_stats(),
+                    directory: Arc::clone(directory),
+                    shared: Arc::clone(&shared),
+                    engine: Arc::clone(&engine),
+                    sock: sock.try_clone()?,
+                    store: Arc::new(StoreSink(event_tx.clone())),
+                    recording: cfg
+                        .recording
+                        .enabled
+                        .then(|| cfg.recording.per_shard(workers)),
+                };
+                let (relay, worker) = CentreRelay::start(parts, Arc::clone(&stop))?;
+                threads.push(worker);
+                Some(relay)
+            }
+            _ => None,
+        };
         let mut queues = Vec::new();
         let mut report_txs = Vec::new();
         let queue_len = (cfg.ingress_queue / workers).max(MIN_SHARD_QUEUE);
@@ -353,6 +378,7 @@ impl ServerHandle {
                 app_answer_to,
                 app_answers,
                 app_logins_in_flight: session.app_logins_in_flight,
+                relay: relay.clone(),
             };
             threads.push(
                 std::thread::Builder::new()
@@ -409,6 +435,7 @@ impl ServerHandle {
             stop: Arc::clone(&stop),
             published: Arc::clone(&stats.ingress),
             icmp: IcmpWatch::new(report_txs, Arc::clone(&stats.icmp)),
+            relay,
         };
         threads.insert(
             0,

@@ -27,6 +27,7 @@ use super::app_authority::AppAuthority;
 use super::dashboard::Dashboard;
 use super::fanout::FanoutEngine;
 use super::icmp::{IcmpWatch, Report};
+use super::interconnect::CentreRelay;
 use super::stats::Published;
 use super::store_writer::Persist;
 use super::verifier::{Answer, PasswordVerifier};
@@ -89,6 +90,9 @@ pub(super) struct Reader {
     pub published: Arc<Mutex<IngressStats>>,
     /// The socket's ICMP errors, reported to every shard.
     pub icmp: IcmpWatch,
+    /// A centre's Type 0 hook (draarl-interconnect §4.3), with
+    /// `[interconnect]`: datagrams it consumes skip device ingress.
+    pub relay: Option<Arc<CentreRelay>>,
 }
 
 pub(super) fn reader_loop(mut r: Reader) {
@@ -101,9 +105,13 @@ pub(super) fn reader_loop(mut r: Reader) {
             Ok((n, src)) => {
                 let at = Instant::now();
                 let datagram = &buf[..n];
-                if let Some(q) = r
-                    .ingress
-                    .admit(at, src, datagram)
+                let consumed = r
+                    .relay
+                    .as_ref()
+                    .is_some_and(|relay| relay.handle_datagram(at, src, datagram));
+                if let Some(q) = (!consumed)
+                    .then(|| r.ingress.admit(at, src, datagram))
+                    .flatten()
                     .and_then(|i| r.shards.get(i))
                 {
                     let d = Datagram {
@@ -171,6 +179,9 @@ pub(super) struct ShardIo {
     /// Account-store tasks this shard keeps running at most (the core's
     /// `app_logins_in_flight`); a new one aborts the oldest beyond it.
     pub app_logins_in_flight: usize,
+    /// A centre's relay of centre-direct frames to its edges
+    /// (draarl-interconnect §5.2), with `[interconnect]`.
+    pub relay: Option<Arc<CentreRelay>>,
 }
 
 /// The account-store tasks of one shard's app logins, at most
@@ -286,6 +297,9 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
             }
         }
         while let Some(f) = core.poll_frame() {
+            if let Some(relay) = &io.relay {
+                relay.from_centre(core.directory(), &f, now);
+            }
             io.engine.submit(f);
         }
         while let Some(p) = core

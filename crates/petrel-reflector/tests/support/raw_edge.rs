@@ -11,10 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::STANDARD_NO_PAD;
 use base64::Engine as _;
-use petrel_reflector::codec::interconnect::messages::RouteAck;
+use petrel_reflector::codec::interconnect::messages::{
+    DeviceAuthRequest, DeviceAuthResponse, RouteAck, SpeakerLease,
+};
 use petrel_reflector::codec::interconnect::{
     encode_frame, open, seal, Channel, ControlMessage, DataBind, EnvelopeHeader, Flags,
-    FrameReader, NodeId, NodeKey, Subtype, MAX_CONTROL_FRAME, MAX_HELLO_FRAME,
+    FrameReader, NodeId, NodeKey, RelayFrame, RelayHeader, Subtype, MAX_CONTROL_FRAME,
+    MAX_HELLO_FRAME,
 };
 use petrel_reflector::model::NodeCredential;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -244,6 +247,74 @@ impl RawEdge {
         .unwrap();
         sock.send_to(&proof, centre_udp).await.unwrap();
         self.udp = Some(sock);
+    }
+
+    /// Proxies the login `packet` of a device at `ip` (0x20) and returns
+    /// the centre's answer (within 5 s).
+    pub async fn device_auth(&mut self, ip: &str, packet: Vec<u8>) -> DeviceAuthResponse {
+        let request_id = self.next_id();
+        let req = DeviceAuthRequest {
+            request_id,
+            source_ip: ip.to_owned(),
+            packet,
+        };
+        self.send_json(Subtype::DEVICE_AUTH, &req).await;
+        let (_, resp): (_, DeviceAuthResponse) = self
+            .recv_json(Subtype::DEVICE_AUTH, Duration::from_secs(5))
+            .await
+            .expect("a DeviceAuth answer");
+        assert_eq!(resp.request_id, request_id);
+        resp
+    }
+
+    /// Claims the speaker lease of `domain` for the device session
+    /// (`session_id`, `session_epoch`) (0x28) and returns the answer.
+    pub async fn claim_lease(
+        &mut self,
+        session_id: u64,
+        session_epoch: u64,
+        domain: u64,
+    ) -> SpeakerLease {
+        let request_id = self.next_id();
+        let claim = SpeakerLease {
+            action: "claim".into(),
+            request_id,
+            session_id,
+            session_epoch,
+            domain_id: domain,
+            ..SpeakerLease::default()
+        };
+        self.send_json(Subtype::SPEAKER_LEASE, &claim).await;
+        let (_, answer): (_, SpeakerLease) = self
+            .recv_json(Subtype::SPEAKER_LEASE, Duration::from_secs(5))
+            .await
+            .expect("a lease answer");
+        assert_eq!(answer.request_id, request_id);
+        answer
+    }
+
+    /// A RelayUpstream (§4.6) of `inner` with `relay`'s header, sealed for
+    /// UDP under this session (a fresh MessageID, sent now, hop 0).
+    pub fn upstream(&mut self, relay: RelayHeader, inner: &[u8]) -> Vec<u8> {
+        let h = self.header(Subtype::RELAY_UPSTREAM, Flags::default());
+        self.upstream_with(&h, relay, inner, &self.key.clone())
+    }
+
+    /// [`RawEdge::upstream`] under envelope header `h`, sealed with `key`.
+    pub fn upstream_with(
+        &self,
+        h: &EnvelopeHeader,
+        relay: RelayHeader,
+        inner: &[u8],
+        key: &NodeKey,
+    ) -> Vec<u8> {
+        let payload = RelayFrame {
+            header: relay,
+            inner,
+        }
+        .to_vec()
+        .unwrap();
+        seal(h, &payload, key, Channel::Udp).unwrap()
     }
 
     /// Sends `datagram` from the bound UDP socket to `to`.

@@ -315,6 +315,13 @@ pub fn peek(datagram: &[u8]) -> Option<Shape> {
     })
 }
 
+/// The MessageID (offset 118) of a datagram shaped like Type 0 ([`peek`]),
+/// unchecked: for the informational `message_id` of a `type0` frame
+/// wrapping an envelope sealed earlier (§3.1).
+pub fn peek_message_id(datagram: &[u8]) -> Option<u64> {
+    peek(datagram).map(|_| be_u64(datagram, OFF_MESSAGE))
+}
+
 /// Decodes `datagram` and checks its tag with `key`, rejecting in the order
 /// of §4.1: length bounds, magic, length field, Type 0, `NOD0`, empty
 /// source, version, payload length, tag, hop count.

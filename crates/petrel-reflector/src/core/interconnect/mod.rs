@@ -40,11 +40,12 @@
 //! `snapshot_assembly.rs` (§3.7), `speaker_lease_centre.rs`,
 //! `speaker_lease_edge.rs` (§3.10), `device_owners.rs`,
 //! `device_auth_centre.rs` (§3.8 at the centre: proxied Type 2 logins and
-//! their grants), `device_sessions_edge.rs` (§3.8), `edge_link.rs` (§6.1),
-//! `edge_devices.rs` (the edge's device side: state, route and link
-//! changes, timers), `edge_device_ingest.rs` (device datagrams, §5.1),
-//! `edge_device_control.rs` (the centre's answers and downstream, §5.3),
-//! `edge_receivers.rs` (local receivers per domain).
+//! their grants), `relay_centre.rs` (§5.2: the centre's checks of an
+//! upstream relay, centre-direct relays), `device_sessions_edge.rs` (§3.8),
+//! `edge_link.rs` (§6.1), `edge_devices.rs` (the edge's device side: state,
+//! route and link changes, timers), `edge_device_ingest.rs` (device
+//! datagrams, §5.1), `edge_device_control.rs` (the centre's answers and
+//! downstream, §5.3), `edge_receivers.rs` (local receivers per domain).
 
 mod acceptance;
 mod accepted;
@@ -67,6 +68,7 @@ mod handshake;
 mod node_session;
 mod outbound;
 mod projection_wait;
+mod relay_centre;
 mod replay_window;
 mod route_projection;
 mod route_sync_centre;
@@ -122,6 +124,10 @@ pub use node_session::NodeSessionParams;
 pub use outbound::{BuildError, DownstreamTarget, FanoutReport, MessageIds};
 pub use projection_wait::{
     ProjectionWait, ProjectionWaitConfig, WaitCounters, WaitDrop, WaitVerdict,
+};
+pub use relay_centre::{
+    centre_lease_owner, centre_relay_header, centre_talker_lease, check_upstream, tag_reserved,
+    talker_of, RelayCounters, RelayReject, UpstreamRelay, CENTRE_SESSION_BIT,
 };
 pub use replay_window::{Replay, ReplayWindow, REPLAY_WINDOW_BITS};
 pub use route_projection::{

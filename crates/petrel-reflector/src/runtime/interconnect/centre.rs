@@ -54,8 +54,8 @@ use super::node_authority::NodeAuthority;
 use super::pending_slots::{Eviction, PendingSlots};
 use crate::codec::interconnect::messages::Heartbeat;
 use crate::codec::interconnect::{
-    kind, Challenge, ControlMessage, DataBind, EnvelopeHeader, Features, Flags, NodeId, NodeKey,
-    Offer, Subtype, CHALLENGE_LEN,
+    kind, peek_message_id, Challenge, ControlMessage, DataBind, EnvelopeHeader, Features, Flags,
+    NodeId, NodeKey, Offer, Subtype, CHALLENGE_LEN,
 };
 use crate::core::interconnect::{
     AuthRejection, CentreHandshake, ControlSend, ControlVerdict, DataBudget, DataLimits, DataPlane,
@@ -204,6 +204,36 @@ impl CentreSender {
             &ControlEnvelope::of(send),
             &send.payload,
         )
+    }
+
+    /// Queues `envelope`, sealed already for the control channel, as a
+    /// `type0` frame to `node_id`'s session if it is still `session_id`:
+    /// a downstream relay to an edge whose data address is not bound
+    /// (§4.5).
+    ///
+    /// # Errors
+    /// [`ControlSendError::NoSession`] (none, or another session),
+    /// [`ControlSendError::QueueFull`].
+    pub fn send_type0(
+        &self,
+        node_id: NodeId,
+        session_id: u64,
+        envelope: &[u8],
+    ) -> Result<(), ControlSendError> {
+        let out = {
+            let sessions = lock(&self.centre.sessions);
+            let e = sessions
+                .get(&node_id)
+                .filter(|e| e.session_id == session_id)
+                .ok_or(ControlSendError::NoSession)?;
+            e.out.clone()
+        };
+        let message_id = peek_message_id(envelope).unwrap_or(0);
+        out.try_send(ControlMessage::type0(envelope, message_id))
+            .map_err(|_| {
+                self.centre.stats.send_queue_drops.fetch_add(1, Relaxed);
+                ControlSendError::QueueFull
+            })
     }
 
     /// Closes `node_id`'s session if it is still `session_id` (a route

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::codec::interconnect::NodeId;
-use crate::core::interconnect::{DataPlane, DeviceAuthCounters};
+use crate::core::interconnect::{DataPlane, DeviceAuthCounters, RelayCounters};
+use crate::core::RecorderStats;
 
 use super::centre_devices::CentreDevices;
 
@@ -57,6 +58,31 @@ voice_counters! {
     /// Device records created or changed by proxied logins whose store
     /// event was dropped (the writer's queue was full).
     device_store_events_dropped,
+    /// Centre-direct frames relayed to edges (source `center`, §5.2).
+    relay_centre_frames,
+    /// Centre-direct voice frames not relayed: another talker holds the
+    /// domain's speaker lease (§3.10).
+    relay_centre_lease_denied,
+    /// Centre-direct frames not relayed: the packet or its talker could
+    /// not be read back.
+    relay_centre_invalid_drops,
+    /// Edge frames handed to the fan-out engine for centre-direct
+    /// receivers (§5.2 step 3).
+    relay_local_deliveries,
+    /// Edge voice not delivered locally: the domain's local floor was
+    /// held by a centre-direct talker.
+    relay_local_floor_drops,
+    /// Downstream envelopes sent by UDP (target bound, §4.5).
+    relay_downstream_udp,
+    /// Downstream envelopes sent as `type0` control frames (target not
+    /// bound).
+    relay_downstream_control,
+    /// Downstream envelopes that failed to build or send (socket error,
+    /// full control queue, session replaced).
+    relay_downstream_send_failures,
+    /// Recordings and texts of edge traffic dropped because the store
+    /// writer's queue was full.
+    relay_store_events_dropped,
 }
 
 /// Counters of one node session (§7 `protection`, the parts kept outside
@@ -69,6 +95,8 @@ pub struct NodeVoiceCounters {
     pub device_auth_in_flight_drops: u64,
     /// Activations refused: the node owns `MaxDeviceSessionsPerNode` (§7).
     pub session_limit_rejects: u64,
+    /// Upstream relays dropped by the §5.2 checks.
+    pub relay_rejects: u64,
 }
 
 /// Shared counters; see the module docs.
@@ -76,6 +104,8 @@ pub struct NodeVoiceCounters {
 pub struct CentreVoiceStats {
     pub(crate) dispatch: DispatchCounters,
     pub(crate) auth: Mutex<DeviceAuthCounters>,
+    pub(crate) relay: Mutex<RelayCounters>,
+    pub(crate) recording: Mutex<RecorderStats>,
     nodes: Mutex<HashMap<NodeId, NodeVoiceCounters>>,
 }
 
@@ -143,6 +173,8 @@ impl CentreVoiceSource {
             .map(|(n, v)| (n.to_owned(), v))
             .collect();
         counters.extend(prefixed("device_auth_", lock(&s.auth).counters()));
+        counters.extend(prefixed("relay_", lock(&s.relay).counters()));
+        counters.extend(prefixed("relay_recording_", lock(&s.recording).counters()));
         let mut gauges = Vec::new();
         {
             let d = lock(&self.devices);
@@ -230,6 +262,7 @@ impl CentreVoiceSource {
                     ("device_auth_limit_drops", c.device_auth_limit_drops),
                     ("device_auth_in_flight_drops", c.device_auth_in_flight_drops),
                     ("session_limit_rejects", c.session_limit_rejects),
+                    ("relay_rejects", c.relay_rejects),
                 ]);
                 (node, list)
             })

@@ -18,7 +18,9 @@
 //! `centre_device_auth.rs` (0x20 proxied device logins, §3.8),
 //! `centre_device_sessions.rs` (0x21 renew, 0x22 report, 0x28 speaker
 //! lease), `centre_directory.rs` (the directory the centre's edge logic
-//! reads), `centre_tables.rs` (the tables they share),
+//! reads), `centre_relay.rs` (Type 0 on the device port, the voice relay
+//! between edges and centre-direct devices, §4.3, §5.2),
+//! `centre_tables.rs` (the tables they share),
 //! `centre_voice_stats.rs` (their counters),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
 //! `edge_node.rs` (the edge's connection sequence, route sync, link
@@ -36,6 +38,7 @@ mod centre_device_sessions;
 mod centre_devices;
 mod centre_directory;
 mod centre_dispatch;
+mod centre_relay;
 mod centre_routes;
 mod centre_stats;
 mod centre_tables;
@@ -64,6 +67,8 @@ pub use centre_devices::{
 };
 pub use centre_directory::CentreDirectory;
 pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
+pub(crate) use centre_relay::RelayParts;
+pub use centre_relay::{CentreRelay, RELAY_TICK};
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use centre_tables::CentreTables;

@@ -12,6 +12,7 @@ mod handshake;
 mod outbound;
 mod projection_wait;
 mod properties;
+mod relay_centre;
 mod replay_window;
 mod route_sync;
 mod speaker_lease;
