@@ -762,8 +762,8 @@ pub struct ReflectorBenchArgs {
     /// process on loopback with its own UDP port (the centre gets no
     /// devices; draarl-interconnect §9), each followed by the same stage on
     /// one single-node reflector; per node CPU, RSS and drop counters, cost
-    /// per delivered packet, every missing datagram attributed. With --soak
-    /// SECONDS: one stage that long (no churn).
+    /// per delivered packet, every missing datagram attributed (exit 1 when
+    /// one is not). With --soak SECONDS: one stage that long (no churn).
     #[arg(long, value_name = "N")]
     pub edges: Option<usize>,
     /// With --edges: which edge each device logs in through: `local` (all
