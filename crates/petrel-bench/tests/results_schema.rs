@@ -455,9 +455,8 @@ fn netem_is_documented() {
     assert_eq!(undocumented(&round), Vec::<String>::new());
 }
 
-#[test]
-fn reflector_is_documented() {
-    let params = ReflectorParameters {
+fn reflector_parameters() -> ReflectorParameters {
+    ReflectorParameters {
         levels: vec![100],
         groups: 1,
         interval_ms: vec![120],
@@ -468,7 +467,12 @@ fn reflector_is_documented() {
         in_process: false,
         ghosts: 200,
         ws: 200,
-    };
+    }
+}
+
+#[test]
+fn reflector_is_documented() {
+    let params = reflector_parameters();
     let stage = LoadResult {
         server_rss_mb: Some(1.0),
         server_process: "child".into(),
@@ -505,18 +509,7 @@ fn reflector_soak_is_documented() {
 #[test]
 fn reflector_cluster_is_documented() {
     let params = ClusterParameters {
-        stages: ReflectorParameters {
-            levels: vec![5000],
-            groups: 5,
-            interval_ms: vec![120],
-            payload: 320,
-            duration_s: 5,
-            writers: 2,
-            max_frame_age_ms: 120,
-            in_process: false,
-            ghosts: 0,
-            ws: 0,
-        },
+        stages: reflector_parameters(),
         edges: 3,
         layout: "cross".into(),
         baseline: true,
