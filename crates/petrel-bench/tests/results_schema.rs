@@ -18,6 +18,9 @@ use petrel_bench::record::goodput::{
 use petrel_bench::record::idle::{IdleMode, IdleParameters, IdleReport};
 use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
 use petrel_bench::record::reflector::{LoadResult, ReceiverKindResult, ReflectorParameters};
+use petrel_bench::record::reflector_cluster::{
+    ClusterParameters, ClusterStage, LossAttribution, NodeStage,
+};
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::rudp::{
     FecFigures, FecMode, FecShape, IoModel, KcpSummary, KcptunParameters, KcptunRound,
@@ -452,9 +455,8 @@ fn netem_is_documented() {
     assert_eq!(undocumented(&round), Vec::<String>::new());
 }
 
-#[test]
-fn reflector_is_documented() {
-    let params = ReflectorParameters {
+fn reflector_parameters() -> ReflectorParameters {
+    ReflectorParameters {
         levels: vec![100],
         groups: 1,
         interval_ms: vec![120],
@@ -465,7 +467,12 @@ fn reflector_is_documented() {
         in_process: false,
         ghosts: 200,
         ws: 200,
-    };
+    }
+}
+
+#[test]
+fn reflector_is_documented() {
+    let params = reflector_parameters();
     let stage = LoadResult {
         server_rss_mb: Some(1.0),
         server_process: "child".into(),
@@ -497,4 +504,33 @@ fn reflector_soak_is_documented() {
     };
     assert_eq!(undocumented(&params), Vec::<String>::new());
     assert_eq!(undocumented(&result), Vec::<String>::new());
+}
+
+#[test]
+fn reflector_cluster_is_documented() {
+    let params = ClusterParameters {
+        stages: reflector_parameters(),
+        edges: 3,
+        layout: "cross".into(),
+        baseline: true,
+    };
+    let stage = ClusterStage {
+        layout: "cross".into(),
+        edges: 3,
+        load: LoadResult {
+            server_rss_mb: Some(1.0),
+            server_process: "cluster".into(),
+            ..LoadResult::default()
+        },
+        nodes: vec![NodeStage {
+            name: "edge-b".into(),
+            ..NodeStage::default()
+        }],
+        cost_us_per_packet: Some(1.0),
+        cost_ratio_to_single: Some(1.0),
+        loss: LossAttribution::default(),
+        ..ClusterStage::default()
+    };
+    assert_eq!(undocumented(&params), Vec::<String>::new());
+    assert_eq!(undocumented(&stage), Vec::<String>::new());
 }

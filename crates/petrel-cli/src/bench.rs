@@ -209,9 +209,10 @@ pub fn main(args: BenchArgs) -> ExitCode {
         Some(BenchCommand::Idle(idle)) => return crate::bench_idle::main(&idle),
         Some(BenchCommand::Goodput(g)) => return crate::bench_goodput::main(&g),
         Some(BenchCommand::Reflector(r)) => {
-            let outcome = match r.soak {
-                Some(seconds) => crate::reflector_soak::run(&r, seconds),
-                None => crate::reflector::run_bench(r),
+            let outcome = match (r.edges, r.soak) {
+                (Some(edges), _) => crate::reflector_cluster::run(&r, edges),
+                (None, Some(seconds)) => crate::reflector_soak::run(&r, seconds),
+                (None, None) => crate::reflector::run_bench(r),
             };
             return outcome.unwrap_or_else(|e| {
                 eprintln!("error: {e:#}");

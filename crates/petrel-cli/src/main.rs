@@ -9,6 +9,7 @@ mod matrix;
 mod netem;
 mod progress;
 mod reflector;
+mod reflector_cluster;
 mod reflector_soak;
 mod report;
 

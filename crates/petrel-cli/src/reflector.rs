@@ -305,7 +305,7 @@ enum DeviceCommand {
     },
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -758,6 +758,88 @@ pub struct ReflectorBenchArgs {
     /// Churn actions the soak starts per second.
     #[arg(long, default_value_t = 5, requires = "soak")]
     pub churn_per_s: u32,
+    /// Run each stage against a centre and N edge nodes, every node a child
+    /// process on loopback with its own UDP port (the centre gets no
+    /// devices; draarl-interconnect §9), each followed by the same stage on
+    /// one single-node reflector; per node CPU, RSS and drop counters, cost
+    /// per delivered packet, every missing datagram attributed (exit 1 when
+    /// one is not). With --soak SECONDS: one stage that long (no churn).
+    #[arg(long, value_name = "N")]
+    pub edges: Option<usize>,
+    /// With --edges: which edge each device logs in through: `local` (all
+    /// on the first), `distributed` (position p in its group on edge p mod
+    /// N) or `cross` (speakers on the first edge, the others on the rest).
+    #[arg(long, default_value = "cross", requires = "edges")]
+    pub layout: petrel_bench::reflector::cluster_layout::Layout,
+    /// With --edges: skip the single-node stage after each cluster stage.
+    #[arg(long, requires = "edges")]
+    pub no_baseline: bool,
+}
+
+impl ReflectorBenchArgs {
+    /// Where the reflector under test runs: this binary as a child, or in
+    /// this process with `--in-process`.
+    pub(crate) fn server(&self) -> anyhow::Result<ServerProcess> {
+        Ok(if self.in_process {
+            ServerProcess::InProcess
+        } else {
+            ServerProcess::Child(std::env::current_exe().context("locating the petrel binary")?)
+        })
+    }
+
+    /// One stage's settings: `devices` at `interval_ms`, measured for
+    /// `duration_s`, on `server`.
+    pub(crate) fn load_config(
+        &self,
+        devices: usize,
+        interval_ms: u64,
+        duration_s: u64,
+        server: &ServerProcess,
+    ) -> LoadConfig {
+        LoadConfig {
+            devices,
+            groups: self.groups.unwrap_or(1),
+            interval_ms,
+            payload: self.payload,
+            duration_s,
+            writers: self.writers,
+            max_frame_age_ms: self.max_frame_age_ms,
+            ghosts: self.ghosts,
+            ws: self.ws,
+            server: server.clone(),
+        }
+    }
+
+    /// The usage errors every staged run shares: at least one level and
+    /// interval, intervals slowest first, a writable `--json` target.
+    pub(crate) fn check_stages(&self, levels: &[usize]) -> Result<(), String> {
+        if levels.is_empty() || self.interval_ms.is_empty() {
+            return Err("--levels and --interval-ms need at least one value".into());
+        }
+        if self.interval_ms.windows(2).any(|w| w[0] <= w[1]) {
+            return Err(format!(
+                "--interval-ms must list intervals slowest first (strictly decreasing), got {:?}",
+                self.interval_ms
+            ));
+        }
+        crate::args::check_json_target(self.json.as_deref()).map_err(|e| e.to_string())
+    }
+
+    /// The recorded parameters of stages over `levels`, `duration_s` each.
+    pub(crate) fn parameters(&self, levels: &[usize], duration_s: u64) -> ReflectorParameters {
+        ReflectorParameters {
+            levels: levels.to_vec(),
+            groups: self.groups.unwrap_or(1),
+            interval_ms: self.interval_ms.clone(),
+            payload: self.payload,
+            duration_s,
+            writers: self.writers,
+            max_frame_age_ms: self.max_frame_age_ms,
+            in_process: self.in_process,
+            ghosts: self.ghosts,
+            ws: self.ws,
+        }
+    }
 }
 
 /// Runs `petrel bench reflector` without `--soak` (the soak is
@@ -766,27 +848,14 @@ pub struct ReflectorBenchArgs {
 pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
     let levels_arg = args.levels.clone().unwrap_or_else(|| vec![100, 500, 1000]);
     let groups = args.groups.unwrap_or(1);
-    let server = if args.in_process {
-        ServerProcess::InProcess
-    } else {
-        ServerProcess::Child(std::env::current_exe().context("locating the petrel binary")?)
-    };
+    let server = args.server()?;
     let levels: Vec<Vec<LoadConfig>> = levels_arg
         .iter()
         .map(|&devices| {
             args.interval_ms
                 .iter()
-                .map(|&interval_ms| LoadConfig {
-                    devices,
-                    groups,
-                    interval_ms,
-                    payload: args.payload,
-                    duration_s: args.duration_s,
-                    writers: args.writers,
-                    max_frame_age_ms: args.max_frame_age_ms,
-                    ghosts: args.ghosts,
-                    ws: args.ws,
-                    server: server.clone(),
+                .map(|&interval_ms| {
+                    args.load_config(devices, interval_ms, args.duration_s, &server)
                 })
                 .collect()
         })
@@ -796,47 +865,46 @@ pub fn run_bench(args: ReflectorBenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    if levels.is_empty() || args.interval_ms.is_empty() {
-        eprintln!("error: --levels and --interval-ms need at least one value");
-        return Ok(ExitCode::from(2));
-    }
-    if args.interval_ms.windows(2).any(|w| w[0] <= w[1]) {
-        eprintln!(
-            "error: --interval-ms must list intervals slowest first (strictly decreasing), got {:?}",
-            args.interval_ms
-        );
-        return Ok(ExitCode::from(2));
-    }
-    if let Err(e) = crate::args::check_json_target(args.json.as_deref()) {
+    if let Err(e) = args.check_stages(&levels_arg) {
         eprintln!("error: {e}");
         return Ok(ExitCode::from(2));
     }
-    let params = ReflectorParameters {
-        levels: levels_arg.clone(),
-        groups,
-        interval_ms: args.interval_ms.clone(),
-        payload: args.payload,
-        duration_s: args.duration_s,
-        writers: args.writers,
-        max_frame_age_ms: args.max_frame_age_ms,
-        in_process: args.in_process,
-        ghosts: args.ghosts,
-        ws: args.ws,
-    };
+    let params = args.parameters(&levels_arg, args.duration_s);
     let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
     let case = format!("reflector-{groups}g-{}ms", intervals.join("-"));
     let mut record = ResultRecord::begin("reflector", &case, &params)?;
     let to_stdout = args.json.as_deref() == Some(Path::new("-"));
     let outcome = runtime()?.block_on(bench(&levels, to_stdout, &mut record));
+    finish_record(record, outcome, args.json.as_deref())
+}
+
+/// Ends a staged run: `record` gets this process's peak RSS and `ok` from
+/// `outcome`, and is written to `json` (`-`: stdout) if given; then the
+/// run's error, or exit 0.
+pub(crate) fn finish_record(
+    mut record: ResultRecord,
+    outcome: anyhow::Result<()>,
+    json: Option<&Path>,
+) -> anyhow::Result<ExitCode> {
     record.peak_rss_bytes = petrel_bench::measure::peak_rss_bytes();
     record.ok = outcome.is_ok();
-    match &args.json {
+    match json {
         Some(path) if path == Path::new("-") => println!("{}", record.to_json()?),
         Some(path) => record.write_json(path)?,
         None => {}
     }
     outcome?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a result line on stdout, or on stderr when stdout carries the
+/// JSON record.
+pub(crate) fn say(to_stderr: bool, line: &str) {
+    if to_stderr {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
 }
 
 /// Runs each level's intervals (slowest first) until one loses packets,
@@ -846,13 +914,7 @@ async fn bench(
     to_stderr: bool,
     record: &mut ResultRecord,
 ) -> anyhow::Result<()> {
-    let say = |line: String| {
-        if to_stderr {
-            eprintln!("{line}");
-        } else {
-            println!("{line}");
-        }
-    };
+    let say = |line: String| say(to_stderr, &line);
     for stages in levels {
         let mut fastest = None;
         let mut slowest_loss = 0.0;

@@ -9,7 +9,7 @@ use anyhow::Context;
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::ResultRecord;
 use petrel_bench::reflector::soak::{self, SoakConfig, SETTLE_AFTER_MS};
-use petrel_bench::reflector::{LoadConfig, ServerProcess};
+use petrel_bench::reflector::LoadConfig;
 
 use crate::reflector::ReflectorBenchArgs;
 
@@ -40,22 +40,11 @@ pub fn run(args: &ReflectorBenchArgs, seconds: u64) -> anyhow::Result<ExitCode> 
             return Ok(ExitCode::from(2));
         }
     };
-    let server = if args.in_process {
-        ServerProcess::InProcess
-    } else {
-        ServerProcess::Child(std::env::current_exe().context("locating the petrel binary")?)
-    };
+    let server = args.server()?;
     let cfg = SoakConfig {
         load: LoadConfig {
-            devices,
             groups: args.groups.unwrap_or(DEFAULT_GROUPS),
-            interval_ms,
-            payload: args.payload,
-            duration_s: args.duration_s,
-            writers: args.writers,
-            max_frame_age_ms: args.max_frame_age_ms,
-            server,
-            ..LoadConfig::default()
+            ..args.load_config(devices, interval_ms, args.duration_s, &server)
         },
         soak_s: seconds,
         warmup_s: args.warmup_s,

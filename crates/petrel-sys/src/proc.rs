@@ -10,9 +10,12 @@
 //!   `/proc/<pid>/task/*/schedstat` (ns on CPU), optionally only threads whose
 //!   `comm` starts with a prefix, as the reference benchmark measures it
 //!   (draarl-v1 §7.3).
+//! - **Whole-process CPU of any process**: `utime` + `stime` (fields 14 and
+//!   15) of `/proc/<pid>/stat`, in clock ticks; unlike the per-thread sum it
+//!   keeps the time of threads that have ended.
 //! - **RSS**: `VmRSS` of `/proc/<pid>/status`; **peak RSS** of this process:
 //!   `VmHWM`, resettable through `/proc/self/clear_refs` (Linux ≥ 4.0), else
-//!   `ru_maxrss`.
+//!   `ru_maxrss`; of any process: its `VmHWM`.
 //! - **Host CPU**: the aggregate `cpu` line of `/proc/stat`. Loopback delivery runs
 //!   in softirq context and, without `CONFIG_IRQ_TIME_ACCOUNTING`, is charged to
 //!   whichever thread happens to be on the CPU, so per-thread numbers alone can
@@ -98,6 +101,30 @@ pub fn threads_cpu_ns(pid: Pid, prefix: &str) -> Option<u64> {
 /// Resident set size of `pid` now, bytes (`VmRSS`).
 pub fn rss_bytes(pid: Pid) -> Option<u64> {
     status_kib(&format!("/proc/{pid}/status"), "VmRSS:").map(|kib| kib * 1024)
+}
+
+/// Peak resident set size of `pid` since it started, bytes (`VmHWM`).
+pub fn peak_rss_bytes_of(pid: Pid) -> Option<u64> {
+    status_kib(&format!("/proc/{pid}/status"), "VmHWM:").map(|kib| kib * 1024)
+}
+
+/// `utime` + `stime` of a `/proc/<pid>/stat` line, clock ticks
+/// ([`clock_ticks_per_s`]); `None` if the line has too few fields. The
+/// command name (field 2) may hold spaces and parentheses, so fields are
+/// counted from its last `)`.
+pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    // After the name: state (3), ppid (4), … utime (14), stime (15).
+    let mut f = rest.split_whitespace().skip(11);
+    let utime: u64 = f.next()?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// User + system CPU time of the whole process `pid` so far (all its
+/// threads, ended ones included), clock ticks; `None` if it is gone.
+pub fn process_cpu_ticks(pid: Pid) -> Option<u64> {
+    parse_stat_cpu_ticks(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
 /// Peak resident set size of this process (bytes) since it started or since the
@@ -281,7 +308,33 @@ mod tests {
         assert!(thread_cpu_time().unwrap() > Duration::ZERO);
         assert!(process_cpu_time().unwrap() >= thread_cpu_time().unwrap());
         assert!(peak_rss_bytes().unwrap() >= rss_bytes(pid).unwrap() / 2);
+        assert!(peak_rss_bytes_of(pid).unwrap() >= rss_bytes(pid).unwrap() / 2);
         assert_eq!(rss_bytes(u32::MAX), None);
+        assert_eq!(peak_rss_bytes_of(u32::MAX), None);
+        assert_eq!(process_cpu_ticks(u32::MAX), None);
+    }
+
+    #[test]
+    fn stat_cpu_ticks_count_fields_after_the_last_parenthesis() {
+        // pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt
+        // majflt cmajflt utime stime …; the name holds ") 9 9 (".
+        let line = "42 (a) 9 9 (b) S 1 42 42 0 -1 4194560 10 0 0 0 250 70 0 0 20 0 3 0";
+        assert_eq!(parse_stat_cpu_ticks(line), Some(320));
+        assert_eq!(parse_stat_cpu_ticks("42 (x) S 1 2 3"), None);
+        assert_eq!(parse_stat_cpu_ticks("no parenthesis"), None);
+    }
+
+    #[test]
+    fn process_cpu_ticks_grow_with_work() {
+        let pid = std::process::id();
+        let before = process_cpu_ticks(pid).unwrap();
+        let hz = clock_ticks_per_s();
+        let started = std::time::Instant::now();
+        // At least three ticks of work, so the tick-sampled count must move.
+        while started.elapsed() < Duration::from_millis(3 * 1000 / hz + 50) {
+            spin();
+        }
+        assert!(process_cpu_ticks(pid).unwrap() > before);
     }
 
     #[test]

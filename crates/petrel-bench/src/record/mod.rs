@@ -16,6 +16,7 @@
 //! | `netem` | [`netem::NetemParameters`] | [`netem::NetemRound`] |
 //! | `reflector` | [`reflector::ReflectorParameters`] | [`reflector::LoadResult`] |
 //! | `reflector-soak` | [`reflector_soak::SoakParameters`] | [`reflector_soak::SoakResult`] |
+//! | `reflector-cluster` | [`reflector_cluster::ClusterParameters`] | [`reflector_cluster::ClusterStage`] |
 //!
 //! Petrel endpoints' I/O counters ([`endpoint_io::EndpointIo`]) appear in echo
 //! rounds (`server_io`) and goodput sender stats (`sender_io`, `receiver_io`).
@@ -36,6 +37,7 @@ pub mod goodput;
 pub mod idle;
 pub mod netem;
 pub mod reflector;
+pub mod reflector_cluster;
 pub mod reflector_soak;
 pub mod rudp;
 

@@ -84,6 +84,9 @@ pub struct LoadResult {
     pub output_mbps: f64,
     /// Mean latency, ms.
     pub latency_avg_ms: f64,
+    /// Median latency, ms.
+    #[serde(default)]
+    pub latency_p50_ms: f64,
     /// 95th-percentile latency, ms.
     pub latency_p95_ms: f64,
     /// 99th-percentile latency, ms.

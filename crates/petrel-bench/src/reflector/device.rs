@@ -66,6 +66,8 @@ pub(super) struct Device {
     /// Reserved in the voice frames it receives: 0 for a physical device,
     /// the source group for an app session (draarl-apps §2.7).
     pub(super) downlink_reserved: u32,
+    /// Its row in the stage's frame receipts (`receipts.rs`), if kept.
+    pub(super) receipt_row: usize,
 }
 
 /// Binds device `i` to its own address and connects it to `server`.
@@ -94,6 +96,7 @@ pub(super) fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadEr
         header,
         heartbeat,
         downlink_reserved: 0,
+        receipt_row: 0,
     })
 }
 

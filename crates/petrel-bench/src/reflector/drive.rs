@@ -14,11 +14,12 @@ use super::cpu::{cpu_between, CpuSample};
 use super::device::{login_all, make_device, unix_ns, Device, MARKER};
 use super::receive::{self, Tally, RECV_THREAD};
 use super::schedule::{heartbeat_loop, Schedule};
+use super::stage_probe::StageProbe;
 use super::ws_client::{self, WS_THREAD};
 use super::{LoadConfig, LoadError, LoadResult, ReceiverKindResult};
 
 /// Rounds sent before the measurement, with stage id 0 (not counted).
-const WARMUP_ROUNDS: u64 = 8;
+pub(super) const WARMUP_ROUNDS: u64 = 8;
 /// Receive threads, each owning an epoll set of its share of the devices.
 const RECEIVER_THREADS: usize = 2;
 /// Name of the heartbeat thread.
@@ -37,12 +38,29 @@ pub(super) struct Target {
     pub(super) group_ids: Vec<i64>,
 }
 
-/// Runs one stage against the reflector `target`.
-pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, LoadError> {
+/// Measured rounds of a stage of `cfg` (after the warm-up rounds): one
+/// frame per speaker each.
+pub(super) fn measured_rounds(cfg: &LoadConfig) -> u64 {
+    cfg.duration_s * 1000 / cfg.interval_ms.max(1)
+}
+
+/// Runs one stage against the reflector `target`, with what `probe` adds:
+/// the devices' entry addresses, frame receipts, and readings when the
+/// measurement starts and ends.
+pub(super) fn drive(
+    cfg: &LoadConfig,
+    target: &Target,
+    probe: &dyn StageProbe,
+) -> Result<LoadResult, LoadError> {
     let (server, server_pid) = (target.udp, target.pid);
     let devices: Vec<Device> = (0..cfg.devices)
-        .map(|i| make_device(i, server))
-        .collect::<Result<_, _>>()?;
+        .map(|i| {
+            let mut d = make_device(i, probe.entry(i).unwrap_or(server))?;
+            d.receipt_row = probe.receipt_row(i);
+            Ok(d)
+        })
+        .collect::<Result<_, LoadError>>()?;
+    let receipts = probe.receipts();
     let t0 = Instant::now();
     let failed = login_all(&devices);
     if failed > 0 {
@@ -96,7 +114,9 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
             receivers.push(
                 std::thread::Builder::new()
                     .name(RECV_THREAD.into())
-                    .spawn_scoped(s, move || receive::receive_loop(poll, chunk, stage, stop))?,
+                    .spawn_scoped(s, move || {
+                        receive::receive_loop(poll, chunk, stage, stop, receipts)
+                    })?,
             );
         }
         let ghost_receiver = match ghost_poll {
@@ -106,7 +126,7 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
                     std::thread::Builder::new()
                         .name(RECV_THREAD.into())
                         .spawn_scoped(s, move || {
-                            receive::receive_loop(poll, ghosts, stage, stop)
+                            receive::receive_loop(poll, ghosts, stage, stop, None)
                         })?,
                 )
             }
@@ -162,12 +182,13 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
         payload[..8].copy_from_slice(MARKER);
         let mut packet = Vec::with_capacity(90 + cfg.payload);
         let mut schedule = Schedule::new(Instant::now(), interval);
-        let rounds = WARMUP_ROUNDS + cfg.duration_s * 1000 / cfg.interval_ms.max(1);
+        let rounds = WARMUP_ROUNDS + measured_rounds(cfg);
         let mut first = None;
         for k in 0..rounds {
             if k == WARMUP_ROUNDS {
                 std::thread::sleep(Duration::from_secs(1));
                 first = Some(CpuSample::take(pid, server_pid));
+                probe.begin()?;
                 schedule.restart(Instant::now(), k);
             }
             if let Some(wait) = schedule.due(k).checked_duration_since(Instant::now()) {
@@ -184,6 +205,9 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
                 encode_into(&h, &payload, &mut packet)
                     .map_err(|e| LoadError::Invalid(e.to_string()))?;
                 if d.sock.send(&packet).is_ok() && k >= WARMUP_ROUNDS {
+                    if let Some(r) = receipts {
+                        r.mark_sent(g, k);
+                    }
                     sent += 1;
                     expected_kind[0] += group_size(g) - 1;
                     expected_kind[1] += in_group(cfg.ghosts, g, cfg.groups);
@@ -195,6 +219,7 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
         // Sampled while the receive threads still run: an exited thread's CPU
         // time leaves /proc/<pid>/task with it.
         let last = CpuSample::take(pid, server_pid);
+        probe.end()?;
         samples = first.map(|f| (f, last));
         drop(stopper);
         let join = |r: std::thread::ScopedJoinHandle<'_, Result<Tally, LoadError>>| {
@@ -247,6 +272,7 @@ pub(super) fn drive(cfg: &LoadConfig, target: &Target) -> Result<LoadResult, Loa
         output_pps: received as f64 / measure_s,
         output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
         latency_avg_ms: hist.mean() / 1000.0,
+        latency_p50_ms: hist.value_at_quantile(0.50) as f64 / 1000.0,
         latency_p95_ms: hist.value_at_quantile(0.95) as f64 / 1000.0,
         latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         latency_max_ms: hist.max() as f64 / 1000.0,

@@ -111,6 +111,7 @@ pub(super) fn login(
                 header: h,
                 heartbeat,
                 downlink_reserved: 0,
+                receipt_row: 0,
             },
             session_id: welcome.session_id,
         });

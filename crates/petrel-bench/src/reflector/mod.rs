@@ -23,20 +23,38 @@
 //! The soak with churn (`--soak`) is [`soak`], on the same devices, store
 //! and child.
 //!
+//! With `--edges N --layout L` (issue 15 item 6) the stage runs against a
+//! centre and N edges as child processes instead ([`cluster`]): the layout
+//! of devices over edges (`cluster_layout`), the edge children and their
+//! enrolment (`edge_child`), per-node CPU, memory and `/metrics` readings
+//! (`node_probe`, `node_metrics`), the frame receipts per node (`receipts`)
+//! and the attribution of every missing datagram to a node's counter
+//! (`loss_attribution`), and the stage's output lines (`cluster_lines`);
+//! the stage driver takes those through `stage_probe`.
+//!
 //! Not here: the reflector itself (`petrel_reflector::runtime::server`).
 
 mod app_http;
 mod apps;
 mod child;
+pub mod cluster;
+pub mod cluster_layout;
+mod cluster_lines;
 mod config;
 mod cpu;
 mod device;
 mod drive;
+mod edge_child;
 mod ghost;
+pub mod loss_attribution;
+pub mod node_metrics;
+mod node_probe;
+pub mod receipts;
 mod receive;
 mod result;
 mod schedule;
 pub mod soak;
+mod stage_probe;
 mod store_setup;
 mod ws_client;
 
@@ -90,9 +108,11 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
                 group_ids,
             };
             let cfg2 = cfg.clone();
-            let res = tokio::task::spawn_blocking(move || drive::drive(&cfg2, &target))
-                .await
-                .map_err(|e| LoadError::Invalid(e.to_string()))?;
+            let res = tokio::task::spawn_blocking(move || {
+                drive::drive(&cfg2, &target, &stage_probe::NoProbe)
+            })
+            .await
+            .map_err(|e| LoadError::Invalid(e.to_string()))?;
             let f = server.stats().fanout;
             server.shutdown().await;
             let counters = child::FanoutCounters {
@@ -113,7 +133,7 @@ async fn run_with_db(cfg: &LoadConfig, db: &str) -> Result<LoadResult, LoadError
                     pid: Some(server.pid()),
                     group_ids,
                 };
-                let res = drive::drive(&cfg2, &target);
+                let res = drive::drive(&cfg2, &target, &stage_probe::NoProbe);
                 let counters = server.fanout()?;
                 Ok::<_, LoadError>((res, counters))
             })

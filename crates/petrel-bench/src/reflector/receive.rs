@@ -22,6 +22,7 @@ use mio::{Events, Interest, Poll, Token};
 use petrel_reflector::codec::{decode, PacketType};
 
 use super::device::{unix_ns, Device, MARKER};
+use super::receipts::FrameReceipts;
 use super::LoadError;
 
 /// Name of the receive threads, for their per-thread CPU.
@@ -62,15 +63,15 @@ impl Tally {
     }
 
     /// Counts `datagram` if it is a marked voice frame of `stage`: its
-    /// latency, and whether its Reserved is `reserved`.
-    pub(super) fn count(&mut self, datagram: &[u8], stage: u64, reserved: u32) {
+    /// latency, and whether its Reserved is `reserved`; returns its round.
+    pub(super) fn count(&mut self, datagram: &[u8], stage: u64, reserved: u32) -> Option<u64> {
         let now = unix_ns();
-        if let Some((sent, r)) = stage_frame(datagram, stage) {
-            self.received += 1;
-            self.wrong_reserved += u64::from(r != reserved);
-            self.hist
-                .saturating_record((now.saturating_sub(sent) / 1000).max(1));
-        }
+        let (sent, r, round) = stage_frame(datagram, stage)?;
+        self.received += 1;
+        self.wrong_reserved += u64::from(r != reserved);
+        self.hist
+            .saturating_record((now.saturating_sub(sent) / 1000).max(1));
+        Some(round)
     }
 
     /// Adds another thread's counts.
@@ -95,12 +96,14 @@ pub(super) fn register(devices: &[Device]) -> Result<Poll, LoadError> {
 }
 
 /// Receives until `stop`; `poll` must come from [`register`] on the same
-/// `devices`, whose sockets are non-blocking.
+/// `devices`, whose sockets are non-blocking. Each counted frame is also
+/// marked in `receipts`, if given, in its device's receipt row.
 pub(super) fn receive_loop(
     mut poll: Poll,
     devices: &[Device],
     stage: u64,
     stop: &AtomicBool,
+    receipts: Option<&FrameReceipts>,
 ) -> Result<Tally, LoadError> {
     let mut tally = Tally::new()?;
     let mut events = Events::with_capacity(EVENTS);
@@ -118,7 +121,12 @@ pub(super) fn receive_loop(
             };
             loop {
                 match d.sock.recv(&mut buf) {
-                    Ok(n) => tally.count(&buf[..n], stage, d.downlink_reserved),
+                    Ok(n) => {
+                        let round = tally.count(&buf[..n], stage, d.downlink_reserved);
+                        if let (Some(round), Some(r)) = (round, receipts) {
+                            r.mark(d.receipt_row, round);
+                        }
+                    }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == ErrorKind::Interrupted => {}
                     // A pending socket error is consumed by this call; the
@@ -134,9 +142,9 @@ pub(super) fn receive_loop(
     Ok(tally)
 }
 
-/// The embedded send time (Unix ns) and the header's Reserved of a marked
-/// voice packet of `stage`.
-fn stage_frame(datagram: &[u8], stage: u64) -> Option<(u64, u32)> {
+/// The embedded send time (Unix ns), the header's Reserved and the round of
+/// a marked voice packet of `stage`.
+fn stage_frame(datagram: &[u8], stage: u64) -> Option<(u64, u32, u64)> {
     let p = decode(datagram).ok()?;
     if p.header.packet_type != PacketType::Voice || p.data.len() < 32 || &p.data[..8] != MARKER {
         return None;
@@ -146,5 +154,5 @@ fn stage_frame(datagram: &[u8], stage: u64) -> Option<(u64, u32)> {
         a.copy_from_slice(&p.data[o..o + 8]);
         u64::from_be_bytes(a)
     };
-    (field(8) == stage).then(|| (field(24), p.header.reserved))
+    (field(8) == stage).then(|| (field(24), p.header.reserved, field(16)))
 }

@@ -180,7 +180,9 @@ async fn receive(mut c: Connection, stage: u64, stop: &AtomicBool) -> Result<Tal
     while !stop.load(Relaxed) {
         tokio::select! {
             m = c.ws.next() => match m {
-                Some(Ok(Message::Binary(b))) => tally.count(&b, stage, expected_reserved),
+                Some(Ok(Message::Binary(b))) => {
+                    tally.count(&b, stage, expected_reserved);
+                }
                 Some(Ok(_)) => {}
                 Some(Err(_)) | None => {
                     tally.recv_errors += 1;
