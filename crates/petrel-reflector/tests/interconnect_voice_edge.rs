@@ -552,3 +552,60 @@ async fn without_the_centre_an_edge_talks_locally_for_its_grace_only() {
         .is_empty());
     e.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_type0_from_elsewhere_is_charged_to_the_device_rate_limits() {
+    use petrel_reflector::codec::interconnect::{seal, Channel, EnvelopeHeader, NodeKey};
+    let identity = TlsIdentity::generate().unwrap();
+    let cred = credential("edge-f", 4);
+    let centre = ScriptedCentre::start(&identity, &[&cred], 44).await;
+    let e = ready_edge(edge_config(
+        centre.server.local_addr(),
+        centre.udp,
+        &cred,
+        identity.fingerprint(),
+        Duration::from_secs(15),
+    ))
+    .await;
+    // Type 0 shaped, sealed with a key nobody holds.
+    let header = EnvelopeHeader {
+        source: NodeId::CENTRE,
+        subtype: Subtype::RELAY_DOWNSTREAM,
+        flags: Flags::default(),
+        cluster_epoch: 44,
+        projection_version: 0,
+        node_session_id: 1,
+        message_id: 1,
+        sent_at_ms: unix_ms(),
+        hop_count: 1,
+        key_epoch: 1,
+    };
+    let forged = seal(
+        &header,
+        &[0; 200],
+        &NodeKey::new(&[9; 32]).unwrap(),
+        Channel::Udp,
+    )
+    .unwrap();
+    let sock = StdUdp::bind("127.0.0.91:0").unwrap();
+    for _ in 0..400 {
+        sock.send_to(&forged, e.local_addr()).unwrap();
+    }
+    until("the forged datagrams read", || {
+        e.stats().reader.type0 == 400
+    })
+    .await;
+    until("the rate-limit counters", || {
+        let s = e.stats();
+        s.reader.type0_not_consumed + s.ingress.rate_limit_drops == 400
+    })
+    .await;
+    let s = e.stats();
+    // Over the per-IP:port budget (150 pps): most were dropped before the
+    // tag was computed; none was accepted.
+    assert!(s.ingress.rate_limit_drops >= 200, "{:?}", s.ingress);
+    assert_eq!(s.reader.type0_accepted, 0);
+    assert_eq!(s.device.downstream_frames, 0);
+    e.shutdown().await;
+    centre.shutdown().await;
+}

@@ -1,20 +1,21 @@
 //! The edge's one UDP socket, read by one thread (draarl-interconnect §2,
-//! §4.3 edge part; draarl-v1 §2.2, §3.4): Type 0 from the centre is
-//! checked by the data plane before anything else (and bypasses the
-//! device rate limits); device datagrams are rate-limited per IP and per
-//! IP:port, then decided under the edge state's lock; the device side's
-//! timers run on the same thread.
+//! §4.3 edge part, §7; draarl-v1 §2.2, §3.4): Type 0 is checked by the
+//! data plane before device handling; from the centre's UDP host it
+//! bypasses the device rate limits, from anywhere else it is charged to
+//! them first (forged Type 0 gets no exemption); device datagrams are
+//! rate-limited per IP and per IP:port, then decided under the edge
+//! state's lock; the device side's timers run on the same thread.
 //!
 //! ```text
-//!  recv ─▶ Type 0 shape? ─yes─▶ DataPlane(Edge)::handle_datagram ─Queued─▶ poll_accepted
-//!    │                              ├ 0x31 ─▶ EdgeDevices::handle_downstream (§4.7)
-//!    │                              └ 0x20/0x21/0x23/0x28 ─▶ EdgeDevices::handle_control
+//!  recv ─▶ Type 0 shape? ─yes─▶ (not the centre's host: Ingress) ─▶ DataPlane(Edge)::handle_datagram
+//!    │                              ─Queued─▶ poll_accepted ├ 0x31 ─▶ EdgeDevices::handle_downstream (§4.7)
+//!    │                                                      └ 0x20/0x21/0x23/0x28 ─▶ handle_control
 //!    └─no─▶ Ingress (per-IP / per-IP:port token buckets) ─▶ EdgeDevices::handle_device
 //!  every ≤ 10 ms: EdgeDevices::handle_timeout (claims, parked downstream, session sweep)
 //!  actions ─▶ EdgeOutput (after the lock is released)
 //! ```
 
-use std::net::UdpSocket;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -100,6 +101,9 @@ pub(super) struct EdgeReader {
     pub(super) data: Arc<Mutex<DataPlane>>,
     pub(super) ids: Arc<Mutex<MessageIds>>,
     pub(super) output: Arc<EdgeOutput>,
+    /// The centre's UDP address (`CenterUDP`): Type 0 from its host is
+    /// not charged to the device rate limits.
+    pub(super) centre_udp: Option<SocketAddr>,
     pub(super) stop: Arc<AtomicBool>,
     pub(super) counters: Arc<ReaderCounters>,
     pub(super) ingress_stats: Arc<Mutex<IngressStats>>,
@@ -121,9 +125,12 @@ pub(super) fn reader_loop(mut r: EdgeReader) {
                 let now = Instant::now();
                 let wall = unix_ms();
                 let datagram = &buf[..n];
+                let from_centre = r.centre_udp.is_some_and(|a| a.ip() == src.ip());
                 if peek(datagram).is_some() {
                     c.type0.fetch_add(1, Relaxed);
-                    r.type0(now, wall, src, datagram, &mut accepted, &mut actions);
+                    if from_centre || r.ingress.admit(now, src, datagram).is_some() {
+                        r.type0(now, wall, src, datagram, &mut accepted, &mut actions);
+                    }
                 } else if r.ingress.admit(now, src, datagram).is_some() {
                     c.device_datagrams.fetch_add(1, Relaxed);
                     let mut s = lock(&r.state);
@@ -177,7 +184,7 @@ impl EdgeReader {
         &mut self,
         now: Instant,
         wall: i64,
-        src: std::net::SocketAddr,
+        src: SocketAddr,
         datagram: &[u8],
         accepted: &mut Vec<Accepted>,
         actions: &mut Vec<EdgeAction>,

@@ -200,6 +200,7 @@ impl EdgeServer {
             data: control.data_plane(),
             ids: control.message_ids(),
             output,
+            centre_udp: cfg.node.centre_udp,
             stop: Arc::clone(&stop),
             counters: Arc::clone(&stats.reader),
             ingress_stats: Arc::clone(&stats.ingress),
