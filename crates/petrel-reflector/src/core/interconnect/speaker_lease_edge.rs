@@ -27,7 +27,7 @@ use crate::codec::interconnect::Subtype;
 
 use super::control_send::{reliable, ControlSend};
 use super::outbound::MessageIds;
-use super::speaker_lease_centre::{lease_action, LEASE_RENEW_BEFORE};
+use super::speaker_lease_centre::{lease_action, LEASE_IDLE_TIMEOUT, LEASE_RENEW_BEFORE};
 
 /// A claim unanswered for this long is given up (§3.10).
 pub const LEASE_CLAIM_TIMEOUT: Duration = Duration::from_millis(300);
@@ -123,6 +123,8 @@ enum State<F> {
         epoch: u64,
         lease_id: u64,
         expires: Instant,
+        /// The last frame delivered under the lease (or the grant).
+        last_voice: Instant,
         renew: Option<(u64, Instant)>,
     },
     Claiming {
@@ -141,10 +143,18 @@ impl<F> State<F> {
     /// When this state ends by itself.
     fn deadline(&self) -> Instant {
         match self {
-            State::Holding { expires, renew, .. } => match renew {
-                Some((_, sent)) => (*sent + LEASE_CLAIM_TIMEOUT).min(*expires),
-                None => *expires,
-            },
+            State::Holding {
+                expires,
+                last_voice,
+                renew,
+                ..
+            } => {
+                let end = (*expires).min(*last_voice + LEASE_IDLE_TIMEOUT);
+                match renew {
+                    Some((_, sent)) => (*sent + LEASE_CLAIM_TIMEOUT).min(end),
+                    None => end,
+                }
+            }
             State::Claiming { started, .. } => *started + LEASE_CLAIM_TIMEOUT,
             State::Blocked { until } => *until,
         }
@@ -215,8 +225,13 @@ impl<F> EdgeSpeaker<F> {
                 session_id,
                 lease_id,
                 expires,
+                last_voice,
                 ..
-            }) if now < *expires => Some((*session_id, *lease_id)),
+            }) if now < *expires
+                && now.saturating_duration_since(*last_voice) <= LEASE_IDLE_TIMEOUT =>
+            {
+                Some((*session_id, *lease_id))
+            }
             _ => None,
         }
     }
@@ -242,8 +257,15 @@ impl<F> EdgeSpeaker<F> {
         domain: u64,
         frame: F,
     ) -> VoiceDecision<F> {
+        // A lease idle for longer than the centre's idle timeout is dead
+        // there (§3.10), whatever its expiry: a frame sent under it would
+        // be refused, so it starts a new claim instead.
         if self.domains.get(&domain).is_some_and(|s| match s {
-            State::Holding { expires, .. } => now >= *expires,
+            State::Holding {
+                expires,
+                last_voice,
+                ..
+            } => now >= *expires || now.saturating_duration_since(*last_voice) > LEASE_IDLE_TIMEOUT,
             State::Blocked { until } => now >= *until,
             State::Claiming { .. } => false,
         }) {
@@ -255,11 +277,13 @@ impl<F> EdgeSpeaker<F> {
                 epoch: e,
                 lease_id,
                 expires,
+                last_voice,
                 renew,
             }) => {
                 if *s != session_id || *e != epoch {
                     return self.drop_frame(LeaseDrop::OtherTalker);
                 }
+                *last_voice = now;
                 let lease_id = *lease_id;
                 let mut renew_send = None;
                 if renew.is_none() && expires.saturating_duration_since(now) <= LEASE_RENEW_BEFORE {
@@ -397,6 +421,7 @@ impl<F> EdgeSpeaker<F> {
                 epoch,
                 lease_id: msg.lease_id,
                 expires: now + ttl,
+                last_voice: now,
                 renew: None,
             },
         );
@@ -429,13 +454,18 @@ impl<F> EdgeSpeaker<F> {
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut timed_out = Vec::new();
         self.domains.retain(|d, s| match s {
-            State::Holding { expires, renew, .. } => {
+            State::Holding {
+                expires,
+                last_voice,
+                renew,
+                ..
+            } => {
                 if renew.is_some_and(|(_, sent)| {
                     now.saturating_duration_since(sent) >= LEASE_CLAIM_TIMEOUT
                 }) {
                     *renew = None;
                 }
-                now < *expires
+                now < *expires && now.saturating_duration_since(*last_voice) <= LEASE_IDLE_TIMEOUT
             }
             State::Blocked { until } => now < *until,
             State::Claiming { started, .. } => {

@@ -247,6 +247,18 @@ fn edge_grant_releases_buffer_and_renews() {
             frames: vec![1, 2]
         }
     );
+    // The talker keeps talking every 120 ms (an idle lease ends, see
+    // `edge_idle_lease_starts_a_new_claim`).
+    for (k, t) in (220..=1960).step_by(120).enumerate() {
+        assert!(matches!(
+            e.handle_voice(&mut ids, t0 + ms(t), 11, 1, 7, 100 + k as u32),
+            VoiceDecision::Deliver {
+                lease_id: 55,
+                renew: None,
+                ..
+            }
+        ));
+    }
     // ttl clamped to 2400 ms: expires at 2500 ms; renew from 2050 ms.
     assert_eq!(e.holder(t0 + ms(2499), 7), Some((11, 55)));
     assert_eq!(e.holder(t0 + ms(2500), 7), None);
@@ -277,13 +289,50 @@ fn edge_grant_releases_buffer_and_renews() {
         .handle_answer(t0 + ms(2120), &answer(&renew, "grant", 55, 1200, 0))
         .unwrap();
     assert!(rel.frames.is_empty());
-    assert_eq!(e.holder(t0 + ms(3319), 7), Some((11, 55)));
+    // Renewed to 3320 ms; idle from the grant at 2120 ms (the centre sets
+    // its last voice then too), so held until 3020 ms.
+    assert_eq!(e.holder(t0 + ms(3019), 7), Some((11, 55)));
+    assert_eq!(e.holder(t0 + ms(3021), 7), None);
     // A repeated answer matches nothing.
     assert!(e
         .handle_answer(t0 + ms(2130), &answer(&renew, "grant", 55, 1200, 0))
         .is_none());
     assert_eq!(e.counters().stray_answers, 1);
     assert_eq!(e.counters().claims, 2);
+}
+
+/// A lease without voice for longer than the centre's 900 ms idle timeout
+/// is dead at the centre (§3.10) even before its expiry: the next frame
+/// starts a fresh claim and is buffered, not sent under the dead lease id.
+#[test]
+fn edge_idle_lease_starts_a_new_claim() {
+    let t0 = crate::test_clock::origin();
+    let mut ids = MessageIds::new();
+    let mut e: EdgeSpeaker<u32> = EdgeSpeaker::new(16);
+    let claim = claim_of(e.handle_voice(&mut ids, t0, 11, 1, 7, 1));
+    e.handle_answer(t0 + ms(10), &answer(&claim, "grant", 55, 1200, 0))
+        .unwrap();
+    assert!(matches!(
+        e.handle_voice(&mut ids, t0 + ms(100), 11, 1, 7, 2),
+        VoiceDecision::Deliver { lease_id: 55, .. }
+    ));
+    // 1 s of silence (a talk spurt ended), expiry still ahead at 1210 ms.
+    assert_eq!(e.holder(t0 + ms(1001), 7), None);
+    let claim = claim_of(e.handle_voice(&mut ids, t0 + ms(1100), 11, 1, 7, 3));
+    assert_eq!(claim.decode::<SpeakerLease>().unwrap().lease_id, 0);
+    let rel = e
+        .handle_answer(t0 + ms(1110), &answer(&claim, "grant", 56, 1200, 0))
+        .unwrap();
+    assert_eq!(
+        rel,
+        Released {
+            lease_id: 56,
+            frames: vec![3]
+        }
+    );
+    // The sweep ends an idle lease too.
+    e.handle_timeout(t0 + ms(2100));
+    assert!(e.is_empty());
 }
 
 /// Deny blocks for the retry clamped to [50, 1200] ms and drops the buffer.
