@@ -2,6 +2,7 @@
 //! their sockets, and their login by heartbeat (draarl-v1 §7.2).
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
@@ -138,10 +139,30 @@ const LOGIN_THREADS: usize = 8;
 /// Logs in every device of `devices` from `LOGIN_THREADS` threads; how many
 /// failed to log in.
 pub(super) fn login_all(devices: &[Device]) -> usize {
+    let accepted: Vec<AtomicBool> = devices.iter().map(|_| AtomicBool::new(false)).collect();
+    login_all_marking(devices, &accepted)
+}
+
+/// [`login_all`], setting `accepted[i]` once device `i` is logged in
+/// (`accepted` has one flag per device).
+pub(super) fn login_all_marking(devices: &[Device], accepted: &[AtomicBool]) -> usize {
+    let per = devices.len().div_ceil(LOGIN_THREADS).max(1);
     std::thread::scope(|s| {
         let handles: Vec<_> = devices
-            .chunks(devices.len().div_ceil(LOGIN_THREADS).max(1))
-            .map(|c| s.spawn(move || c.iter().filter(|d| !login(d)).count()))
+            .chunks(per)
+            .zip(accepted.chunks(per))
+            .map(|(c, flags)| {
+                s.spawn(move || {
+                    c.iter()
+                        .zip(flags)
+                        .filter(|(d, flag)| {
+                            let ok = login(d);
+                            flag.store(ok, Relaxed);
+                            !ok
+                        })
+                        .count()
+                })
+            })
             .collect();
         handles
             .into_iter()

@@ -11,9 +11,9 @@ use petrel_sys::proc::{load_avg_1m, rss_bytes};
 
 use super::apps::{self, in_group};
 use super::cpu::{cpu_between, CpuSample};
-use super::device::{login_all, make_device, unix_ns, Device, MARKER};
+use super::device::{make_device, unix_ns, Device, MARKER};
 use super::receive::{self, Tally, RECV_THREAD};
-use super::schedule::{heartbeat_loop, Schedule};
+use super::schedule::{heartbeat_loop, login_keeping_alive, Schedule};
 use super::stage_probe::StageProbe;
 use super::ws_client::{self, WS_THREAD};
 use super::{LoadConfig, LoadError, LoadResult, ReceiverKindResult};
@@ -66,7 +66,7 @@ pub(super) fn drive(
         .collect::<Result<_, LoadError>>()?;
     let receipts = probe.receipts();
     let t0 = Instant::now();
-    let failed = login_all(&devices);
+    let failed = login_keeping_alive(&devices);
     if failed > 0 {
         return Err(LoadError::Login(failed));
     }
@@ -177,12 +177,12 @@ pub(super) fn drive(
         let devs = &devices;
         std::thread::Builder::new()
             .name(HEARTBEAT_THREAD.into())
-            .spawn_scoped(s, move || heartbeat_loop(devs, stop))?;
+            .spawn_scoped(s, move || heartbeat_loop(devs, stop, None))?;
         if !app.ghosts.is_empty() {
             let ghosts = &app.ghosts;
             std::thread::Builder::new()
                 .name(HEARTBEAT_THREAD.into())
-                .spawn_scoped(s, move || heartbeat_loop(ghosts, stop))?;
+                .spawn_scoped(s, move || heartbeat_loop(ghosts, stop, None))?;
         }
         // Stops the receive and heartbeat threads on every exit path
         // (including `?` below) before the scope joins them.

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use super::device::Device;
+use super::device::{login_all_marking, Device};
 
 /// The speakers' absolute schedule: round `k` is due at a fixed offset from
 /// a start, so a late round does not delay the next ones. After the pause
@@ -41,8 +41,14 @@ impl Schedule {
 /// Keeps every device online (the reflector drops devices after 20 s): each
 /// device heartbeats every 2 s, the devices spread evenly over that period
 /// (like real devices, whose phases differ; §7.2 staggers them by SSID), so
-/// the reflector never sees every heartbeat of a stage in one burst.
-pub(super) fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
+/// the reflector never sees every heartbeat of a stage in one burst. With
+/// `accepted`, only the devices whose flag is set heartbeat (those logged
+/// in so far).
+pub(super) fn heartbeat_loop(
+    devices: &[Device],
+    stop: &AtomicBool,
+    accepted: Option<&[AtomicBool]>,
+) {
     const PERIOD: Duration = Duration::from_secs(2);
     const TICK: Duration = Duration::from_millis(10);
     if devices.is_empty() {
@@ -60,7 +66,10 @@ pub(super) fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
             if due > elapsed {
                 break;
             }
-            let _ = devices[next].sock.send(&devices[next].heartbeat);
+            let live = accepted.is_none_or(|a| a.get(next).is_some_and(|f| f.load(Relaxed)));
+            if live {
+                let _ = devices[next].sock.send(&devices[next].heartbeat);
+            }
             next += 1;
             if next == devices.len() {
                 next = 0;
@@ -69,6 +78,23 @@ pub(super) fn heartbeat_loop(devices: &[Device], stop: &AtomicBool) {
         }
         std::thread::sleep(TICK);
     }
+}
+
+/// Logs every device in (as [`login_all`](super::device::login_all)) while
+/// the devices already logged in keep heartbeating, as real devices do: a
+/// login phase longer than the reflector's 20 s session timeout (logins
+/// proxied through edges are slower) must not time out the first devices
+/// before the stage's own heartbeats start. How many failed to log in.
+pub(super) fn login_keeping_alive(devices: &[Device]) -> usize {
+    let accepted: Vec<AtomicBool> = devices.iter().map(|_| AtomicBool::new(false)).collect();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (accepted, done) = (&accepted, &done);
+        s.spawn(move || heartbeat_loop(devices, done, Some(accepted)));
+        let failed = login_all_marking(devices, accepted);
+        done.store(true, Relaxed);
+        failed
+    })
 }
 
 #[cfg(test)]
@@ -89,5 +115,36 @@ mod tests {
         assert_eq!(s.due(8), resume);
         assert_eq!(s.due(9), resume + ms(30));
         assert!((8..50).all(|k| s.due(k) >= resume));
+    }
+
+    #[test]
+    fn only_accepted_devices_heartbeat() {
+        use std::net::UdpSocket;
+
+        use super::super::device::{device_ip, make_device};
+
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let devices: Vec<Device> = (0..3)
+            .map(|i| make_device(i, server.local_addr().unwrap()).unwrap())
+            .collect();
+        let accepted = [true, false, true].map(AtomicBool::new);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| heartbeat_loop(&devices, &stop, Some(&accepted)));
+            // Device i's first heartbeat is due 2 s + i × 2/3 s after the start.
+            std::thread::sleep(Duration::from_millis(3_600));
+            stop.store(true, Relaxed);
+        });
+        server.set_nonblocking(true).unwrap();
+        let mut from = Vec::new();
+        let mut buf = [0u8; 1500];
+        while let Ok((n, addr)) = server.recv_from(&mut buf) {
+            let i = (0..3).find(|&i| addr.ip() == device_ip(i)).unwrap();
+            assert_eq!(&buf[..n], devices[i].heartbeat.as_slice());
+            from.push(addr.ip());
+        }
+        assert!(from.contains(&device_ip(0).into()), "{from:?}");
+        assert!(from.contains(&device_ip(2).into()), "{from:?}");
+        assert!(!from.contains(&device_ip(1).into()), "{from:?}");
     }
 }
