@@ -22,10 +22,6 @@ use super::{LoadConfig, LoadError, LoadResult, ReceiverKindResult};
 pub(super) const WARMUP_ROUNDS: u64 = 8;
 /// Receive threads, each owning an epoll set of its share of the devices.
 const RECEIVER_THREADS: usize = 2;
-/// A login phase longer than this is followed by a second heartbeat pass
-/// (half the 20 s session timeout, so no device is near it when the stage
-/// starts).
-const SILENT_LOGIN_PHASE: Duration = Duration::from_secs(10);
 /// Name of the heartbeat thread.
 const HEARTBEAT_THREAD: &str = "lg-heartbeat";
 
@@ -71,18 +67,6 @@ pub(super) fn drive(
         return Err(LoadError::Login(failed));
     }
     let connect_per_s = cfg.devices as f64 / t0.elapsed().as_secs_f64();
-    // The first devices have been silent since their login; when logging in
-    // took longer than a session lives without packets, a reflector (an
-    // edge: 20 s, draarl-interconnect §3.8) has ended their sessions. One
-    // more heartbeat each, answered at once where the session lives, logs
-    // the others in again before the stage, as real devices' periodic
-    // heartbeats would have kept them.
-    if t0.elapsed() > SILENT_LOGIN_PHASE {
-        let failed = login_all(&devices);
-        if failed > 0 {
-            return Err(LoadError::Login(failed));
-        }
-    }
     let app = match target.http {
         Some(http) if cfg.ghosts + cfg.ws > 0 => {
             apps::log_in(cfg, server, http, &target.group_ids)?
