@@ -24,8 +24,8 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 
 use support::control_client::{
-    centre, centre_with, connect_from, credential, hello, loopback_cfg, stats_when, tls_connect,
-    tls_over,
+    authenticate, centre, centre_with, connect_from, credential, hello, loopback_cfg, stats_when,
+    tls_connect, tls_over,
 };
 use support::ScratchStore;
 
@@ -46,24 +46,6 @@ async fn read_to_close<R: AsyncRead + Unpin>(r: &mut R, within: Duration) -> Opt
     .await
     .ok()?;
     Some(got)
-}
-
-/// Authenticates `cred` by hand; returns the stream and `node_auth_ok`.
-async fn authenticate(
-    addr: SocketAddr,
-    pin: [u8; 32],
-    cred: &NodeCredential,
-) -> (TlsStream<TcpStream>, ControlMessage) {
-    let mut tls = tls_connect(addr, pin).await;
-    let frame = encode_frame(&hello(cred.node_id(), cred.expose()), MAX_HELLO_FRAME).unwrap();
-    tls.write_all(&frame).await.unwrap();
-    let mut len = [0u8; 4];
-    tls.read_exact(&mut len).await.unwrap();
-    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-    tls.read_exact(&mut body).await.unwrap();
-    let ok: ControlMessage = serde_json::from_slice(&body).unwrap();
-    assert_eq!(ok.kind, "node_auth_ok");
-    (tls, ok)
 }
 
 /// Slowloris in all three phases (ClientHello never finished, hello never

@@ -26,6 +26,7 @@ use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
 use tokio::net::UdpSocket;
 
+use support::control_client::loopback_cfg;
 use support::raw_edge::{wall_ms, RawEdge};
 use support::Env;
 
@@ -37,14 +38,6 @@ on_every_backend!(
 
 const PW: &str = "Secret12";
 const WAIT: Duration = Duration::from_secs(5);
-
-fn interconnect() -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..InterconnectConfig::default()
-    }
-}
 
 /// A centre over `env`'s store with alice and bob (group 999) and the
 /// enrolled edges `nodes`; their tokens.
@@ -61,7 +54,7 @@ async fn centre(env: &Env, nodes: &[&str]) -> (ServerHandle, Vec<NodeToken>) {
     let mut tokens = Vec::new();
     for n in nodes {
         tokens.push(
-            add_edge_node(&store, Some(n), &interconnect())
+            add_edge_node(&store, Some(n), &loopback_cfg())
                 .await
                 .unwrap(),
         );
@@ -69,7 +62,7 @@ async fn centre(env: &Env, nodes: &[&str]) -> (ServerHandle, Vec<NodeToken>) {
     store.close().await;
     let cfg = ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        interconnect: interconnect(),
+        interconnect: loopback_cfg(),
         ..support::udp_config(&env.db)
     };
     (ServerHandle::start(cfg).await.unwrap(), tokens)

@@ -22,6 +22,7 @@ use petrel_reflector::model::{InterconnectConfig, ServerConfig};
 use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
 
+use support::control_client::loopback_cfg;
 use support::raw_edge::{wall_ms, RawEdge};
 use support::Env;
 
@@ -29,14 +30,6 @@ on_every_backend!(one_talker_per_domain_across_edges_until_release_idle_or_gone)
 
 const PW: &str = "Secret12";
 const DOMAIN: u64 = 999;
-
-fn interconnect() -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..InterconnectConfig::default()
-    }
-}
 
 async fn login(edge: &mut RawEdge, name: &str) -> DeviceGrant {
     let resp = edge
@@ -73,15 +66,15 @@ fn one_talker_per_domain_across_edges_until_release_idle_or_gone(env: &Env) {
             ],
         )
         .await;
-        let ta = add_edge_node(&store, Some("edge-a"), &interconnect())
+        let ta = add_edge_node(&store, Some("edge-a"), &loopback_cfg())
             .await
             .unwrap();
-        let tb = add_edge_node(&store, Some("edge-b"), &interconnect())
+        let tb = add_edge_node(&store, Some("edge-b"), &loopback_cfg())
             .await
             .unwrap();
         store.close().await;
         let cfg = ServerConfig {
-            interconnect: interconnect(),
+            interconnect: loopback_cfg(),
             ..support::udp_config(&env.db)
         };
         let server = ServerHandle::start(cfg).await.unwrap();

@@ -34,6 +34,7 @@ use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{Store, StoreOptions};
 use tokio::net::UdpSocket;
 
+use support::control_client::loopback_cfg;
 use support::raw_edge::{wall_ms, RawEdge};
 use support::Env;
 
@@ -49,14 +50,6 @@ const WAIT: Duration = Duration::from_secs(5);
 const QUIET: Duration = Duration::from_millis(400);
 /// The public group every account joins on a fresh store; its domain.
 const DOMAIN: u64 = 999;
-
-fn interconnect() -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: SocketAddr::from(([127, 0, 0, 1], 0)),
-        ..InterconnectConfig::default()
-    }
-}
 
 fn ip(last: u8) -> IpAddr {
     IpAddr::from([127, 0, 0, last])
@@ -93,7 +86,7 @@ async fn cluster_with(env: &Env, recording: RecordingConfig) -> Cluster {
     let mut tokens: Vec<NodeToken> = Vec::new();
     for n in ["edge-a", "edge-b", "edge-c"] {
         tokens.push(
-            add_edge_node(&store, Some(n), &interconnect())
+            add_edge_node(&store, Some(n), &loopback_cfg())
                 .await
                 .unwrap(),
         );
@@ -101,7 +94,7 @@ async fn cluster_with(env: &Env, recording: RecordingConfig) -> Cluster {
     store.close().await;
     let cfg = ServerConfig {
         http_listen: Some("127.0.0.1:0".parse().unwrap()),
-        interconnect: interconnect(),
+        interconnect: loopback_cfg(),
         recording,
         ..support::udp_config(&env.db)
     };

@@ -16,120 +16,17 @@
 #[macro_use]
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use petrel_reflector::codec::PacketType;
 use petrel_reflector::core::interconnect::LinkState;
-use petrel_reflector::model::{Backend, InterconnectConfig, NodeToken, ServerConfig};
-use petrel_reflector::runtime::interconnect::{add_edge_node, EdgeServer, EdgeServerConfig};
 use petrel_reflector::runtime::server::ServerHandle;
 
-use support::edge_devices::{bound, edge_config, frame, ready_edge, until, Device};
-use support::Env;
-
-const PW: &str = "Secret12";
-/// Reconnecting to a centre that was away takes up to the 5 s backoff cap
-/// plus the snapshot (§6.1).
-const RECONNECT: Duration = Duration::from_secs(30);
-const USERS: [(&str, &str, u32); 6] = [
-    ("alice", "BA1AA", 4_600_001),
-    ("bob", "BA1BB", 4_600_002),
-    ("carol", "BA1CC", 4_600_003),
-    ("dave", "BA1DD", 4_600_004),
-    ("erin", "BA1EE", 4_600_005),
-    ("mallory", "BA1MM", 4_600_006),
-];
-
-fn interconnect(control: SocketAddr) -> InterconnectConfig {
-    InterconnectConfig {
-        enabled: true,
-        control_listen: control,
-        ..InterconnectConfig::default()
-    }
-}
-
-fn centre_config(env: &Env, udp: SocketAddr, control: SocketAddr) -> ServerConfig {
-    ServerConfig {
-        listen: udp,
-        interconnect: interconnect(control),
-        ..support::udp_config(&env.db)
-    }
-}
-
-/// A centre over `env`'s store with the accounts of [`USERS`] (password
-/// [`PW`], default group 999) and the enrolled edges `nodes`; their
-/// tokens.
-async fn centre(env: &Env, nodes: &[&str]) -> (ServerHandle, Vec<NodeToken>) {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let store = support::open_cheap(&env.db).await;
-    support::add_users(
-        &store,
-        USERS
-            .iter()
-            .map(|(n, c, d)| support::account(n, (*c).to_owned(), *d, PW)),
-    )
-    .await;
-    let mut tokens = Vec::new();
-    for n in nodes {
-        tokens.push(
-            add_edge_node(&store, Some(n), &interconnect(loopback))
-                .await
-                .unwrap(),
-        );
-    }
-    store.close().await;
-    let server = ServerHandle::start(centre_config(env, loopback, loopback))
-        .await
-        .unwrap();
-    (server, tokens)
-}
-
-/// The settings of an edge of `server` with `token` and the grace `grace`.
-fn edge_cfg(server: &ServerHandle, token: &NodeToken, grace: Duration) -> EdgeServerConfig {
-    edge_config(
-        server.control_addr().unwrap(),
-        server.local_addr(),
-        &token.credential,
-        token.pin.unwrap(),
-        grace,
-    )
-}
-
-/// A ready edge of `server`.
-async fn edge(server: &ServerHandle, token: &NodeToken) -> EdgeServer {
-    ready_edge(edge_cfg(server, token, Duration::from_secs(15))).await
-}
-
-/// A ready edge of `server` whose UDP address the centre has bound (§4.5).
-async fn bound_edge(server: &ServerHandle, token: &NodeToken) -> EdgeServer {
-    let e = edge(server, token).await;
-    let data = server.control_server().unwrap().data_plane();
-    bound(&data, token.credential.node_id()).await;
-    e
-}
-
-fn on_sqlite(name: &str, body: impl FnOnce(&Env)) {
-    support::run(Backend::Sqlite, name, body).expect("SQLite is always available");
-}
-
-/// Sends `frames` as voice from `d` to `to`, 120 ms apart (a device's
-/// cadence: two 60 ms Opus frames per packet, draarl-v1 §8).
-async fn talk(d: &Device, to: SocketAddr, frames: impl IntoIterator<Item = u8>) {
-    for n in frames {
-        d.send(to, PacketType::Voice, &frame(n)).await;
-        tokio::time::sleep(Duration::from_millis(120)).await;
-    }
-}
-
-fn frames(r: std::ops::RangeInclusive<u8>) -> Vec<Vec<u8>> {
-    r.map(frame).collect()
-}
-
-const QUIET: Duration = Duration::from_millis(150);
-/// Past the speaker lease's idle timeout (900 ms) and its TTL (1200 ms).
-const FLOOR_IDLE: Duration = Duration::from_millis(1500);
-const SETTLE: Duration = Duration::from_millis(600);
+use support::cluster::{
+    bound_edge, centre, centre_config, edge_cfg, frames, on_sqlite, talk, FLOOR_IDLE, PW, QUIET,
+    RECONNECT, SETTLE,
+};
+use support::edge_devices::{bound, ready_edge, until, Device};
 
 #[test]
 fn devices_log_in_through_an_edge_and_its_heartbeats_are_answered_there() {

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket as StdUdp};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::interconnect::messages::{
     DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute, SpeakerLease,
@@ -33,23 +33,15 @@ use petrel_reflector::core::interconnect::{
 };
 use petrel_reflector::model::{InterconnectConfig, NodeCredential};
 use petrel_reflector::runtime::interconnect::{
-    CentreEvent, CentreRoutes, CentreSender, ControlServer, NodeAuthority, TlsIdentity,
+    CentreEvent, CentreRoutes, CentreSender, ControlServer, EdgeServer, NodeAuthority, TlsIdentity,
 };
 use serde::Serialize;
 
+use support::control_client::credential;
 use support::edge_devices::{bound, edge_config, frame, metrics, ready_edge, until, Device, WAIT};
+use support::raw_edge::wall_ms;
 const DOMAIN: u64 = 7;
 const PASSWORD: &str = "secret1";
-
-fn unix_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap()
-            .as_millis(),
-    )
-    .unwrap()
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap()
@@ -176,6 +168,25 @@ impl ScriptedCentre {
         bound(&self.server.data_plane(), node).await;
     }
 
+    /// A ready edge of this centre as `cred` (trusting `identity`), with
+    /// the local grace `grace`.
+    async fn edge(
+        &self,
+        identity: &TlsIdentity,
+        cred: &NodeCredential,
+        grace: Duration,
+    ) -> EdgeServer {
+        let control = self.server.local_addr();
+        ready_edge(edge_config(
+            control,
+            self.udp,
+            cred,
+            identity.fingerprint(),
+            grace,
+        ))
+        .await
+    }
+
     fn upstream(&self) -> Vec<(NodeId, u64, u64, Vec<u8>)> {
         lock(&self.script).upstream.clone()
     }
@@ -275,7 +286,7 @@ fn handle_event(sender: &CentreSender, script: &Mutex<Script>, e: CentreEvent) {
                             route,
                             owner_id: 1,
                             dmrid: 4_600_000,
-                            expires_at_ms: unix_ms() + 120_000,
+                            expires_at_ms: wall_ms() + 120_000,
                             ..DeviceGrant::default()
                         }),
                         ..DeviceAuthResponse::default()
@@ -315,7 +326,7 @@ fn udp_loop(sock: &StdUdp, sender: &CentreSender, script: &Mutex<Script>, stop: 
         let now = Instant::now();
         let mut d = lock(&data);
         if !matches!(
-            d.handle_datagram(now, unix_ms(), src, &buf[..n]),
+            d.handle_datagram(now, wall_ms(), src, &buf[..n]),
             Verdict::Queued
         ) {
             continue;
@@ -345,7 +356,7 @@ fn udp_loop(sock: &StdUdp, sender: &CentreSender, script: &Mutex<Script>, stop: 
             let epoch = s.routes.cluster_epoch();
             d.relay_downstream(
                 &mut lock(&sender.message_ids()),
-                unix_ms(),
+                wall_ms(),
                 epoch,
                 a.node_id,
                 0,
@@ -365,23 +376,12 @@ fn udp_loop(sock: &StdUdp, sender: &CentreSender, script: &Mutex<Script>, stop: 
     }
 }
 
-fn credential(node: &str, fill: u8) -> NodeCredential {
-    NodeCredential::new(node, &[fill; 32]).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn devices_log_in_through_an_edge_and_talk_locally_and_upstream() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-a", 1);
     let centre = ScriptedCentre::start(&identity, &[&cred], 41).await;
-    let e = ready_edge(edge_config(
-        centre.server.local_addr(),
-        centre.udp,
-        &cred,
-        identity.fingerprint(),
-        Duration::from_secs(15),
-    ))
-    .await;
+    let e = centre.edge(&identity, &cred, Duration::from_secs(15)).await;
     centre.bound("edge-a").await;
     let at = e.local_addr();
     let alice = Device::new(11, "alice", 1, PASSWORD).await;
@@ -459,10 +459,8 @@ async fn voice_crosses_to_a_second_edge_once_and_never_comes_back() {
     let (ca, cb) = (credential("edge-a", 1), credential("edge-b", 2));
     let centre = ScriptedCentre::start(&identity, &[&ca, &cb], 42).await;
     let grace = Duration::from_secs(15);
-    let pin = identity.fingerprint();
-    let control = centre.server.local_addr();
-    let ea = ready_edge(edge_config(control, centre.udp, &ca, pin, grace)).await;
-    let eb = ready_edge(edge_config(control, centre.udp, &cb, pin, grace)).await;
+    let ea = centre.edge(&identity, &ca, grace).await;
+    let eb = centre.edge(&identity, &cb, grace).await;
     centre.bound("edge-a").await;
     centre.bound("edge-b").await;
     let alice = Device::new(21, "alice", 1, PASSWORD).await;
@@ -512,14 +510,7 @@ async fn without_the_centre_an_edge_talks_locally_for_its_grace_only() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-g", 3);
     let centre = ScriptedCentre::start(&identity, &[&cred], 43).await;
-    let e = ready_edge(edge_config(
-        centre.server.local_addr(),
-        centre.udp,
-        &cred,
-        identity.fingerprint(),
-        Duration::from_secs(2),
-    ))
-    .await;
+    let e = centre.edge(&identity, &cred, Duration::from_secs(2)).await;
     let at = e.local_addr();
     let alice = Device::new(31, "alice", 1, PASSWORD).await;
     let bob = Device::new(32, "bob", 1, PASSWORD).await;
@@ -559,14 +550,7 @@ async fn forged_type0_from_elsewhere_is_charged_to_the_device_rate_limits() {
     let identity = TlsIdentity::generate().unwrap();
     let cred = credential("edge-f", 4);
     let centre = ScriptedCentre::start(&identity, &[&cred], 44).await;
-    let e = ready_edge(edge_config(
-        centre.server.local_addr(),
-        centre.udp,
-        &cred,
-        identity.fingerprint(),
-        Duration::from_secs(15),
-    ))
-    .await;
+    let e = centre.edge(&identity, &cred, Duration::from_secs(15)).await;
     // Type 0 shaped, sealed with a key nobody holds.
     let header = EnvelopeHeader {
         source: NodeId::CENTRE,
@@ -576,7 +560,7 @@ async fn forged_type0_from_elsewhere_is_charged_to_the_device_rate_limits() {
         projection_version: 0,
         node_session_id: 1,
         message_id: 1,
-        sent_at_ms: unix_ms(),
+        sent_at_ms: wall_ms(),
         hop_count: 1,
         key_epoch: 1,
     };

@@ -32,23 +32,14 @@ use std::time::{Duration, Instant};
 
 use super::ghost_registry::{NewGhost, RegisterError};
 use super::reflector::{PendingAppLogin, Reflector};
-use crate::codec::{
-    self, parse_login_request, AppLoginSuccess, Header, PacketType, CALLSIGN_LEN, PASSWORD_LEN,
-};
+use super::replies::app_login_reject;
+use crate::codec::{self, parse_login_request, AppLoginSuccess, Header, PacketType};
 use crate::model::{
     AppAuthRequest, AppGrant, AppLoginCheck, AppReject, Endpoint, Transmit, UDP_GHOST_DEV_MODELS,
 };
 
 /// How long a login waits for the account store before it is abandoned.
 pub(super) const APP_LOGIN_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// `DATA[0]` and text of a Type 1 reject (§2.2).
-fn reject_data(code: u8, text: &str) -> Vec<u8> {
-    let mut data = Vec::with_capacity(1 + text.len());
-    data.push(code);
-    data.extend_from_slice(text.as_bytes());
-    data
-}
 
 impl Reflector {
     /// Sends a Type 1 reject (§2.2 "Reject header"): the request's
@@ -64,16 +55,10 @@ impl Reflector {
         text: &str,
     ) {
         self.stats.app_login_rejects += 1;
-        let mut h = Header::new(PacketType::JwtAuth);
-        h.username = req.username;
-        h.device_password = [0; PASSWORD_LEN];
-        h.callsign = [0; CALLSIGN_LEN];
-        h.dev_model = req.dev_model;
-        h.ssid = req.dev_model;
-        match codec::encode(&h, &reject_data(code, text)) {
-            Ok(payload) if payload.len() > request_len => self.stats.app_replies_withheld += 1,
-            Ok(payload) => self.transmits.push_back(Transmit { dst: src, payload }),
-            Err(_) => {}
+        match app_login_reject(req, code, text) {
+            Some(payload) if payload.len() > request_len => self.stats.app_replies_withheld += 1,
+            Some(payload) => self.transmits.push_back(Transmit { dst: src, payload }),
+            None => {}
         }
     }
 

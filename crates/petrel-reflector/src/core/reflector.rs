@@ -21,6 +21,9 @@ use crate::policy::{TokenBucket, UnreachableMemory};
 
 /// Outbound store events kept at most between two polls.
 const MAX_PENDING_EVENTS: usize = 4096;
+/// New-session reports held for the runtime at most (it polls them every
+/// loop turn).
+const MAX_NEW_SESSION_REPORTS: usize = 1024;
 /// Endpoints an ICMP report ended that one shard remembers at most.
 const UNREACHABLE_MEMORY: usize = 4096;
 /// How long such an endpoint is remembered: a device whose session a
@@ -129,6 +132,10 @@ pub struct Reflector {
     /// App login checks not yet taken by the runtime (a subset of `pending_app`).
     pub(super) app_checks_out: VecDeque<AppLoginCheck>,
     pub(super) next_app_id: u64,
+    /// Devices whose session began, or moved to a new endpoint, not yet
+    /// polled (at most [`MAX_NEW_SESSION_REPORTS`]; more are counted in
+    /// `new_session_reports_dropped`).
+    pub(super) new_sessions: VecDeque<DeviceKey>,
     /// Draws session tags and ids: a CSPRNG seeded from the OS.
     pub(super) rng: SessionRng,
     pub(super) stats: SessionStats,
@@ -177,6 +184,7 @@ impl Reflector {
             pending_app: BTreeMap::new(),
             app_checks_out: VecDeque::new(),
             next_app_id: 0,
+            new_sessions: VecDeque::new(),
             rng: SessionRng(Box::new(StdRng::from_entropy())),
             stats: SessionStats::default(),
         }
@@ -243,6 +251,34 @@ impl Reflector {
     /// Next change to persist.
     pub fn poll_event(&mut self) -> Option<StoreEvent> {
         self.events.pop_front()
+    }
+
+    /// Next device whose session began here or moved to a new endpoint: a
+    /// centre revokes the session its edges may hold for the same device,
+    /// so one device has one session across nodes (draarl-interconnect
+    /// §3.8, `session_migrated`).
+    pub fn poll_new_session(&mut self) -> Option<DeviceKey> {
+        self.new_sessions.pop_front()
+    }
+
+    /// Ends the session of `key` here because the device logged in through
+    /// an edge of this centre (draarl-interconnect §3.8: the later login
+    /// replaces the earlier one); whether there was one.
+    pub fn end_migrated_session(&mut self, key: DeviceKey) -> bool {
+        if !self.sessions.contains_key(&key) {
+            return false;
+        }
+        self.drop_session(key);
+        self.stats.sessions_migrated += 1;
+        true
+    }
+
+    pub(super) fn report_new_session(&mut self, key: DeviceKey) {
+        if self.new_sessions.len() >= MAX_NEW_SESSION_REPORTS {
+            self.stats.new_session_reports_dropped += 1;
+            return;
+        }
+        self.new_sessions.push_back(key);
     }
 
     /// Next talk spurt that started or ended (see `talk_spurts.rs`).
@@ -401,9 +437,13 @@ impl Reflector {
         kind: DeviceKind,
     ) {
         let at_once = self.cfg.endpoints.receive_after_ms == 0 || self.cfg.endpoints.exempt(src);
+        // A new session, or one at a new endpoint (a device back from an
+        // edge whose session here was not ended).
+        let mut moved = false;
         match self.sessions.get_mut(&key) {
             Some(s) if s.addr == src => s.last_seen = now,
             Some(s) => {
+                moved = true;
                 self.by_addr.remove(&(s.addr, key));
                 self.by_addr.insert((src, key));
                 s.addr = src;
@@ -417,6 +457,7 @@ impl Reflector {
                 self.stats.unreachable_contradicted += u64::from(was.is_some());
             }
             None => {
+                moved = true;
                 let was = self.unreachable.take(src, now);
                 self.stats.unreachable_contradicted += u64::from(was.is_some());
                 self.by_addr.insert((src, key));
@@ -438,6 +479,9 @@ impl Reflector {
                     },
                 );
             }
+        }
+        if moved {
+            self.report_new_session(key);
         }
         self.heard(now, key);
         self.move_session(key, group_id);

@@ -1,4 +1,5 @@
-//! Heartbeat replies (draarl-v1 §2.7).
+//! Heartbeat replies (draarl-v1 §2.7) and the Type 1 app-login reject
+//! (`specs/draarl-apps.md` §2.2), as a single node and an edge send them.
 
 use crate::codec::{encode, Header, PacketType, CALLSIGN_LEN, MAX_DATA_LEN, PASSWORD_LEN};
 
@@ -93,4 +94,21 @@ pub(crate) fn reject_with_type(req: &Header, reason: RejectReason) -> Vec<u8> {
     let mut data = vec![reason.code()];
     data.extend_from_slice(reason.text().as_bytes());
     encode(&h, &data).unwrap_or_default()
+}
+
+/// A Type 1 app-login reject (`specs/draarl-apps.md` §2.2 "Reject
+/// header"): the request's username, empty password and callsign,
+/// DevModel echoed, SSID = DevModel, DMRID 0, Reserved 0; DATA = `code`
+/// then `text`. `None` if `text` does not fit a datagram.
+pub(crate) fn app_login_reject(req: &Header, code: u8, text: &str) -> Option<Vec<u8>> {
+    let mut h = Header::new(PacketType::JwtAuth);
+    h.username = req.username;
+    h.device_password = [0; PASSWORD_LEN];
+    h.callsign = [0; CALLSIGN_LEN];
+    h.dev_model = req.dev_model;
+    h.ssid = req.dev_model;
+    let mut data = Vec::with_capacity(1 + text.len());
+    data.push(code);
+    data.extend_from_slice(text.as_bytes());
+    encode(&h, &data).ok()
 }

@@ -152,6 +152,11 @@ pub struct SessionStats {
     pub talk_spurts_untracked: u64,
     /// Talk-spurt events dropped because the runtime fell behind.
     pub talk_spurt_events_dropped: u64,
+    /// Sessions ended because the device logged in through an edge of
+    /// this centre (draarl-interconnect §3.8, `session_migrated`).
+    pub sessions_migrated: u64,
+    /// New-session reports dropped because the runtime fell behind.
+    pub new_session_reports_dropped: u64,
 }
 
 impl SessionStats {
@@ -225,6 +230,8 @@ impl SessionStats {
             talk_spurts,
             talk_spurts_untracked,
             talk_spurt_events_dropped,
+            sessions_migrated,
+            new_session_reports_dropped,
         } = other;
         self.received += received;
         self.decode_errors += decode_errors;
@@ -293,6 +300,8 @@ impl SessionStats {
         self.talk_spurts += talk_spurts;
         self.talk_spurts_untracked += talk_spurts_untracked;
         self.talk_spurt_events_dropped += talk_spurt_events_dropped;
+        self.sessions_migrated += sessions_migrated;
+        self.new_session_reports_dropped += new_session_reports_dropped;
     }
 
     /// Every counter with its name, for metrics export.
@@ -401,6 +410,11 @@ impl SessionStats {
             ("talk_spurts", self.talk_spurts),
             ("talk_spurts_untracked", self.talk_spurts_untracked),
             ("talk_spurt_events_dropped", self.talk_spurt_events_dropped),
+            ("sessions_migrated", self.sessions_migrated),
+            (
+                "new_session_reports_dropped",
+                self.new_session_reports_dropped,
+            ),
         ]
     }
 }

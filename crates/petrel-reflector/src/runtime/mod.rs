@@ -37,6 +37,7 @@ pub mod interconnect;
 mod radio_routes;
 mod recording_files;
 pub mod server;
+mod server_error;
 mod session_revocation;
 mod shard;
 mod shared_tables;

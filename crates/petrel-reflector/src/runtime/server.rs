@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use petrel_sys::error_queue::enable_recv_errors;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, SocketBuffers, UdpOptions};
-use thiserror::Error;
 use tokio::sync::Notify;
 
 use super::app_accounts::AppAccounts;
@@ -24,57 +23,31 @@ use super::fanout::{ConnectionSink, FanoutEngine};
 use super::http::AdminToken;
 use super::icmp::{IcmpCounters, IcmpWatch, REPORT_QUEUE};
 use super::interconnect::{
-    centre_identity, CentreDirectory, CentreDispatch, CentreRelay, CentreServices, CentreStore,
-    CentreVoiceSource, ControlServer, IdentityError, NodeAuthority, RelayParts, CENTRE_EVENT_QUEUE,
+    centre_identity, CentreDirectory, CentreDispatch, CentreRelay, CentreReload, CentreServices,
+    CentreStore, CentreVoiceSource, ControlServer, DirectSessions, IdentityError, NodeAuthority,
+    RelayParts, CENTRE_EVENT_QUEUE,
 };
 use super::recording_files::RecordingFiles;
 use super::session_revocation::SessionRevocation;
 use super::shard::{self, ShardIo};
 use super::shared_tables::SharedTables;
 use super::stats::{HistoryStats, ServerStats, StatsSource};
-use super::store::{Store, StoreError, StoreOptions};
+use super::store::{Store, StoreOptions};
 use super::store_writer::{spawn_store_writer, Persist};
 use super::text_history::TextHistory;
 use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
 use super::websocket_hub::WebSocketHub;
+use crate::core::interconnect::TalkLimit;
 use crate::core::{Ingress, Recorder, Reflector};
-use petrel_sys::range::RangeError;
 
 use crate::model::{AppApiConfig, Directory, HttpConfig, Recording, StoreEvent, VerifierConfig};
 
+pub use super::server_error::ServerError;
 pub use crate::model::ServerConfig;
 
 /// Smallest queue per ingress shard (reference: 64).
 const MIN_SHARD_QUEUE: usize = 64;
-
-/// Why the server could not start.
-#[derive(Debug, Error)]
-pub enum ServerError {
-    /// A configuration value is out of range.
-    #[error("config: {0}")]
-    Config(#[from] RangeError),
-    /// Opening or loading the store failed.
-    #[error("store: {0}")]
-    Store(#[from] StoreError),
-    /// A socket could not be bound: `what` names its use (`UDP listen
-    /// socket`, `HTTP server`), `addr` the address asked for.
-    #[error("binding the {what} to {addr}: {cause}")]
-    Bind {
-        /// What the socket was for.
-        what: &'static str,
-        /// The address it was to be bound to.
-        addr: SocketAddr,
-        /// What `bind` reported (in the message, not repeated as a source).
-        cause: std::io::Error,
-    },
-    /// Socket or thread setup failed.
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
-    /// The interconnect's TLS certificate could not be read or made.
-    #[error("interconnect TLS: {0}")]
-    Tls(#[from] IdentityError),
-}
 
 /// A running reflector. Call [`ServerHandle::shutdown`] to stop it.
 #[derive(Debug)]
@@ -230,6 +203,9 @@ impl ServerHandle {
         let centre_dir = control_listener
             .is_some()
             .then(|| Arc::new(CentreDirectory::new(dir.clone())));
+        // Each shard's queue of centre-direct sessions to end (a centre's
+        // edge logins, `centre_direct_sessions.rs`); none without one.
+        let mut evictions = Vec::new();
         let control = match (control_listener, &centre_dir) {
             (Some(listener), Some(directory)) => {
                 let identity = centre_identity(&cfg.interconnect, &store).await?;
@@ -244,15 +220,29 @@ impl ServerHandle {
                 )?;
                 // A new cluster epoch per centre start (§6.3): the start time.
                 let epoch = u64::try_from(unix_ms()).unwrap_or(1);
+                let (direct, receivers) = DirectSessions::channels(workers);
+                evictions = receivers;
                 let services = CentreServices {
                     directory: Arc::clone(directory),
                     shared: Arc::clone(&shared),
                     verifier: Arc::clone(&verifier),
                     store: Arc::new(StoreSink(event_tx.clone())),
                     password_checks_in_flight: session.password_checks_in_flight,
+                    direct,
                 };
                 let dispatch =
                     CentreDispatch::spawn_with(server.sender(), centre_events, epoch, services)?;
+                // The max-talk rule of the local floors holds for the
+                // speaker leases too (`speaker_lease_centre.rs`).
+                dispatch
+                    .devices()
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .leases
+                    .set_talk_limit(Some(TalkLimit {
+                        max_talk: Duration::from_secs(session.floor_max_talk_s),
+                        holdoff: Duration::from_millis(session.floor_holdoff_ms),
+                    }));
                 Some((server, dispatch))
             }
             _ => None,
@@ -344,6 +334,7 @@ impl ServerHandle {
         // Each shard's checks are answered on its own queue, which can hold
         // every check in flight over all shards.
         let in_flight = session.password_checks_in_flight;
+        let mut evictions = evictions.into_iter();
         for (i, published) in stats.shards.iter().enumerate() {
             let (dir_tx, dirs) = mpsc::sync_channel::<Directory>(1);
             let (queue_tx, queue) = mpsc::sync_channel(queue_len);
@@ -379,6 +370,7 @@ impl ServerHandle {
                 app_answers,
                 app_logins_in_flight: session.app_logins_in_flight,
                 relay: relay.clone(),
+                evictions: evictions.next(),
             };
             threads.push(
                 std::thread::Builder::new()
@@ -443,9 +435,15 @@ impl ServerHandle {
                 .name("refl-ingress".into())
                 .spawn(move || shard::reader_loop(reader))?,
         );
+        let centre_reload = match (centre_dir, &dispatch) {
+            (Some(directory), Some(d)) => {
+                Some(CentreReload::new(directory, d.tables(), d.voice_stats()))
+            }
+            _ => None,
+        };
         let targets = ReloadTargets {
             shards: dir_txs,
-            centre: centre_dir,
+            centre: centre_reload,
             dashboard: dash,
             revocation: SessionRevocation::new(store.web_password_stamps().await?),
         };
@@ -592,8 +590,9 @@ impl CentreStore for StoreSink {
 struct ReloadTargets {
     /// Every shard's directory queue.
     shards: Vec<SyncSender<Directory>>,
-    /// The centre's directory for its edges, with `[interconnect]`.
-    centre: Option<Arc<CentreDirectory>>,
+    /// The centre's directory for its edges and the sessions they own,
+    /// with `[interconnect]`.
+    centre: Option<CentreReload>,
     /// The dashboard, for group names.
     dashboard: Dashboard,
     /// The app sessions of accounts that lost their rights.
@@ -652,7 +651,7 @@ fn spawn_reload(
                         .fetch_add(ended as u64, Relaxed);
                     dashboard.set_directory(d.clone());
                     if let Some(c) = &centre {
-                        c.replace(d.clone());
+                        c.apply(d.clone());
                     }
                     for shard in &shards {
                         if let Err(TrySendError::Full(_)) = shard.try_send(d.clone()) {

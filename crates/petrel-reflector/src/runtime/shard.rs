@@ -33,7 +33,7 @@ use super::store_writer::Persist;
 use super::verifier::{Answer, PasswordVerifier};
 use super::wall_clock::unix_ms;
 use crate::core::{Ingress, IngressStats, Reflector};
-use crate::model::{AppGrant, AppLoginCheck, AppReject, ConnectionId, Directory};
+use crate::model::{AppGrant, AppLoginCheck, AppReject, ConnectionId, DeviceKey, Directory};
 
 /// The account store's answer to one app login: (check id, verdict).
 pub(super) type AppAnswer = (u64, Result<AppGrant, AppReject>);
@@ -182,6 +182,9 @@ pub(super) struct ShardIo {
     /// A centre's relay of centre-direct frames to its edges
     /// (draarl-interconnect §5.2), with `[interconnect]`.
     pub relay: Option<Arc<CentreRelay>>,
+    /// A centre's centre-direct sessions to end because their device
+    /// logged in through an edge (`centre_direct_sessions.rs`).
+    pub evictions: Option<Receiver<DeviceKey>>,
 }
 
 /// The account-store tasks of one shard's app logins, at most
@@ -268,6 +271,16 @@ pub(super) fn shard_loop(mut core: Reflector, io: &ShardIo) {
         }
         while let Ok((at, addr)) = io.unreachable.try_recv() {
             core.handle_unreachable(at, addr);
+        }
+        if let Some(evictions) = &io.evictions {
+            while let Ok(key) = evictions.try_recv() {
+                core.end_migrated_session(key);
+            }
+        }
+        while let Some(key) = core.poll_new_session() {
+            if let Some(relay) = &io.relay {
+                relay.direct_login(key);
+            }
         }
         while let Ok((id, verdict)) = io.app_answers.try_recv() {
             core.handle_app_login(now, id, verdict);

@@ -1,8 +1,8 @@
 //! The interconnect control plane from the outside (draarl-interconnect
 //! §3.1–§3.2): a centre on loopback that knows nodes by static token, raw
 //! TLS clients pinned to its certificate (optionally from a chosen
-//! loopback address), the `node_enroll` hello, and waiting on the centre's
-//! counters.
+//! loopback address), the `node_enroll` hello and a hand-made
+//! authentication, and waiting on the centre's counters.
 
 use std::net::{IpAddr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -105,4 +105,25 @@ pub fn hello(node: &str, token: &str) -> ControlMessage {
         required_features: 7,
         ..ControlMessage::new("node_enroll")
     }
+}
+
+/// Connects to `addr` (certificate pinned by `pin`) and authenticates
+/// `cred` by hand (§3.2); the stream and the `node_auth_ok` answer.
+pub async fn authenticate(
+    addr: SocketAddr,
+    pin: [u8; 32],
+    cred: &NodeCredential,
+) -> (TlsStream<TcpStream>, ControlMessage) {
+    use petrel_reflector::codec::interconnect::{encode_frame, MAX_HELLO_FRAME};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tls = tls_connect(addr, pin).await;
+    let frame = encode_frame(&hello(cred.node_id(), cred.expose()), MAX_HELLO_FRAME).unwrap();
+    tls.write_all(&frame).await.unwrap();
+    let mut len = [0u8; 4];
+    tls.read_exact(&mut len).await.unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    tls.read_exact(&mut body).await.unwrap();
+    let ok: ControlMessage = serde_json::from_slice(&body).unwrap();
+    assert_eq!(ok.kind, "node_auth_ok", "{ok:?}");
+    (tls, ok)
 }

@@ -5,8 +5,9 @@
 //! [`app_server`] (a server with `[apps]` over a seeded real store),
 //! [`app_client`] (the app clients' HTTP calls), [`ws_client`] (`/ws`
 //! sessions), [`control_client`] (the interconnect control port),
-//! [`raw_edge`] (a hand-driven edge of a centre) and [`edge_devices`]
-//! (edge reflectors and the devices behind them); this
+//! [`raw_edge`] (a hand-driven edge of a centre), [`edge_devices`]
+//! (edge reflectors and the devices behind them) and [`cluster`] (a real
+//! centre with enrolled edges); this
 //! file holds scratch stores, seeding accounts, starting a server,
 //! heartbeats and raw UDP/HTTP reads.
 #![allow(dead_code, unused_macros)]
@@ -18,6 +19,7 @@ mod scratch_store;
 pub mod backends;
 pub mod app_client;
 pub mod app_server;
+pub mod cluster;
 pub mod control_client;
 pub mod edge_devices;
 pub mod fake_authority;

@@ -24,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpStream, UdpSocket};
 use tokio_rustls::client::TlsStream;
 
-use super::control_client::{hello, tls_connect};
+use super::control_client::authenticate;
 
 /// The wall clock, Unix ms.
 pub fn wall_ms() -> i64 {
@@ -68,15 +68,7 @@ impl RawEdge {
     /// Connects to `control` (certificate pinned by `pin`) as `cred` and
     /// completes the handshake.
     pub async fn connect(control: SocketAddr, pin: [u8; 32], cred: &NodeCredential) -> Self {
-        let mut tls = tls_connect(control, pin).await;
-        let frame = encode_frame(&hello(cred.node_id(), cred.expose()), MAX_HELLO_FRAME).unwrap();
-        tls.write_all(&frame).await.unwrap();
-        let mut len = [0u8; 4];
-        tls.read_exact(&mut len).await.unwrap();
-        let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
-        tls.read_exact(&mut body).await.unwrap();
-        let ok: ControlMessage = serde_json::from_slice(&body).unwrap();
-        assert_eq!(ok.kind, "node_auth_ok", "{ok:?}");
+        let (tls, ok) = authenticate(control, pin, cred).await;
         let key_bytes = STANDARD_NO_PAD.decode(&ok.key).unwrap();
         Self {
             node: NodeId::new(cred.node_id()).unwrap(),

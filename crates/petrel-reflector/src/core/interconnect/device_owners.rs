@@ -40,8 +40,15 @@ pub mod session_error {
     pub const SESSION_NOT_OWNED: &str = "session_not_owned";
     /// Renew: the session has no route.
     pub const SESSION_ROUTE_MISSING: &str = "session_route_missing";
-    /// Revoke: the device authenticated elsewhere (roaming).
+    /// Revoke: the device authenticated elsewhere (roaming, or directly
+    /// at the centre).
     pub const SESSION_MIGRATED: &str = "session_migrated";
+    /// Revoke: the owner account was disabled.
+    pub const USER_DISABLED: &str = "user_disabled";
+    /// Revoke: the owner account was deleted.
+    pub const USER_DELETED: &str = "user_deleted";
+    /// Revoke: the owner account is no longer approved.
+    pub const USER_UNAPPROVED: &str = "user_unapproved";
 }
 
 /// A physical device's identity at the centre: owner account and SSID.
@@ -185,6 +192,18 @@ impl DeviceOwners {
         self.sessions.get(&session_id)
     }
 
+    /// The session `identity` owns now, if any.
+    pub fn session_of(&self, identity: DeviceIdentity) -> Option<&OwnedSession> {
+        self.by_identity
+            .get(&identity)
+            .and_then(|id| self.sessions.get(id))
+    }
+
+    /// Every owned session, in no particular order.
+    pub fn sessions(&self) -> impl Iterator<Item = &OwnedSession> {
+        self.sessions.values()
+    }
+
     /// Sessions owned through `control`.
     pub fn count(&self, control: ControlRef) -> usize {
         self.per_control.get(&control).copied().unwrap_or(0)
@@ -287,11 +306,30 @@ impl DeviceOwners {
         previous: &OwnedSession,
         device_id: i64,
     ) -> ControlSend {
-        let revoke = DeviceSessionRevoke {
-            session_id: previous.session_id,
-            session_epoch: previous.session_epoch,
+        Self::revoke_with_reason(
+            ids,
+            cluster_epoch,
+            previous,
             device_id,
-            reason: session_error::SESSION_MIGRATED.to_owned(),
+            session_error::SESSION_MIGRATED,
+        )
+    }
+
+    /// The 0x23 DeviceSessionRevoke of `session` with `reason` (one of
+    /// [`session_error`]'s revoke reasons; envelope epoch =
+    /// `cluster_epoch`). The edge removes the session if the epoch matches.
+    pub fn revoke_with_reason(
+        ids: &mut MessageIds,
+        cluster_epoch: u64,
+        session: &OwnedSession,
+        device_id: i64,
+        reason: &str,
+    ) -> ControlSend {
+        let revoke = DeviceSessionRevoke {
+            session_id: session.session_id,
+            session_epoch: session.session_epoch,
+            device_id,
+            reason: reason.to_owned(),
         };
         ControlSend::json(
             Subtype::DEVICE_SESSION_REVOKE,

@@ -21,10 +21,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::codec::{
-    self, ForwardIdentity, Header, PacketType, CALLSIGN_LEN, HEADER_LEN, PASSWORD_LEN,
-};
-use crate::core::replies::heartbeat_success;
+use crate::codec::{self, ForwardIdentity, Header, PacketType, HEADER_LEN};
+use crate::core::replies::{app_login_reject, heartbeat_success};
 use crate::model::{FrameKind, Transmit};
 
 use super::device_sessions_edge::{identity_key, Touch};
@@ -148,16 +146,7 @@ impl EdgeDevices {
     /// DevModel, DMRID 0, Reserved 0; DATA = 1 + reason).
     fn refuse_app_login(&mut self, src: SocketAddr, req: &Header, request_len: usize) {
         self.counters.app_logins_refused += 1;
-        let mut h = Header::new(PacketType::JwtAuth);
-        h.username = req.username;
-        h.device_password = [0; PASSWORD_LEN];
-        h.callsign = [0; CALLSIGN_LEN];
-        h.dev_model = req.dev_model;
-        h.ssid = req.dev_model;
-        let mut data = Vec::with_capacity(1 + GHOST_UNSUPPORTED.len());
-        data.push(1);
-        data.extend_from_slice(GHOST_UNSUPPORTED.as_bytes());
-        if let Ok(payload) = codec::encode(&h, &data) {
+        if let Some(payload) = app_login_reject(req, 1, GHOST_UNSUPPORTED) {
             self.reply(src, payload, request_len);
         }
     }

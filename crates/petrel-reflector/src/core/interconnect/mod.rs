@@ -36,7 +36,8 @@
 //! `handshake.rs` (§3.2), `control_envelope.rs` (§3.4: envelopes over TLS,
 //! sharing the session's replay window), `control_send.rs` (a control
 //! envelope to send), `route_projection.rs` (projection JSON, chunking,
-//! checksums), `route_sync_centre.rs`, `route_sync_edge.rs`,
+//! checksums), `route_refresh.rs` (§3.8: a directory reload's route
+//! upserts and revokes of the edges' sessions), `route_sync_centre.rs`, `route_sync_edge.rs`,
 //! `snapshot_assembly.rs` (§3.7), `speaker_lease_centre.rs`,
 //! `speaker_lease_edge.rs` (§3.10), `device_owners.rs`,
 //! `device_auth_centre.rs` (§3.8 at the centre: proxied Type 2 logins and
@@ -72,6 +73,7 @@ mod projection_wait;
 mod relay_centre;
 mod replay_window;
 mod route_projection;
+mod route_refresh;
 mod route_sync_centre;
 mod route_sync_edge;
 mod snapshot_assembly;
@@ -135,6 +137,7 @@ pub use route_projection::{
     chunk_count, delta_checksum, go_json, sha256_hex, Projection, ProjectionError,
     MAX_DEVICE_SESSIONS_PER_NODE, MAX_SNAPSHOT_BYTES, SNAPSHOT_CHUNK_BYTES,
 };
+pub use route_refresh::{refresh_routes, RouteRefresh};
 pub use route_sync_centre::{
     AckOutcome, AckRefusal, CentreRouteSync, CentreSyncCounters, RetryOutcome,
     MAX_PENDING_ROUTE_MESSAGES, ROUTE_ACK_TIMEOUT, ROUTE_MAX_ATTEMPTS, ROUTE_RESEND_INTERVAL,
@@ -142,7 +145,7 @@ pub use route_sync_centre::{
 pub use route_sync_edge::{resync_reason, EdgeRouteSync, EdgeSyncCounters, EdgeSyncEvent};
 pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use speaker_lease_centre::{
-    lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable,
+    lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable, TalkLimit,
     LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL,
 };
 pub use speaker_lease_edge::{

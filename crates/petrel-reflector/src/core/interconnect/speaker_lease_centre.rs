@@ -12,6 +12,25 @@
 //!  release exact (owner + id) │ release_session │ release_node (node disconnect) │ sweep dead
 //! ```
 //!
+//! The longest over (Petrel's rule, not the reference's): a centre's
+//! shards cut a centre-direct talker's over after `floor_max_talk_s` and
+//! hold it off the domain for `floor_holdoff_ms` (`policy/floor.rs`), and
+//! the centre's local floor does the same to an edge talker's frames it
+//! delivers to its own devices. Without the same limit here an edge
+//! talker would keep its lease — and be heard on every edge — while the
+//! centre's own devices stopped hearing it. With a [`TalkLimit`] the lease
+//! ends when its owner has held it for `max_talk` (the voice frame that
+//! reaches it is refused, §3.10 claims of that owner are denied for
+//! `holdoff`, others may claim at once), so an over ends everywhere at the
+//! same time: the lease starts when the first frame is granted, before the
+//! centre's local floor sees that frame, so it is always the lease that
+//! ends the over first.
+//!
+//! ```text
+//!  claim or voice of the owner, held ≥ max_talk ─▶ lease deleted, owner barred until now + holdoff
+//!  claim of a barred owner ─▶ deny, retry = bar end − now
+//! ```
+//!
 //! Centre-local devices and scheduled broadcasts compete in the same table
 //! with the node id `center`. The authorisation check needs the device
 //! session owner table and the route; the runtime computes it and passes
@@ -46,6 +65,17 @@ pub mod lease_action {
     pub const DENY: &str = "deny";
     /// Edge → centre: give up (never sent by the reference edge).
     pub const RELEASE: &str = "release";
+}
+
+/// The longest lease one owner may hold without a pause, and how long it
+/// is then refused the domain (the single node's `floor_max_talk_s` and
+/// `floor_holdoff_ms`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TalkLimit {
+    /// Longest over.
+    pub max_talk: Duration,
+    /// How long its owner is refused the domain, counted from the cut.
+    pub holdoff: Duration,
 }
 
 /// Who holds a lease: a device session through one control session of one
@@ -88,6 +118,8 @@ pub enum LeaseReject {
     NotOwner,
     /// The frame carries another lease id.
     WrongLeaseId,
+    /// The owner held the lease for the [`TalkLimit`]: it just ended.
+    TalkLimit,
 }
 
 /// Counters of the lease table (§7 "lease grants" and the rest).
@@ -109,14 +141,26 @@ pub struct LeaseCounters {
     pub evictions: u64,
     /// Claims without a request id, ignored.
     pub invalid_claims: u64,
+    /// Leases ended at the [`TalkLimit`].
+    pub talk_limit_cuts: u64,
+    /// Claims denied because their owner was cut at the limit lately.
+    pub holdoff_denies: u64,
 }
 
 #[derive(Debug, Clone)]
 struct Lease {
     owner: LeaseOwner,
     lease_id: u64,
+    /// When the lease was granted (the over began).
+    since: Instant,
     last_voice: Instant,
     expiry: Instant,
+}
+
+/// Whether `a` and `b` are the same talker (the same device session on
+/// the same node) for the hold-off.
+fn same_talker(a: &LeaseOwner, b: &LeaseOwner) -> bool {
+    a.node == b.node && a.session_id == b.session_id
 }
 
 impl Lease {
@@ -133,6 +177,10 @@ fn ms(d: Duration) -> u32 {
 #[derive(Debug)]
 pub struct LeaseTable {
     leases: HashMap<u64, Lease>,
+    /// Per domain, the owner last cut at the talk limit and the end of its
+    /// hold-off (at most `max_domains` entries, swept once over).
+    barred: HashMap<u64, (LeaseOwner, Instant)>,
+    talk_limit: Option<TalkLimit>,
     max_domains: usize,
     counters: LeaseCounters,
 }
@@ -143,9 +191,54 @@ impl LeaseTable {
     pub fn new(max_domains: usize) -> Self {
         Self {
             leases: HashMap::new(),
+            barred: HashMap::new(),
+            talk_limit: None,
             max_domains: max_domains.max(1),
             counters: LeaseCounters::default(),
         }
+    }
+
+    /// Sets the longest over (`None`: none, as in §3.10); see the module
+    /// docs.
+    pub fn set_talk_limit(&mut self, limit: Option<TalkLimit>) {
+        self.talk_limit = limit;
+    }
+
+    /// Ends `domain`'s lease if it reached the talk limit at `now`, barring
+    /// its owner; the bar's end when it did.
+    fn cut_at_limit(&mut self, now: Instant, domain: u64) -> Option<Instant> {
+        let limit = self.talk_limit?;
+        let l = self.leases.get(&domain)?;
+        if now.saturating_duration_since(l.since) < limit.max_talk {
+            return None;
+        }
+        let owner = l.owner;
+        self.leases.remove(&domain);
+        let until = now + limit.holdoff;
+        if self.barred.len() >= self.max_domains && !self.barred.contains_key(&domain) {
+            self.barred.retain(|_, (_, end)| now < *end);
+            if self.barred.len() >= self.max_domains {
+                if let Some(d) = self
+                    .barred
+                    .iter()
+                    .min_by_key(|(_, (_, end))| *end)
+                    .map(|(d, _)| *d)
+                {
+                    self.barred.remove(&d);
+                }
+            }
+        }
+        self.barred.insert(domain, (owner, until));
+        self.counters.talk_limit_cuts += 1;
+        Some(until)
+    }
+
+    /// The end of `owner`'s hold-off in `domain`, if it is barred at `now`.
+    fn barred_until(&self, now: Instant, owner: &LeaseOwner, domain: u64) -> Option<Instant> {
+        self.barred
+            .get(&domain)
+            .filter(|(who, until)| same_talker(who, owner) && now < *until)
+            .map(|(_, until)| *until)
     }
 
     /// The counters.
@@ -213,6 +306,16 @@ impl LeaseTable {
             self.leases.remove(&domain);
             self.counters.expired += 1;
         }
+        if self.leases.get(&domain).is_some_and(|l| l.owner == owner) {
+            self.cut_at_limit(now, domain);
+        }
+        if let Some(until) = self.barred_until(now, &owner, domain) {
+            self.counters.denies += 1;
+            self.counters.holdoff_denies += 1;
+            return LeaseDecision::Deny {
+                retry_after_ms: ms(until.saturating_duration_since(now)),
+            };
+        }
         if let Some(l) = self.leases.get_mut(&domain) {
             if l.owner != owner {
                 let until = (l.last_voice + LEASE_IDLE_TIMEOUT).min(l.expiry);
@@ -242,6 +345,7 @@ impl LeaseTable {
             Lease {
                 owner,
                 lease_id,
+                since: now,
                 last_voice: now,
                 expiry: now + LEASE_TTL,
             },
@@ -323,6 +427,14 @@ impl LeaseTable {
         domain: u64,
         lease_id: u64,
     ) -> Result<(), LeaseReject> {
+        let owned = self
+            .leases
+            .get(&domain)
+            .is_some_and(|l| !l.dead(now) && l.owner == owner && l.lease_id == lease_id);
+        if owned && self.cut_at_limit(now, domain).is_some() {
+            self.counters.voice_refused += 1;
+            return Err(LeaseReject::TalkLimit);
+        }
         let verdict = match self.leases.get_mut(&domain) {
             Some(l) if !l.dead(now) => {
                 if l.owner != owner {
@@ -388,6 +500,7 @@ impl LeaseTable {
     /// Deletes dead leases; how many. Call now and then (e.g. every
     /// second) so idle domains do not linger.
     pub fn sweep(&mut self, now: Instant) -> usize {
+        self.barred.retain(|_, (_, until)| now < *until);
         let before = self.leases.len();
         self.leases.retain(|_, l| !l.dead(now));
         let n = before - self.leases.len();

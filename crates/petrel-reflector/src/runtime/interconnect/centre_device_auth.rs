@@ -11,6 +11,7 @@
 //!        ─▶ activate: routes + devices locked, node session still live?
 //!             device record (store event, CentreDirectory) ─▶ owners.activate ─▶ previous owner: revoke + route removed
 //!             ─▶ put_route ─▶ CentreRoutes::upsert (RouteDelta to the owning edge)
+//!             ─▶ the device's centre-direct session ended (DirectSessions::evict)
 //!        ─▶ DeviceAuthResponse {grant, response_packet = the direct login's reply} over control
 //! ```
 //!
@@ -30,16 +31,18 @@ use tokio::sync::oneshot;
 use super::super::shared_tables::SharedTables;
 use super::super::verifier::{Answer, PasswordVerifier};
 use super::super::wall_clock::unix_ms;
+use super::centre_direct_sessions::DirectSessions;
 use super::centre_directory::CentreDirectory;
+use super::centre_revoke::revoke_dropped;
 use super::centre_tables::CentreTables;
 use super::centre_voice_stats::CentreVoiceStats;
 use crate::codec::interconnect::messages::DeviceAuthRequest;
 use crate::codec::interconnect::NodeId;
 use crate::core::device_record_after_login;
 use crate::core::interconnect::{
-    abandon_check, device_grant, device_id, device_route, finish_check, granted, poll_queued,
-    refused, response_message, start_auth, success_reply, wire_domain, ActivateError, AuthFailure,
-    AuthStart, ControlRef, DataBudget, DataLimits, DeviceIdentity, DeviceOwners, PendingLogin,
+    abandon_check, device_grant, device_route, finish_check, granted, poll_queued, refused,
+    response_message, session_error, start_auth, success_reply, wire_domain, ActivateError,
+    AuthFailure, AuthStart, ControlRef, DataBudget, DataLimits, DeviceIdentity, PendingLogin,
     ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT, QUEUED_CHECK_POLL,
 };
 use crate::core::RejectReason;
@@ -72,6 +75,9 @@ pub(crate) struct CentreServices {
     /// `session.password_checks_in_flight`: checks in flight at most,
     /// shards and centre together.
     pub(crate) password_checks_in_flight: usize,
+    /// The shards' centre-direct sessions, ended when their device logs
+    /// in through an edge.
+    pub(crate) direct: DirectSessions,
 }
 
 impl std::fmt::Debug for CentreServices {
@@ -497,22 +503,15 @@ impl DeviceAuthService {
         let session = activation.session;
         let route = device_route(user, &rec, domain, &session);
         if let Some(prev) = activation.previous {
-            devices.forget(&prev);
-            if !prev.control.node.is_centre() {
-                let revoke = DeviceOwners::revoke_message(
-                    &mut lock(&ids),
-                    routes.cluster_epoch(),
-                    &prev,
-                    device_id(key),
-                );
-                if sender.send_control(prev.control.node, &revoke).is_err() {
-                    self.stats
-                        .dispatch
-                        .device_send_failures
-                        .fetch_add(1, Relaxed);
-                }
-                routes.remove(sender, now, prev.control.node, prev.session_id);
-            }
+            revoke_dropped(
+                tables,
+                &self.stats,
+                &mut routes,
+                &mut devices,
+                now,
+                &prev,
+                session_error::SESSION_MIGRATED,
+            );
         }
         if activation.reused {
             // A route change that alters the domain or disables sending
@@ -540,6 +539,7 @@ impl DeviceAuthService {
         }
         drop(devices);
         drop(routes);
+        self.services.direct.evict(key, &self.stats);
         if changed {
             self.services.directory.put_device(rec.clone());
             if !self

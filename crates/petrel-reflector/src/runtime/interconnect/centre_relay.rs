@@ -379,6 +379,17 @@ impl CentreRelay {
         }
     }
 
+    /// A shard's new session of `key` (a login directly at the centre):
+    /// the session an edge holds for the same device is revoked
+    /// (`session_migrated`, `centre_direct_sessions.rs`); nothing when no
+    /// edge is connected.
+    pub fn direct_login(&self, key: DeviceKey) {
+        if self.control_stats.active_nodes.load(Relaxed) == 0 {
+            return;
+        }
+        super::centre_direct_sessions::revoke_edge_session(&self.tables, &self.stats, key);
+    }
+
     /// A shard's frame of a centre-direct talker (§5.2 last paragraph):
     /// relayed with source `center` to every edge with receivers in its
     /// domain, voice under the domain's speaker lease; nothing when no

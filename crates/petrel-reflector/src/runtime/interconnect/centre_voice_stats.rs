@@ -83,6 +83,23 @@ voice_counters! {
     /// Recordings and texts of edge traffic dropped because the store
     /// writer's queue was full.
     relay_store_events_dropped,
+    /// Route upserts of edge sessions after a directory reload (group,
+    /// domain, bans, callsign changed; §3.8).
+    reload_route_upserts,
+    /// Edge sessions revoked after a directory reload (owner account
+    /// deleted, disabled or not approved).
+    reload_revokes,
+    /// Reload route changes that could not be published (the edge's route
+    /// limit, no live node session).
+    reload_route_failures,
+    /// Edge sessions revoked (`session_migrated`) because the device logged
+    /// in directly at the centre.
+    direct_login_migrations,
+    /// Requests to end a centre-direct session because the device logged in
+    /// through an edge, sent to the shards.
+    direct_session_evictions,
+    /// Those requests dropped: a shard's queue was full.
+    direct_eviction_drops,
 }
 
 /// Counters of one node session (§7 `protection`, the parts kept outside
@@ -206,6 +223,8 @@ impl CentreVoiceSource {
                     ("released", l.released),
                     ("evictions", l.evictions),
                     ("invalid_claims", l.invalid_claims),
+                    ("talk_limit_cuts", l.talk_limit_cuts),
+                    ("holdoff_denies", l.holdoff_denies),
                 ],
             ));
             gauges.push(("device_sessions".to_owned(), d.owners.len() as u64));

@@ -257,6 +257,12 @@ pub enum EdgeStartError {
     NodeId,
 }
 
+impl From<EdgeStartError> for super::super::server_error::ServerError {
+    fn from(e: EdgeStartError) -> Self {
+        Self::Control(Box::new(e))
+    }
+}
+
 impl EdgeControl {
     /// Starts connecting (inside a tokio runtime).
     ///

@@ -23,13 +23,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use petrel_sys::range::RangeError;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
-use thiserror::Error;
 
 use super::super::fanout::FanoutEngine;
 use super::super::http_server;
-use super::edge::{EdgeControl, EdgeControlConfig, EdgeStartError};
+use super::super::server_error::ServerError;
+use super::edge::{EdgeControl, EdgeControlConfig};
 use super::edge_metrics::{self, EdgeStats, EdgeStatsSource};
 use super::edge_node::{EdgeNode, EdgeNodeConfig, EdgeState};
 use super::edge_output::EdgeOutput;
@@ -91,30 +90,6 @@ impl EdgeServerConfig {
     }
 }
 
-/// Why the edge could not start.
-#[derive(Debug, Error)]
-pub enum EdgeServerError {
-    /// A configuration value is out of range.
-    #[error("config: {0}")]
-    Config(#[from] RangeError),
-    /// A socket could not be bound.
-    #[error("binding the {what} to {addr}: {cause}")]
-    Bind {
-        /// What the socket was for.
-        what: &'static str,
-        /// The address asked for.
-        addr: SocketAddr,
-        /// What `bind` reported.
-        cause: std::io::Error,
-    },
-    /// Socket or thread setup failed.
-    #[error("io: {0}")]
-    Io(#[from] std::io::Error),
-    /// The control client could not start.
-    #[error(transparent)]
-    Control(#[from] EdgeStartError),
-}
-
 /// A running edge. Stop it with [`EdgeServer::shutdown`].
 #[derive(Debug)]
 pub struct EdgeServer {
@@ -127,14 +102,14 @@ pub struct EdgeServer {
     stats: EdgeStatsSource,
 }
 
-fn bind(cfg: &EdgeServerConfig) -> Result<UdpSocket, EdgeServerError> {
+fn bind(cfg: &EdgeServerConfig) -> Result<UdpSocket, ServerError> {
     let (sock, _) = bind_udp(&UdpOptions {
         buffers: BufferRequest::both(cfg.socket_buffer_bytes),
         on_refusal: OnRefusal::Ignore,
         dual_stack: true,
         ..UdpOptions::new(cfg.listen)
     })
-    .map_err(|cause| EdgeServerError::Bind {
+    .map_err(|cause| ServerError::Bind {
         what: "UDP listen socket",
         addr: cfg.listen,
         cause,
@@ -150,13 +125,13 @@ impl EdgeServer {
     /// centre's snapshot made it ready (§3.6).
     ///
     /// # Errors
-    /// [`EdgeServerError`].
-    pub async fn start(cfg: EdgeServerConfig) -> Result<Self, EdgeServerError> {
+    /// [`ServerError`].
+    pub async fn start(cfg: EdgeServerConfig) -> Result<Self, ServerError> {
         cfg.fanout.validate()?;
         let sock = bind(&cfg)?;
         let http_listener = match cfg.http_listen {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|cause| {
-                EdgeServerError::Bind {
+                ServerError::Bind {
                     what: "HTTP server",
                     addr,
                     cause,

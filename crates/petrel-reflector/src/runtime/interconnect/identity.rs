@@ -63,3 +63,9 @@ mod tests {
         store.close().await;
     }
 }
+
+impl From<IdentityError> for super::super::server_error::ServerError {
+    fn from(e: IdentityError) -> Self {
+        Self::Tls(Box::new(e))
+    }
+}

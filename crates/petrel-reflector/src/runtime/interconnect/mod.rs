@@ -20,6 +20,10 @@
 //! lease), `centre_directory.rs` (the directory the centre's edge logic
 //! reads), `centre_relay.rs` (Type 0 on the device port, the voice relay
 //! between edges and centre-direct devices, §4.3, §5.2),
+//! `centre_reload.rs` (a directory reload's route upserts and revokes of
+//! edge sessions, §3.8), `centre_revoke.rs` (revoking an edge's device
+//! session), `centre_direct_sessions.rs` (one session per device across
+//! the centre's own port and its edges),
 //! `centre_tables.rs` (the tables they share),
 //! `centre_voice_stats.rs` (their counters),
 //! `centre_routes.rs` (§3.7 route sync per edge), `edge.rs` (the client),
@@ -36,9 +40,12 @@ mod centre;
 mod centre_device_auth;
 mod centre_device_sessions;
 mod centre_devices;
+mod centre_direct_sessions;
 mod centre_directory;
 mod centre_dispatch;
 mod centre_relay;
+mod centre_reload;
+mod centre_revoke;
 mod centre_routes;
 mod centre_stats;
 mod centre_tables;
@@ -65,10 +72,12 @@ pub use centre_device_auth::{CentreStore, DEVICE_AUTH_PPS_PER_NODE, MAX_AUTHS_IN
 pub use centre_devices::{
     CentreDevices, MAX_EPOCH_IDENTITIES, MAX_LEASE_DOMAINS, MAX_RX_DOMAINS_PER_ROUTE,
 };
+pub use centre_direct_sessions::{DirectSessions, EVICTION_QUEUE};
 pub use centre_directory::CentreDirectory;
 pub use centre_dispatch::{CentreDispatch, CENTRE_EVENT_QUEUE, DISPATCH_TICK};
 pub(crate) use centre_relay::RelayParts;
 pub use centre_relay::{CentreRelay, RELAY_TICK};
+pub use centre_reload::CentreReload;
 pub use centre_routes::{CentreRouteStats, CentreRoutes};
 pub use centre_stats::{ControlServerSnapshot, ControlServerStats};
 pub use centre_tables::CentreTables;
@@ -87,9 +96,7 @@ pub use edge_node::{
 };
 pub use edge_output::EdgeOutputStats;
 pub use edge_reader::EdgeReaderStats;
-pub use edge_server::{
-    EdgeServer, EdgeServerConfig, EdgeServerError, DEFAULT_CENTRE_UDP_PORT, DEFAULT_EDGE_LISTEN,
-};
+pub use edge_server::{EdgeServer, EdgeServerConfig, DEFAULT_CENTRE_UDP_PORT, DEFAULT_EDGE_LISTEN};
 pub use enrol::{add_edge_node, EnrolError};
 pub use identity::{centre_identity, IdentityError};
 pub use node_authority::NodeAuthority;

@@ -14,6 +14,7 @@ mod projection_wait;
 mod properties;
 mod relay_centre;
 mod replay_window;
+mod route_refresh;
 mod route_sync;
 mod speaker_lease;
 

@@ -23,6 +23,102 @@ fn owner(n: &str, session_id: u64) -> LeaseOwner {
     }
 }
 
+/// With the single node's max-talk rule (10 s over, 5 s hold-off): a
+/// talker renewing and talking every 120 ms loses the lease at 10 s — the
+/// frame that reaches it is refused, its claims are denied until the
+/// hold-off ends — while another talker may take the domain at once; the
+/// cut talker competes again afterwards. Without a limit (§3.10) the same
+/// over goes on.
+#[test]
+fn a_talk_limit_ends_a_long_over_and_holds_its_talker_off() {
+    let t0 = crate::test_clock::origin();
+    let mut ids = MessageIds::new();
+    let mut l = LeaseTable::new(64);
+    l.set_talk_limit(Some(TalkLimit {
+        max_talk: Duration::from_secs(10),
+        holdoff: Duration::from_secs(5),
+    }));
+    let a = owner("edge-a", 101);
+    let b = owner("edge-b", 201);
+    let LeaseDecision::Grant { lease_id, .. } = l.claim(&mut ids, t0, a, 7, 0, true) else {
+        panic!()
+    };
+    let mut now = t0;
+    while now < t0 + ms(9_960) {
+        now += ms(120);
+        assert_eq!(l.voice(now, a, 7, lease_id), Ok(()), "at {:?}", now - t0);
+        if (now - t0).as_millis() % 720 == 0 {
+            assert!(matches!(
+                l.claim(&mut ids, now, a, 7, lease_id, true),
+                LeaseDecision::Grant { .. }
+            ));
+        }
+    }
+    now += ms(120);
+    assert_eq!(l.voice(now, a, 7, lease_id), Err(LeaseReject::TalkLimit));
+    assert_eq!(l.counters().talk_limit_cuts, 1);
+    assert_eq!(l.holder(now, 7), None);
+    assert_eq!(
+        l.claim(&mut ids, now + ms(100), a, 7, 0, true),
+        LeaseDecision::Deny {
+            retry_after_ms: 4_900
+        }
+    );
+    assert_eq!(l.counters().holdoff_denies, 1);
+    // Another talker (and another domain) is free at once.
+    assert!(matches!(
+        l.claim(&mut ids, now + ms(100), b, 7, 0, true),
+        LeaseDecision::Grant { .. }
+    ));
+    assert!(matches!(
+        l.claim(&mut ids, now + ms(100), a, 8, 0, true),
+        LeaseDecision::Grant { .. }
+    ));
+    // After the hold-off the cut talker competes again (b went silent).
+    assert!(matches!(
+        l.claim(&mut ids, now + ms(5_000), a, 7, 0, true),
+        LeaseDecision::Grant { .. }
+    ));
+
+    // A renewal claim past the limit ends the lease the same way.
+    let mut l = LeaseTable::new(64);
+    l.set_talk_limit(Some(TalkLimit {
+        max_talk: Duration::from_secs(10),
+        holdoff: Duration::from_secs(5),
+    }));
+    let LeaseDecision::Grant { lease_id, .. } = l.claim(&mut ids, t0, a, 7, 0, true) else {
+        panic!()
+    };
+    let mut now = t0;
+    while now < t0 + ms(9_500) {
+        now += ms(500);
+        assert!(matches!(
+            l.claim(&mut ids, now, a, 7, lease_id, true),
+            LeaseDecision::Grant { .. }
+        ));
+        assert_eq!(l.voice(now, a, 7, lease_id), Ok(()));
+    }
+    assert_eq!(
+        l.claim(&mut ids, t0 + ms(10_010), a, 7, lease_id, true),
+        LeaseDecision::Deny {
+            retry_after_ms: 5_000
+        }
+    );
+    assert_eq!(l.counters().talk_limit_cuts, 1);
+
+    // Without a limit the over goes on.
+    let mut l = LeaseTable::new(64);
+    let LeaseDecision::Grant { lease_id, .. } = l.claim(&mut ids, t0, a, 7, 0, true) else {
+        panic!()
+    };
+    let mut now = t0;
+    while now < t0 + ms(30_000) {
+        now += ms(120);
+        assert_eq!(l.voice(now, a, 7, lease_id), Ok(()));
+    }
+    assert_eq!(l.counters().talk_limit_cuts, 0);
+}
+
 /// §11 lease timeline in domain 7.
 #[test]
 fn centre_lease_timeline() {
