@@ -8,20 +8,19 @@
 
 mod support;
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::interconnect::{
     encode_frame, ControlMessage, Offer, MAX_CONTROL_FRAME, MAX_HELLO_FRAME,
 };
-use petrel_reflector::model::{Backend, InterconnectConfig, NodeCredential};
+use petrel_reflector::model::{Backend, InterconnectConfig};
 use petrel_reflector::runtime::interconnect::{
     CentreTrust, EdgeControl, EdgeControlConfig, NodeAuthority, TlsIdentity, CREDENTIAL_RECHECK,
     DEFAULT_SERVER_NAME,
 };
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 
 use support::control_client::{
     authenticate, centre, centre_with, connect_from, credential, hello, loopback_cfg, stats_when,

@@ -21,7 +21,7 @@ use petrel_reflector::codec::interconnect::messages::{
 };
 use petrel_reflector::codec::interconnect::Subtype;
 use petrel_reflector::codec::{decode, PacketType};
-use petrel_reflector::model::{InterconnectConfig, NodeToken, ServerConfig};
+use petrel_reflector::model::{NodeToken, ServerConfig};
 use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
 use tokio::net::UdpSocket;

@@ -11,14 +11,13 @@
 #[macro_use]
 mod support;
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use petrel_reflector::codec::interconnect::messages::{
     DeviceGrant, DeviceSessionReport, SpeakerLease,
 };
 use petrel_reflector::codec::interconnect::Subtype;
-use petrel_reflector::model::{InterconnectConfig, ServerConfig};
+use petrel_reflector::model::ServerConfig;
 use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
 

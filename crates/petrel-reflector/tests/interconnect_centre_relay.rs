@@ -28,7 +28,7 @@ use petrel_reflector::codec::interconnect::{
     open, Channel, EnvelopeHeader, Flags, NodeId, NodeKey, RelayFrame, RelayHeader, Subtype,
 };
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
-use petrel_reflector::model::{InterconnectConfig, NodeToken, RecordingConfig, ServerConfig};
+use petrel_reflector::model::{NodeToken, RecordingConfig, ServerConfig};
 use petrel_reflector::runtime::interconnect::add_edge_node;
 use petrel_reflector::runtime::server::ServerHandle;
 use petrel_reflector::runtime::store::{Store, StoreOptions};

@@ -17,7 +17,6 @@ use petrel_reflector::codec::interconnect::messages::{
 use petrel_reflector::codec::interconnect::{
     encode_frame, open, seal, Channel, ControlMessage, DataBind, EnvelopeHeader, Flags,
     FrameReader, NodeId, NodeKey, RelayFrame, RelayHeader, Subtype, MAX_CONTROL_FRAME,
-    MAX_HELLO_FRAME,
 };
 use petrel_reflector::model::NodeCredential;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
