@@ -72,12 +72,19 @@ pub(crate) struct CentreServices {
     /// `session.password_checks_in_flight`: checks in flight at most,
     /// shards and centre together.
     pub(crate) password_checks_in_flight: usize,
+    /// `SessionRecoveryWindowSeconds` (§3.9, §6.2).
+    pub(crate) recovery_window: std::time::Duration,
+    /// The device-session entries stored before this start (§6.3), loaded
+    /// once by the dispatcher.
+    pub(crate) recovered: Vec<crate::model::SessionEntryRecord>,
 }
 
 impl std::fmt::Debug for CentreServices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CentreServices")
             .field("password_checks_in_flight", &self.password_checks_in_flight)
+            .field("recovery_window", &self.recovery_window)
+            .field("recovered", &self.recovered.len())
             .finish_non_exhaustive()
     }
 }
@@ -273,6 +280,11 @@ impl DeviceAuthService {
             next_check: AtomicU64::new(1),
             stats,
         })
+    }
+
+    /// The server's services (directory, store writer).
+    pub(super) fn services(&self) -> &CentreServices {
+        &self.services
     }
 
     /// Handles one DeviceAuth payload of `node`'s session
@@ -538,6 +550,7 @@ impl DeviceAuthService {
                 &AuthFailure::refuse(login, RejectReason::ServerFull),
             ));
         }
+        devices.entries.record(identity, device_id(key), control);
         drop(devices);
         drop(routes);
         if changed {

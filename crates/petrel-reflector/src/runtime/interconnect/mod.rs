@@ -40,6 +40,7 @@ mod centre_directory;
 mod centre_dispatch;
 mod centre_relay;
 mod centre_routes;
+mod centre_session_reconfirm;
 mod centre_stats;
 mod centre_tables;
 mod centre_voice_stats;

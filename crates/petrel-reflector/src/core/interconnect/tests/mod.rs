@@ -15,6 +15,7 @@ mod properties;
 mod relay_centre;
 mod replay_window;
 mod route_sync;
+mod session_reconfirm;
 mod speaker_lease;
 
 use std::net::SocketAddr;
