@@ -576,7 +576,7 @@ async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
         server_name: a.centre_name,
         credential: token.credential,
         trust,
-        offer: Offer::MINIMUM,
+        offer: Offer::CURRENT,
         heartbeat: HEARTBEAT_INTERVAL,
     });
     if let Some(l) = a.listen {

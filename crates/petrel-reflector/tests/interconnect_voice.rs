@@ -247,7 +247,8 @@ fn without_the_centre_voice_stays_local_and_crosses_again_once_it_is_back() {
             let data = server.control_server().unwrap().data_plane();
             bound(&data, "edge-a").await;
             bound(&data, "edge-b").await;
-            // The new centre knows no session: the devices log in again.
+            // Their sessions were reconfirmed (§3.9): each heartbeat is
+            // answered with the callsign, by the edge.
             for (d, at) in [(&alice, a_at), (&bob, a_at), (&carol, b_at), (&dave, b_at)] {
                 assert!(d
                     .login(at)

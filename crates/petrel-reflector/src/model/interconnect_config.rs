@@ -46,6 +46,12 @@ pub struct InterconnectConfig {
     /// `ControlHardMbpsPerNode`: control bytes per second, Mb/s (1–100000).
     /// Default 256.
     pub control_hard_mbps_per_node: u32,
+    /// `SessionRecoveryWindowSeconds` (§3.9, §6.2): how long the device
+    /// sessions of a node whose control session ended (or of every node,
+    /// after a centre start) may still be reconfirmed by their edge; later
+    /// their devices log in again (10–3600). Default 120, one grant
+    /// lifetime.
+    pub session_recovery_window_seconds: u64,
 }
 
 impl Default for InterconnectConfig {
@@ -61,6 +67,7 @@ impl Default for InterconnectConfig {
             control_soft_pps_per_node: 1000,
             control_hard_pps_per_node: 2000,
             control_hard_mbps_per_node: 256,
+            session_recovery_window_seconds: 120,
         }
     }
 }
@@ -94,6 +101,11 @@ impl InterconnectConfig {
             "interconnect.control_hard_mbps_per_node",
             self.control_hard_mbps_per_node,
             &(1..=100_000),
+        )?;
+        check_range(
+            "interconnect.session_recovery_window_seconds",
+            self.session_recovery_window_seconds,
+            &(10..=3600),
         )?;
         if self.tls_cert_file.is_some() != self.tls_key_file.is_some() {
             return Err(RangeError {

@@ -2,6 +2,7 @@
 
 use super::device::DeviceKey;
 use super::directory::DeviceRecord;
+use super::session_entry::SessionEntryWrite;
 use crate::codec;
 
 /// A change the runtime should persist.
@@ -36,4 +37,7 @@ pub enum StoreEvent {
         /// DATA as received (UTF-8 by convention, stored unchanged).
         text: Vec<u8>,
     },
+    /// A centre's device-session entry changed (draarl-interconnect §3.9,
+    /// §6.2).
+    SessionEntry(SessionEntryWrite),
 }

@@ -39,6 +39,7 @@ use super::verifier::{PasswordVerifier, VerifierError};
 use super::wall_clock::unix_ms;
 use super::websocket_hub::WebSocketHub;
 use crate::core::interconnect::TalkLimit;
+use crate::core::interconnect::MAX_SESSION_ENTRIES;
 use crate::core::{Ingress, Recorder, Reflector};
 
 use crate::model::{AppApiConfig, Directory, HttpConfig, Recording, StoreEvent, VerifierConfig};
@@ -229,6 +230,10 @@ impl ServerHandle {
                     store: Arc::new(StoreSink(event_tx.clone())),
                     password_checks_in_flight: session.password_checks_in_flight,
                     direct,
+                    recovery_window: Duration::from_secs(
+                        cfg.interconnect.session_recovery_window_seconds,
+                    ),
+                    recovered: store.session_entries(MAX_SESSION_ENTRIES).await?,
                 };
                 let dispatch =
                     CentreDispatch::spawn_with(server.sender(), centre_events, epoch, services)?;

@@ -54,7 +54,7 @@ pub fn edge_config(
         server_name: DEFAULT_SERVER_NAME.to_owned(),
         credential: credential.clone(),
         trust: CentreTrust::Pin(pin),
-        offer: Offer::MINIMUM,
+        offer: Offer::CURRENT,
         heartbeat: Duration::from_millis(500),
     });
     cfg.listen = SocketAddr::from(([127, 0, 0, 1], 0));

@@ -73,6 +73,15 @@ impl Offer {
         required: Features::REQUIRED,
     };
 
+    /// What Petrel's centre and edges offer: [`Offer::MINIMUM`] plus
+    /// session reconfirmation (bit 7, §3.9), 0x097.
+    pub const CURRENT: Offer = Offer {
+        min_protocol: 1,
+        max_protocol: 1,
+        features: Features(0x097),
+        required: Features::REQUIRED,
+    };
+
     /// The offer with §3.2's defaults in place of zeros.
     pub fn with_defaults(self) -> Offer {
         let or = |v: u8| if v == 0 { 1 } else { v };

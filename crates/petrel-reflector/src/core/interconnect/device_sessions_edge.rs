@@ -26,8 +26,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use crate::codec::interconnect::messages::{
-    DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute, DeviceSessionRenew,
-    DeviceSessionReport, DeviceSessionRevoke,
+    ConfirmItem, DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute,
+    DeviceSessionRenew, DeviceSessionReport, DeviceSessionRevoke,
 };
 use crate::codec::interconnect::{Flags, Subtype};
 
@@ -61,6 +61,11 @@ pub mod removal_reason {
     pub const SESSION_EVICTED: &str = "session_evicted";
     /// Not reported: the centre revoked it.
     pub const REVOKED: &str = "revoked";
+    /// Not reported: the centre refused its reconfirmation (§3.9).
+    pub const SESSION_RECONFIRM_REJECTED: &str = "session_reconfirm_rejected";
+    /// Reported: the centre cannot reconfirm sessions (no feature bit 7,
+    /// §3.9), so the device authenticates again.
+    pub const RECONFIRM_UNSUPPORTED: &str = "session_reconfirm_unsupported";
 }
 
 /// Limits and timers of the edge's session table.
@@ -104,9 +109,16 @@ pub struct LocalDeviceSession {
     pub grant: DeviceGrant,
     last_seen: Instant,
     renew: Option<u64>,
+    control_session: u64,
 }
 
 impl LocalDeviceSession {
+    /// The control (node) session id the grant was issued or last
+    /// reconfirmed through (§3.9: the OLD control session id).
+    pub fn control_session(&self) -> u64 {
+        self.control_session
+    }
+
     /// Device session id.
     pub fn session_id(&self) -> u64 {
         self.grant.route.session_id
@@ -237,6 +249,7 @@ pub struct EdgeSessions {
     by_addr: HashMap<SocketAddr, String>,
     pending: HashMap<u64, PendingAuth>,
     pending_by_identity: HashMap<String, u64>,
+    control_session: u64,
     counters: EdgeSessionCounters,
 }
 
@@ -269,6 +282,7 @@ impl EdgeSessions {
             by_addr: HashMap::new(),
             pending: HashMap::new(),
             pending_by_identity: HashMap::new(),
+            control_session: 0,
             counters: EdgeSessionCounters::default(),
         }
     }
@@ -443,6 +457,7 @@ impl EdgeSessions {
             grant,
             last_seen: now,
             renew: None,
+            control_session: self.control_session,
         };
         let granted_identity =
             identity_key(&candidate.grant.route.username, candidate.grant.route.ssid);
@@ -703,4 +718,101 @@ impl EdgeSessions {
             s.renew = None;
         }
     }
+
+    /// The control session now attached (§3.6 step 2): grants installed or
+    /// reconfirmed from now on were issued through it.
+    pub fn set_control_session(&mut self, control_session: u64) {
+        self.control_session = control_session;
+    }
+
+    /// The sessions to reconfirm at `now` / `wall_ms` (§3.9): heard within
+    /// the device timeout, grant unexpired; with their old control session.
+    pub fn confirm_items(&self, now: Instant, wall_ms: i64) -> Vec<ConfirmItem> {
+        self.sessions
+            .values()
+            .filter(|s| {
+                now.saturating_duration_since(s.last_seen) < self.cfg.device_timeout
+                    && wall_ms < s.grant.expires_at_ms
+                    && s.control_session != 0
+            })
+            .map(|s| ConfirmItem {
+                session_id: s.session_id(),
+                session_epoch: s.session_epoch(),
+                control_session_id: s.control_session,
+                device_id: s.grant.route.device_id,
+                owner_id: s.grant.owner_id,
+                ssid: s.grant.route.ssid,
+                ..ConfirmItem::default()
+            })
+            .collect()
+    }
+
+    /// Replaces the session `old_id` / `old_epoch` by the reconfirmed
+    /// `grant` (§3.9: new id, epoch and expiry, through the attached
+    /// control session).
+    ///
+    /// # Errors
+    /// [`SwapError`]; nothing changed.
+    pub fn swap_confirmed(
+        &mut self,
+        old_id: u64,
+        old_epoch: u64,
+        grant: DeviceGrant,
+    ) -> Result<(), SwapError> {
+        let identity = self
+            .by_id
+            .get(&old_id)
+            .filter(|i| {
+                self.sessions
+                    .get(*i)
+                    .is_some_and(|s| s.session_epoch() == old_epoch)
+            })
+            .cloned()
+            .ok_or(SwapError::Unknown)?;
+        let new_id = grant.route.session_id;
+        if identity_key(&grant.route.username, grant.route.ssid) != identity {
+            return Err(SwapError::IdentityChanged);
+        }
+        if new_id == 0 || (new_id != old_id && self.by_id.contains_key(&new_id)) {
+            return Err(SwapError::IdInUse);
+        }
+        let control_session = self.control_session;
+        let Some(s) = self.sessions.get_mut(&identity) else {
+            return Err(SwapError::Unknown);
+        };
+        s.grant = grant;
+        s.renew = None;
+        s.control_session = control_session;
+        self.by_id.remove(&old_id);
+        self.by_id.insert(new_id, identity);
+        Ok(())
+    }
+
+    /// Removes the session `session_id` whose reconfirmation the centre
+    /// refused (`session_reconfirm_rejected`; no report: the centre does
+    /// not own it).
+    pub fn remove_unconfirmed(&mut self, session_id: u64) -> Option<Removal> {
+        let identity = self.by_id.get(&session_id)?.clone();
+        let session = self.take(&identity)?;
+        Some(Removal {
+            session,
+            reason: removal_reason::SESSION_RECONFIRM_REJECTED,
+            report: None,
+        })
+    }
+}
+
+/// Why a reconfirmed grant could not replace its session (§3.9: the whole
+/// attempt fails).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum SwapError {
+    /// No session with that old id and epoch.
+    #[error("no session with that id and epoch")]
+    Unknown,
+    /// The grant names another identity.
+    #[error("the grant changes the identity")]
+    IdentityChanged,
+    /// The new id is zero or another session's.
+    #[error("the grant reuses an active session id")]
+    IdInUse,
 }

@@ -22,6 +22,7 @@
 //!    centre: LeaseTable (§3.10)                   edge: EdgeSpeaker (claim, buffer, block)
 //!    centre: DeviceOwners (§3.8)                  edge: EdgeSessions (auth proxy, grants)
 //!                                                 edge: EdgeLink (ready / grace / fail closed, §6.1)
+//!    centre: SessionEntries (§3.9, §6.2)         edge: EdgeReconfirm (§3.9, before node_ready)
 //!
 //!  edge device side, EdgeDevices (§3.8, §5.1, §5.3): device datagram ─▶ EdgeSessions │ EdgeSpeaker
 //!    ─▶ EdgeAction: reply │ control │ claim │ local fan-out (EdgeReceivers) │ RelayUpstream;
@@ -47,7 +48,10 @@
 //! side: state, route and link changes, timers), `edge_device_ingest.rs`
 //! (device datagrams, §5.1), `edge_device_control.rs` (the centre's
 //! answers and downstream, §5.3), `edge_receivers.rs` (local receivers
-//! per domain).
+//! per domain), `session_reconfirm_centre.rs` (§3.9, §6.2 at the centre:
+//! the device-session entries kept across a restart and the per-item
+//! checks), `session_reconfirm_edge.rs` (§3.9 at the edge: the batches
+//! before `node_ready`).
 
 mod acceptance;
 mod accepted;
@@ -76,6 +80,8 @@ mod route_projection;
 mod route_refresh;
 mod route_sync_centre;
 mod route_sync_edge;
+mod session_reconfirm_centre;
+mod session_reconfirm_edge;
 mod snapshot_assembly;
 mod speaker_lease_centre;
 mod speaker_lease_edge;
@@ -103,7 +109,7 @@ pub use device_owners::{
 };
 pub use device_sessions_edge::{
     identity_key, removal_reason, AuthOutcome, EdgeSessionCounters, EdgeSessions,
-    EdgeSessionsConfig, LocalDeviceSession, Removal, Touch, DEVICE_SESSION_TIMEOUT,
+    EdgeSessionsConfig, LocalDeviceSession, Removal, SwapError, Touch, DEVICE_SESSION_TIMEOUT,
     GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
 };
 pub use edge_device_ingest::GHOST_UNSUPPORTED;
@@ -143,6 +149,13 @@ pub use route_sync_centre::{
     MAX_PENDING_ROUTE_MESSAGES, ROUTE_ACK_TIMEOUT, ROUTE_MAX_ATTEMPTS, ROUTE_RESEND_INTERVAL,
 };
 pub use route_sync_edge::{resync_reason, EdgeRouteSync, EdgeSyncCounters, EdgeSyncEvent};
+pub use session_reconfirm_centre::{
+    ReconfirmCounters, ReconfirmReject, SessionEntries, SessionEntry, MAX_PENDING_WRITES,
+    MAX_SESSION_ENTRIES, SESSION_RECOVERY_WINDOW,
+};
+pub use session_reconfirm_edge::{
+    drop_unconfirmable, ConfirmStep, EdgeConfirmCounters, EdgeReconfirm, CONFIRM_BATCH_TIMEOUT,
+};
 pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use speaker_lease_centre::{
     lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable, TalkLimit,

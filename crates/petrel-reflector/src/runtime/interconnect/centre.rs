@@ -500,7 +500,7 @@ async fn serve(
     evicted: oneshot::Receiver<()>,
 ) {
     let _ = tcp.set_nodelay(true);
-    let mut hs = CentreHandshake::new(Instant::now(), Offer::MINIMUM);
+    let mut hs = CentreHandshake::new(Instant::now(), Offer::CURRENT);
     let deadline = hs
         .poll_timeout()
         .unwrap_or_else(|| Instant::now() + crate::core::interconnect::HANDSHAKE_TIMEOUT);

@@ -78,12 +78,19 @@ pub(crate) struct CentreServices {
     /// The shards' centre-direct sessions, ended when their device logs
     /// in through an edge.
     pub(crate) direct: DirectSessions,
+    /// `SessionRecoveryWindowSeconds` (§3.9, §6.2).
+    pub(crate) recovery_window: std::time::Duration,
+    /// The device-session entries stored before this start (§6.3), loaded
+    /// once by the dispatcher.
+    pub(crate) recovered: Vec<crate::model::SessionEntryRecord>,
 }
 
 impl std::fmt::Debug for CentreServices {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CentreServices")
             .field("password_checks_in_flight", &self.password_checks_in_flight)
+            .field("recovery_window", &self.recovery_window)
+            .field("recovered", &self.recovered.len())
             .finish_non_exhaustive()
     }
 }
@@ -279,6 +286,11 @@ impl DeviceAuthService {
             next_check: AtomicU64::new(1),
             stats,
         })
+    }
+
+    /// The server's services (directory, store writer).
+    pub(super) fn services(&self) -> &CentreServices {
+        &self.services
     }
 
     /// Handles one DeviceAuth payload of `node`'s session
@@ -537,6 +549,7 @@ impl DeviceAuthService {
                 &AuthFailure::refuse(login, RejectReason::ServerFull),
             ));
         }
+        devices.entries.record(identity, device_id(key), control);
         drop(devices);
         drop(routes);
         self.services.direct.evict(key, &self.stats);

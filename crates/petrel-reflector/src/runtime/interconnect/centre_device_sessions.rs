@@ -75,6 +75,7 @@ pub(super) fn handle(
             let mut d = lock(&tables.devices);
             if let ReportOutcome::Removed(s) = d.owners.handle_report(control, &report) {
                 d.forget(&s);
+                d.entries.clear(s.identity, s.control);
                 drop(d);
                 routes.remove(&tables.sender, Instant::now(), node, s.session_id);
             }

@@ -7,6 +7,7 @@
 //! ```text
 //!  0x20 DeviceAuth ─▶ owners.activate ─▶ routes[session] = route ─▶ edge_routes.upsert (+ RouteDelta)
 //!  0x22 report / node down ─▶ owners drop ─▶ routes, edge_routes, leases removed
+//!  activation ─▶ entries.record; report ─▶ entries.clear; node down ─▶ entries offline (§3.9, §6.2)
 //!  RelayUpstream (UDP reader) ─▶ owners.owns? routes[session]? leases.voice? ─▶ edge_routes.targets
 //! ```
 //!
@@ -19,7 +20,7 @@ use crate::codec::interconnect::messages::DeviceRoute;
 use crate::codec::interconnect::NodeId;
 use crate::core::interconnect::{
     ControlRef, DeviceOwners, EdgeRoutes, LeaseTable, OwnedSession, RouteLimitError,
-    MAX_DEVICE_SESSIONS_PER_NODE,
+    SessionEntries, MAX_DEVICE_SESSIONS_PER_NODE, MAX_SESSION_ENTRIES, SESSION_RECOVERY_WINDOW,
 };
 
 /// Receive domains kept per route (§7 `MaxRxDomainsPerRoute`).
@@ -41,6 +42,8 @@ pub struct CentreDevices {
     pub edge_routes: EdgeRoutes,
     /// Speaker leases per domain (§3.10).
     pub leases: LeaseTable,
+    /// The device-session entries kept across a restart (§3.9, §6.2).
+    pub entries: SessionEntries,
 }
 
 impl Default for CentreDevices {
@@ -57,6 +60,7 @@ impl CentreDevices {
             routes: HashMap::new(),
             edge_routes: EdgeRoutes::new(MAX_DEVICE_SESSIONS_PER_NODE, MAX_RX_DOMAINS_PER_ROUTE),
             leases: LeaseTable::new(MAX_LEASE_DOMAINS),
+            entries: SessionEntries::new(SESSION_RECOVERY_WINDOW, MAX_SESSION_ENTRIES),
         }
     }
 

@@ -9,8 +9,11 @@
 //!  ControlServer ─CentreEvent─▶ dispatcher task ─▶ CentreRoutes (node up/down, node_ready, 0x14 ACK, 0x15 resync)
 //!                                   ├ 0x20 DeviceAuth ─▶ AuthGate ─▶ task (centre_device_auth.rs)
 //!                                   ├ 0x21 renew, 0x22 report, 0x28 lease ─▶ centre_device_sessions.rs
-//!                                   ├ node down ─▶ CentreDevices::drop_control (sessions, routes, leases)
-//!                                   └ every 250 ms ─▶ CentreRoutes::handle_timeout, LeaseTable::sweep
+//!                                   ├ 0x25 DeviceSessionConfirm ─▶ centre_session_reconfirm.rs (§3.9)
+//!                                   ├ node down ─▶ CentreDevices::drop_control (sessions, routes, leases),
+//!                                   │              its session entries offline (§6.2)
+//!                                   └ every 250 ms ─▶ CentreRoutes::handle_timeout, LeaseTable::sweep,
+//!                                                     entries past the recovery window cleared, entry changes to the store
 //! ```
 //!
 //! Without [`CentreServices`] (a control server run on its own, as in
@@ -29,10 +32,12 @@ use super::centre_device_auth::{AuthGate, CentreServices, DeviceAuthService, Gat
 use super::centre_device_sessions;
 use super::centre_devices::CentreDevices;
 use super::centre_routes::{CentreRouteStats, CentreRoutes};
+use super::centre_session_reconfirm;
 use super::centre_tables::CentreTables;
 use super::centre_voice_stats::CentreVoiceStats;
 use crate::codec::interconnect::Subtype;
-use crate::core::interconnect::ControlRef;
+use crate::core::interconnect::{ControlRef, SessionEntries, MAX_SESSION_ENTRIES};
+use crate::model::StoreEvent;
 
 /// Control events held for the dispatcher; beyond it the server drops
 /// and counts them (`events_dropped`).
@@ -75,9 +80,14 @@ impl CentreDispatch {
         sender: CentreSender,
         events: mpsc::Receiver<CentreEvent>,
         cluster_epoch: u64,
-        services: CentreServices,
+        mut services: CentreServices,
     ) -> std::io::Result<Self> {
         let stats = Arc::new(CentreVoiceStats::default());
+        let mut devices = CentreDevices::new();
+        devices.entries = SessionEntries::new(services.recovery_window, MAX_SESSION_ENTRIES);
+        devices
+            .entries
+            .load(unix_ms(), &std::mem::take(&mut services.recovered));
         let auth = DeviceAuthService::start(services, Arc::clone(&stats))?;
         Ok(Self::start_with_stats(
             sender,
@@ -85,6 +95,7 @@ impl CentreDispatch {
             cluster_epoch,
             Some(Arc::new(auth)),
             stats,
+            devices,
         ))
     }
 
@@ -94,7 +105,14 @@ impl CentreDispatch {
         cluster_epoch: u64,
         auth: Option<Arc<DeviceAuthService>>,
     ) -> Self {
-        Self::start_with_stats(sender, events, cluster_epoch, auth, Arc::default())
+        Self::start_with_stats(
+            sender,
+            events,
+            cluster_epoch,
+            auth,
+            Arc::default(),
+            CentreDevices::new(),
+        )
     }
 
     fn start_with_stats(
@@ -103,11 +121,12 @@ impl CentreDispatch {
         cluster_epoch: u64,
         auth: Option<Arc<DeviceAuthService>>,
         stats: Arc<CentreVoiceStats>,
+        devices: CentreDevices,
     ) -> Self {
         let tables = CentreTables {
             sender,
             routes: Arc::new(Mutex::new(CentreRoutes::new(cluster_epoch))),
-            devices: Arc::new(Mutex::new(CentreDevices::new())),
+            devices: Arc::new(Mutex::new(devices)),
         };
         let unhandled = Arc::new(AtomicU64::new(0));
         let task = tokio::spawn(run(
@@ -172,6 +191,7 @@ async fn run(
     let mut tick = tokio::time::interval(DISPATCH_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut gate = AuthGate::default();
+    let mut writes = Vec::new();
     // Dropping the set (the task aborted) aborts the logins in progress.
     let mut logins: JoinSet<()> = JoinSet::new();
     loop {
@@ -180,6 +200,7 @@ async fn run(
                 let now = Instant::now();
                 lock(&tables.routes).handle_timeout(&tables.sender, now);
                 lock(&tables.devices).leases.sweep(now);
+                persist_entries(&tables, auth.as_deref(), &stats, &mut writes);
             }
             Some(_) = logins.join_next(), if !logins.is_empty() => {}
             event = events.recv() => {
@@ -227,6 +248,20 @@ async fn run(
                                 }
                                 None => false,
                             },
+                            Subtype::DEVICE_SESSION_CONFIRM => match &auth {
+                                Some(auth) => {
+                                    centre_session_reconfirm::handle(
+                                        &tables,
+                                        auth.services(),
+                                        &stats,
+                                        node_id,
+                                        session_id,
+                                        &payload,
+                                    );
+                                    true
+                                }
+                                None => false,
+                            },
                             other => centre_device_sessions::handle(
                                 &tables, &stats, node_id, session_id, other, &payload,
                             ),
@@ -238,7 +273,11 @@ async fn run(
                     CentreEvent::NodeDown { node_id, session_id } => {
                         let mut routes = lock(&tables.routes);
                         routes.node_down(node_id, session_id);
-                        lock(&tables.devices).drop_control(ControlRef { node: node_id, control_session: session_id });
+                        let control = ControlRef { node: node_id, control_session: session_id };
+                        let mut devices = lock(&tables.devices);
+                        devices.drop_control(control);
+                        devices.entries.node_offline(control, unix_ms());
+                        drop(devices);
                         let replaced = routes.session_id(node_id).is_some();
                         drop(routes);
                         gate.node_down(node_id, session_id);
@@ -248,6 +287,34 @@ async fn run(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Clears the device-session entries past the recovery window and hands
+/// the entry changes to the store writer (§3.9, §6.2), off the datagram
+/// path; without a store (no services) they are discarded.
+fn persist_entries(
+    tables: &CentreTables,
+    auth: Option<&DeviceAuthService>,
+    stats: &CentreVoiceStats,
+    writes: &mut Vec<crate::model::SessionEntryWrite>,
+) {
+    {
+        let mut d = lock(&tables.devices);
+        d.entries.sweep(unix_ms());
+        d.entries.take_writes(writes);
+    }
+    let Some(auth) = auth else {
+        writes.clear();
+        return;
+    };
+    for w in writes.drain(..) {
+        if !auth.services().store.event(StoreEvent::SessionEntry(w)) {
+            stats
+                .dispatch
+                .device_store_events_dropped
+                .fetch_add(1, Relaxed);
         }
     }
 }

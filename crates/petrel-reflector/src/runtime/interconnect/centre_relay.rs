@@ -196,6 +196,7 @@ impl CentreRelay {
                 routes,
                 leases,
                 edge_routes,
+                ..
             } = &mut *d;
             check_upstream(
                 owners,

@@ -227,7 +227,9 @@ impl CentreVoiceSource {
                     ("holdoff_denies", l.holdoff_denies),
                 ],
             ));
+            counters.extend(prefixed("reconfirm_", d.entries.counters().list()));
             gauges.push(("device_sessions".to_owned(), d.owners.len() as u64));
+            gauges.push(("session_entries".to_owned(), d.entries.len() as u64));
             gauges.push(("lease_domains".to_owned(), d.leases.len() as u64));
         }
         let extra = s.nodes();

@@ -221,6 +221,9 @@ struct Shared {
     data: Arc<Mutex<DataPlane>>,
     ids: Arc<Mutex<MessageIds>>,
     instance_id: String,
+    /// The session id the edge runtime asked to close (§3.9: a failed
+    /// reconfirmation aborts the connection attempt).
+    abort: watch::Sender<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -283,6 +286,7 @@ impl EdgeControl {
             counters: Counters::default(),
             current: Mutex::new(None),
             link: link_tx,
+            abort: watch::channel(0).0,
             events: events_tx,
             data: Arc::new(Mutex::new(DataPlane::edge(
                 node_id,
@@ -373,6 +377,13 @@ impl EdgeControl {
             .and_then(|b| <[u8; 8]>::try_from(b).ok())
             .map_or(0, u64::from_be_bytes);
         self.shared.queue(ControlMessage::type0(sealed, message_id))
+    }
+
+    /// Closes the session `session_id` if it is still the current one;
+    /// the client reconnects with backoff (§3.9: a failed reconfirmation
+    /// aborts the attempt).
+    pub fn close_session(&self, session_id: u64) {
+        self.shared.abort.send_replace(session_id);
     }
 
     /// Queues `node_ready` (§3.6 step 5: the centre answers with the full
@@ -539,9 +550,16 @@ impl Shared {
         let mut heartbeat = tokio::time::interval(self.cfg.heartbeat);
         heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         heartbeat.tick().await;
+        let mut abort = self.abort.subscribe();
         loop {
             tokio::select! {
                 _ = heartbeat.tick() => self.send_heartbeat(),
+                Ok(()) = abort.changed() => {
+                    if *abort.borrow_and_update() == session_id {
+                        tracing::warn!(session_id, "edge closes its control session");
+                        break;
+                    }
+                }
                 next = frames.next() => match next {
                     Ok((msg, _)) => {
                         if !self.handle_frame(session_id, &msg) {

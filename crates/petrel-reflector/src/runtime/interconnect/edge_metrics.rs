@@ -23,9 +23,9 @@ use super::edge_output::{EdgeOutput, EdgeOutputStats};
 use super::edge_reader::{EdgeReaderStats, ReaderCounters};
 use crate::codec::interconnect::NodeId;
 use crate::core::interconnect::{
-    BridgeCounters, DataPlane, EdgeDeviceCounters, EdgeLeaseCounters, EdgeLinkCounters,
-    EdgeSessionCounters, EdgeSyncCounters, LinkState, ProtectionCounters, ReceiverCounters,
-    TrafficCounters, WaitCounters,
+    BridgeCounters, DataPlane, EdgeConfirmCounters, EdgeDeviceCounters, EdgeLeaseCounters,
+    EdgeLinkCounters, EdgeSessionCounters, EdgeSyncCounters, LinkState, ProtectionCounters,
+    ReceiverCounters, TrafficCounters, WaitCounters,
 };
 use crate::core::IngressStats;
 
@@ -82,6 +82,8 @@ pub struct EdgeStats {
     pub traffic: TrafficCounters,
     /// The data plane's bridge counters.
     pub bridge: BridgeCounters,
+    /// Session reconfirmation (§3.9).
+    pub reconfirm: EdgeConfirmCounters,
 }
 
 /// Where the counters live (cheap to clone).
@@ -123,6 +125,7 @@ impl EdgeStatsSource {
                     ("bind_requests", s.bind_requests),
                     ("bind_proofs", s.bind_proofs),
                 ],
+                reconfirm: s.confirm_counters,
                 ..EdgeStats::default()
             }
         };
@@ -196,6 +199,7 @@ impl EdgeStats {
                 .collect(),
         );
         add("control", self.control.counters());
+        add("reconfirm", self.reconfirm.list());
         add("data", protection_pairs(&self.protection));
         add("traffic", traffic_pairs(&self.traffic));
         add("bridge", bridge_pairs(&self.bridge));

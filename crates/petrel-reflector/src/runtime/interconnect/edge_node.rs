@@ -1,28 +1,36 @@
 //! The edge's side of the connection sequence, route sync and the
-//! centre's device messages (draarl-interconnect §3.6 steps 2, 3, 5, 6,
-//! §3.7, §3.8, §3.10, §4.5, §6.1): drives the [`EdgeControl`] events into
+//! centre's device messages (draarl-interconnect §3.6 steps 2–6, §3.7,
+//! §3.8, §3.9, §3.10, §4.5, §6.1): drives the [`EdgeControl`] events into
 //! the sans-IO link policy ([`crate::core::interconnect::EdgeLink`]),
-//! route sync ([`EdgeRouteSync`]) and device side ([`EdgeDevices`]), so
-//! the edge becomes **ready** after the centre's snapshot, keeps its local
-//! grace when the centre goes away, and binds its UDP address.
+//! route sync ([`EdgeRouteSync`]), session reconfirmation
+//! ([`EdgeReconfirm`]) and device side ([`EdgeDevices`]), so the edge
+//! keeps its devices' sessions across a centre restart or reconnect,
+//! becomes **ready** after the centre's snapshot, keeps its local grace
+//! when the centre goes away, and binds its UDP address.
 //!
 //! ```text
 //!  Connected ─▶ EdgeLink::attached, EdgeRouteSync::reset, devices: link changed
-//!               ─▶ CenterUDP set, DataBind request, node_ready
+//!               ─▶ CenterUDP set, DataBind request
+//!               ─▶ centre offers bit 7? ─no─▶ every session removed (devices log in again)
+//!               ─▶ live sessions (fresh, grant unexpired) in batches of ≤ 128 (0x25), one at a time
+//!  0x25 answer ─▶ old → new session ids swapped, refused ones removed (session_reconfirm_rejected)
+//!               ─▶ next batch │ done: node_ready
+//!  bad answer, a grant that does not fit, 5 s without an answer ─▶ close the session (reconnect, backoff)
 //!  0x06 challenge ─▶ DataPlane::send_proof ─▶ proof over UDP from the device socket (§4.5)
 //!  0x10/0x11/0x12 snapshot ─▶ Committed ─▶ RouteAck, EdgeLink::ready, devices: ready(projection)
 //!  0x13 delta ─▶ Applied ─▶ RouteAck, devices: apply_delta     resync ─▶ not ready, 0x15
+//!    (while confirming: stored and ACKed only, not applied to the sessions)
 //!  0x20/0x21/0x23/0x28/0x31 ─▶ EdgeDevices::handle_control ─▶ actions (EdgeOutput)
 //!  Disconnected ─▶ EdgeLink::detached (local grace), devices: link changed
 //!  every 100 ms: grace expiry ─▶ every session removed (control_unavailable);
+//!                reconfirmation answer overdue ─▶ close the session
 //!  every 5 s while connected: DataBind request (§3.6 step 3)
 //! ```
 //!
-//! Not done here: the session reconfirmation (§3.6 step 4, §3.9; sessions
-//! whose routes the new snapshot lacks are removed instead). The device
-//! datagrams themselves are the edge server's reader's
-//! (`edge_reader.rs`); without an [`EdgeOutput`] (a control-only edge) the
-//! device actions are discarded.
+//! While confirming, the link is attached but not ready, so device packets
+//! are dropped (fail closed, §6.1). The device datagrams themselves are the
+//! edge server's reader's (`edge_reader.rs`); without an [`EdgeOutput`] (a
+//! control-only edge) the device actions are discarded.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -35,12 +43,13 @@ use super::control_send::ControlEnvelope;
 use super::edge::{EdgeControl, EdgeEvent};
 use super::edge_output::EdgeOutput;
 use crate::codec::interconnect::messages::{
-    RouteDelta, RouteSnapshotBegin, RouteSnapshotChunk, RouteSnapshotCommit,
+    ConfirmResponse, RouteDelta, RouteSnapshotBegin, RouteSnapshotChunk, RouteSnapshotCommit,
 };
-use crate::codec::interconnect::{DataBind, EnvelopeHeader, Flags, Subtype};
+use crate::codec::interconnect::{DataBind, EnvelopeHeader, Features, Flags, Subtype};
 use crate::core::interconnect::{
-    removal_reason, EdgeAction, EdgeDevices, EdgeDevicesConfig, EdgeLink as LinkPolicy,
-    EdgeRouteSync, EdgeSyncEvent, LinkState, MessageIds, DISCONNECTED_LOCAL_GRACE,
+    drop_unconfirmable, removal_reason, ConfirmStep, EdgeAction, EdgeConfirmCounters, EdgeDevices,
+    EdgeDevicesConfig, EdgeLink as LinkPolicy, EdgeReconfirm, EdgeRouteSync, EdgeSyncEvent,
+    LinkState, MessageIds, DISCONNECTED_LOCAL_GRACE,
 };
 
 /// How often the edge drives its timers (grace expiry, DataBind).
@@ -97,12 +106,18 @@ pub struct EdgeState {
     /// Control messages that could not be queued to the centre.
     pub send_failures: u64,
     /// Envelopes of subtypes the edge does not handle (credential
-    /// rotation, device configuration, session confirmation, heartbeats).
+    /// rotation, device configuration, heartbeats), and session
+    /// confirmation answers outside an attempt.
     pub unhandled: u64,
     /// DataBind requests sent (§3.6 step 3).
     pub bind_requests: u64,
     /// DataBind proofs queued for UDP.
     pub bind_proofs: u64,
+    /// The reconfirmation in progress (§3.9), between connect and
+    /// `node_ready`.
+    pub reconfirm: Option<EdgeReconfirm>,
+    /// Reconfirmation counters.
+    pub confirm_counters: EdgeConfirmCounters,
 }
 
 /// The running edge node; dropping it stops the task (and the control
@@ -151,6 +166,8 @@ impl EdgeNode {
             unhandled: 0,
             bind_requests: 0,
             bind_proofs: 0,
+            reconfirm: None,
+            confirm_counters: EdgeConfirmCounters::default(),
         }));
         let (tx, link) = watch::channel(LinkState::Starting);
         let driver = Driver {
@@ -265,6 +282,18 @@ async fn run(
 impl Driver {
     fn on_tick(&mut self, now: Instant) {
         let mut s = lock(&self.state);
+        let s = &mut *s;
+        let late = s
+            .reconfirm
+            .as_ref()
+            .is_some_and(|r| r.timed_out(now, &mut s.confirm_counters));
+        if late {
+            s.reconfirm = None;
+            if let Some(link) = self.control.link() {
+                tracing::warn!("edge: no reconfirmation answer within 5 s; reconnecting");
+                self.control.close_session(link.session_id);
+            }
+        }
         if s.link.handle_timeout(now) {
             tracing::warn!("edge grace period over: every device session is removed");
             s.devices.expire_all(
@@ -278,7 +307,7 @@ impl Driver {
 
     fn on_event(&mut self, event: EdgeEvent) {
         match event {
-            EdgeEvent::Connected(_) => {
+            EdgeEvent::Connected(link) => {
                 if let Some(addr) = self.cfg.centre_udp {
                     lock(&self.control.data_plane()).set_centre_address(Some(addr));
                 }
@@ -291,9 +320,7 @@ impl Driver {
                 if self.cfg.centre_udp.is_some() {
                     self.request_bind();
                 }
-                if self.control.send_node_ready().is_err() {
-                    lock(&self.state).send_failures += 1;
-                }
+                self.start_reconfirm(link.session_id, link.features);
             }
             EdgeEvent::Envelope {
                 header,
@@ -302,6 +329,7 @@ impl Driver {
             } => self.on_envelope(&header, &payload, duplicate),
             EdgeEvent::Disconnected { .. } => {
                 let mut s = lock(&self.state);
+                s.reconfirm = None;
                 s.link.detached(Instant::now());
                 s.devices.link_changed();
             }
@@ -315,6 +343,7 @@ impl Driver {
             | Subtype::ROUTE_SNAPSHOT_COMMIT
             | Subtype::ROUTE_DELTA => self.on_route(header, payload, duplicate),
             Subtype::DATA_BIND => self.on_challenge(payload),
+            Subtype::DEVICE_SESSION_CONFIRM => self.on_confirm(payload),
             _ => {
                 let mut s = lock(&self.state);
                 let handled = s.devices.handle_control(
@@ -328,6 +357,112 @@ impl Driver {
                     s.unhandled += 1;
                 }
                 s.devices.take_actions(&mut self.actions);
+            }
+        }
+    }
+
+    /// §3.6 step 4: confirms the live sessions through the new control
+    /// session `session_id` (if the centre offers bit 7; else they are
+    /// dropped), then `node_ready`.
+    fn start_reconfirm(&mut self, session_id: u64, features: Features) {
+        let step = {
+            let mut s = lock(&self.state);
+            let s = &mut *s;
+            let mut ids = lock(&self.ids);
+            if features.contains(Features::SESSION_RECONFIRM) {
+                let (attempt, step) = EdgeReconfirm::start(
+                    &mut s.devices,
+                    &mut ids,
+                    Instant::now(),
+                    unix_ms(),
+                    session_id,
+                    &mut s.confirm_counters,
+                );
+                s.reconfirm = attempt;
+                step
+            } else {
+                if !s.devices.sessions().is_empty() {
+                    tracing::warn!(
+                        sessions = s.devices.sessions().len(),
+                        "the centre cannot reconfirm sessions: every device logs in again"
+                    );
+                }
+                drop_unconfirmable(
+                    &mut s.devices,
+                    &mut ids,
+                    unix_ms(),
+                    session_id,
+                    &mut s.confirm_counters,
+                );
+                ConfirmStep::Done
+            }
+        };
+        self.confirm_step(session_id, step);
+    }
+
+    /// The centre's answer to a reconfirmation batch (§3.9).
+    fn on_confirm(&mut self, payload: &[u8]) {
+        let Ok(resp) = serde_json::from_slice::<ConfirmResponse>(payload) else {
+            lock(&self.state).bad_payloads += 1;
+            return;
+        };
+        let step = {
+            let mut s = lock(&self.state);
+            let s = &mut *s;
+            let Some(attempt) = s.reconfirm.as_mut() else {
+                s.unhandled += 1;
+                return;
+            };
+            let step = attempt.handle_response(
+                &mut s.devices,
+                &mut lock(&self.ids),
+                Instant::now(),
+                resp,
+                &mut s.confirm_counters,
+            );
+            s.devices.take_actions(&mut self.actions);
+            match step {
+                Some(step) => step,
+                None => {
+                    s.unhandled += 1;
+                    return;
+                }
+            }
+        };
+        if let Some(link) = self.control.link() {
+            self.confirm_step(link.session_id, step);
+        }
+    }
+
+    /// Carries out one reconfirmation step of the session `session_id`.
+    fn confirm_step(&mut self, session_id: u64, step: ConfirmStep) {
+        match step {
+            ConfirmStep::Send(batch) => {
+                if self.control.send_control(&batch).is_err() {
+                    let mut s = lock(&self.state);
+                    s.send_failures += 1;
+                    s.reconfirm = None;
+                    drop(s);
+                    self.control.close_session(session_id);
+                }
+            }
+            ConfirmStep::Done => {
+                {
+                    let mut s = lock(&self.state);
+                    s.reconfirm = None;
+                    // Whatever was stored while confirming is replaced by
+                    // the snapshot node_ready brings.
+                    s.routes.reset();
+                    s.devices.take_actions(&mut self.actions);
+                }
+                if self.control.send_node_ready().is_err() {
+                    lock(&self.state).send_failures += 1;
+                }
+            }
+            ConfirmStep::Failed(why) => {
+                tracing::warn!(why, "edge session reconfirmation failed; reconnecting");
+                lock(&self.state).reconfirm = None;
+                self.control.close_session(session_id);
             }
         }
     }
@@ -383,8 +518,14 @@ impl Driver {
             return;
         };
         let now = Instant::now();
+        // While confirming (§3.9), snapshots and deltas are stored and
+        // ACKed but not applied to the sessions; node_ready follows.
+        let confirming = s.reconfirm.is_some();
         let send = match event {
             EdgeSyncEvent::Stored | EdgeSyncEvent::Ignored => None,
+            EdgeSyncEvent::Committed { ack } | EdgeSyncEvent::Applied { ack, .. } if confirming => {
+                Some(ack)
+            }
             EdgeSyncEvent::Committed { ack } => {
                 if s.link.state() != LinkState::Ready {
                     let (epoch, version) = s.routes.position();
@@ -408,8 +549,10 @@ impl Driver {
             }
             EdgeSyncEvent::ReAcked { ack } => Some(ack),
             EdgeSyncEvent::Resync { request, .. } => {
-                s.link.not_ready();
-                s.devices.not_ready();
+                if !confirming {
+                    s.link.not_ready();
+                    s.devices.not_ready();
+                }
                 Some(request)
             }
         };

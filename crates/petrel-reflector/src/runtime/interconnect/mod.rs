@@ -47,6 +47,7 @@ mod centre_relay;
 mod centre_reload;
 mod centre_revoke;
 mod centre_routes;
+mod centre_session_reconfirm;
 mod centre_stats;
 mod centre_tables;
 mod centre_voice_stats;

@@ -115,7 +115,7 @@ async fn schema_4_store_migrates_to_5_keeping_rows(db: String) {
         .unwrap();
     conn.close().await.unwrap();
     let s = Store::open(&db, harness::cheap_options()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 6);
+    assert_eq!(s.schema_version().await.unwrap(), 7);
     let u = s.web_user_by_name("old").await.unwrap().unwrap();
     assert_eq!(
         (u.id, u.callsign.as_str(), u.roles.as_str()),

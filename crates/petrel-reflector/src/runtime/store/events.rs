@@ -29,6 +29,7 @@ impl Store {
                 .execute(&self.pool)
                 .await?;
             }
+            StoreEvent::SessionEntry(w) => self.apply_session_entry(w).await?,
             StoreEvent::DeviceGroup { device, group_id } => {
                 sqlx::query("UPDATE devices SET group_id = $1 WHERE owner_id = $2 AND ssid = $3")
                     .bind(group_id)

@@ -24,6 +24,12 @@
 //! Version 6 holds the centre's edge nodes (draarl-interconnect §3.3):
 //! node id, the SHA-256 hex of the long-term credential (never the
 //! credential itself), a disabled flag and the creation time.
+//!
+//! Version 7 keeps the centre's device-session entries
+//! (draarl-interconnect §1, §3.9, §6.2): per physical device (owner +
+//! SSID) the entry node, its control session id at activation and since
+//! when that session is gone, so an edge can reconfirm its sessions after
+//! a centre restart.
 
 use crate::model::Backend;
 
@@ -183,6 +189,18 @@ const SQLITE: &[(i64, &str)] = &[
         created_at_ms INTEGER NOT NULL
     );",
     ),
+    (
+        7,
+        "CREATE TABLE device_session_entries (
+        owner_id INTEGER NOT NULL,
+        ssid INTEGER NOT NULL,
+        device_id INTEGER NOT NULL,
+        node_id TEXT NOT NULL,
+        control_session_id INTEGER NOT NULL,
+        offline_since_ms INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (owner_id, ssid)
+    );",
+    ),
 ];
 
 const POSTGRES: &[(i64, &str)] = &[
@@ -319,6 +337,18 @@ const POSTGRES: &[(i64, &str)] = &[
         credential_hash TEXT NOT NULL,
         disabled BIGINT NOT NULL DEFAULT 0,
         created_at_ms BIGINT NOT NULL
+    );",
+    ),
+    (
+        7,
+        "CREATE TABLE device_session_entries (
+        owner_id BIGINT NOT NULL,
+        ssid BIGINT NOT NULL,
+        device_id BIGINT NOT NULL,
+        node_id TEXT NOT NULL,
+        control_session_id BIGINT NOT NULL,
+        offline_since_ms BIGINT NOT NULL DEFAULT 0,
+        PRIMARY KEY (owner_id, ssid)
     );",
     ),
 ];

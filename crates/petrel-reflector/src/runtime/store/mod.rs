@@ -32,6 +32,7 @@ mod location;
 mod migrations;
 mod nodes;
 mod refresh_tokens;
+mod session_entries;
 mod settings;
 mod web_accounts;
 
@@ -43,6 +44,8 @@ pub(crate) mod harness;
 mod node_tests;
 #[cfg(test)]
 pub(crate) mod scratch_store;
+#[cfg(test)]
+mod session_entry_tests;
 #[cfg(test)]
 mod tests;
 

@@ -95,7 +95,7 @@ async fn schema_5_store_migrates_to_6_keeping_rows(db: String) {
     .unwrap();
     conn.close().await.unwrap();
     let s = Store::open(&db, harness::cheap_options()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 6);
+    assert_eq!(s.schema_version().await.unwrap(), 7);
     assert!(s.web_user_by_name("old").await.unwrap().is_some());
     assert_eq!(s.jwt_secret_or_insert("new").await.unwrap(), "kept-secret");
     assert!(s.nodes().await.unwrap().is_empty());

@@ -53,10 +53,10 @@ async fn store_text(s: &Store, uid: i64, unix_ms: i64, text: &[u8]) {
 
 async fn fresh_store_migrates_once_and_has_the_public_group(db: String) {
     let s = Store::open(&db, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 6);
+    assert_eq!(s.schema_version().await.unwrap(), 7);
     s.close().await;
     let s = Store::open(&db, opts()).await.unwrap();
-    assert_eq!(s.schema_version().await.unwrap(), 6);
+    assert_eq!(s.schema_version().await.unwrap(), 7);
     let d = s.load_directory().await.unwrap();
     let g = d.group(999).unwrap();
     assert!(g.enabled && !g.is_virtual);
@@ -301,7 +301,7 @@ async fn concurrent_first_opens_on_postgres_migrate_once() {
             let all = tokio::join!(open(), open(), open(), open());
             for s in [all.0, all.1, all.2, all.3] {
                 let s = s.unwrap();
-                assert_eq!(s.schema_version().await.unwrap(), 6);
+                assert_eq!(s.schema_version().await.unwrap(), 7);
                 s.close().await;
             }
         },

@@ -20,7 +20,7 @@ use super::*;
 const DOMAIN: u64 = 7;
 const GRACE: Duration = Duration::from_secs(15);
 
-fn ms(n: u64) -> Duration {
+pub(super) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
@@ -39,7 +39,7 @@ fn heartbeat(user: &str, ssid: u8) -> Vec<u8> {
     packet(PacketType::Heartbeat, user, ssid, &[0; 41])
 }
 
-fn route(session_id: u64, user: &str, ssid: u8, domain: u64) -> DeviceRoute {
+pub(super) fn route(session_id: u64, user: &str, ssid: u8, domain: u64) -> DeviceRoute {
     DeviceRoute {
         session_id,
         device_id: i64::try_from(session_id).unwrap(),
@@ -54,17 +54,17 @@ fn route(session_id: u64, user: &str, ssid: u8, domain: u64) -> DeviceRoute {
     }
 }
 
-struct Edge {
-    d: EdgeDevices,
-    link: EdgeLink,
-    ids: MessageIds,
-    t0: Instant,
+pub(super) struct Edge {
+    pub(super) d: EdgeDevices,
+    pub(super) link: EdgeLink,
+    pub(super) ids: MessageIds,
+    pub(super) t0: Instant,
     out: Vec<EdgeAction>,
 }
 
 impl Edge {
     /// A ready edge with an empty projection at (epoch 5, version 0).
-    fn ready() -> Self {
+    pub(super) fn ready() -> Self {
         let t0 = crate::test_clock::origin();
         let mut e = Edge {
             d: EdgeDevices::new(EdgeDevicesConfig::default()),
@@ -80,7 +80,7 @@ impl Edge {
         e
     }
 
-    fn actions(&mut self) -> Vec<EdgeAction> {
+    pub(super) fn actions(&mut self) -> Vec<EdgeAction> {
         self.d.take_actions(&mut self.out);
         std::mem::take(&mut self.out)
     }
@@ -118,7 +118,14 @@ impl Edge {
 
     /// Logs `user`/`ssid` in from `src` as session `session_id` in
     /// `domain`; returns the reply datagram.
-    fn login(&mut self, src: SocketAddr, user: &str, ssid: u8, session_id: u64, domain: u64) {
+    pub(super) fn login(
+        &mut self,
+        src: SocketAddr,
+        user: &str,
+        ssid: u8,
+        session_id: u64,
+        domain: u64,
+    ) {
         let acts = self.device(ms(0), src, &heartbeat(user, ssid));
         let [EdgeAction::Control(req)] = acts.as_slice() else {
             panic!("{acts:?}")
@@ -148,7 +155,7 @@ impl Edge {
     }
 }
 
-fn a(n: u8) -> SocketAddr {
+pub(super) fn a(n: u8) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, n], 40_000))
 }
 

@@ -16,6 +16,7 @@ mod relay_centre;
 mod replay_window;
 mod route_refresh;
 mod route_sync;
+mod session_reconfirm;
 mod speaker_lease;
 
 use std::net::SocketAddr;

@@ -1,0 +1,529 @@
+//! Session reconfirmation (§3.9, §6.2, §6.3): the batch rules, the
+//! centre's entry table and per-item checks, and the edge's batches,
+//! swaps, removals and failures.
+
+use std::time::Duration;
+
+use crate::codec::interconnect::messages::{
+    ConfirmError, ConfirmItem, ConfirmRequest, ConfirmResponse, ConfirmResult, DeviceGrant,
+};
+use crate::codec::interconnect::Subtype;
+use crate::model::{DeviceRecord, SessionEntryRecord, SessionEntryWrite, UserRecord};
+
+use super::edge_devices::{a, ms, route, Edge};
+use super::*;
+
+const WINDOW: Duration = Duration::from_secs(120);
+
+fn item(session_id: u64, owner_id: i64, ssid: u8) -> ConfirmItem {
+    ConfirmItem {
+        session_id,
+        session_epoch: 1,
+        control_session_id: 500,
+        device_id: owner_id * 256 + i64::from(ssid),
+        owner_id,
+        ssid,
+        ..ConfirmItem::default()
+    }
+}
+
+#[test]
+fn batch_rules() {
+    let ok = ConfirmRequest {
+        request_id: 1,
+        sessions: vec![item(1, 40, 1), item(2, 40, 2)],
+    };
+    assert_eq!(ok.validate(), Ok(()));
+    let empty = ConfirmRequest::default();
+    assert_eq!(empty.validate(), Err(ConfirmError::BatchSize(0)));
+    let big = ConfirmRequest {
+        request_id: 1,
+        sessions: (1..=129).map(|i| item(i, i as i64, 1)).collect(),
+    };
+    assert_eq!(big.validate(), Err(ConfirmError::BatchSize(129)));
+    let full = ConfirmRequest {
+        request_id: 1,
+        sessions: (1..=128).map(|i| item(i, i as i64, 1)).collect(),
+    };
+    assert_eq!(full.validate(), Ok(()));
+    let mut zero = ok.clone();
+    zero.sessions[1].control_session_id = 0;
+    assert_eq!(zero.validate(), Err(ConfirmError::ZeroId));
+    let mut same_session = ok.clone();
+    same_session.sessions[1].session_id = 1;
+    assert_eq!(same_session.validate(), Err(ConfirmError::Duplicate));
+    let mut same_identity = ok.clone();
+    same_identity.sessions[1].ssid = 1;
+    assert_eq!(same_identity.validate(), Err(ConfirmError::Duplicate));
+    let mut ghost_fields = ok.clone();
+    ghost_fields.sessions[0].recovery_ticket = "t".into();
+    assert_eq!(
+        ghost_fields.validate(),
+        Err(ConfirmError::PhysicalWithGhostFields)
+    );
+    let mut ghost = ok;
+    ghost.sessions[0].device_id = 0;
+    assert_eq!(ghost.validate(), Err(ConfirmError::GhostTicket));
+}
+
+fn ctl(n: &str, s: u64) -> ControlRef {
+    ControlRef {
+        node: node(n),
+        control_session: s,
+    }
+}
+
+fn device(owner_id: i64, ssid: u8) -> DeviceRecord {
+    DeviceRecord {
+        owner_id,
+        ssid,
+        dev_model: 2,
+        dmrid: 4_600_001,
+        group_id: 999,
+        disable_send: false,
+        disable_recv: false,
+        mac: None,
+    }
+}
+
+fn user(id: i64, enabled: bool, approved: bool) -> UserRecord {
+    UserRecord {
+        id,
+        name: format!("u{id}"),
+        callsign: format!("BG{id}"),
+        dmrid: 4_600_001,
+        enabled,
+        approved,
+        device_password_hash: None,
+        default_group_id: 999,
+    }
+}
+
+fn check(
+    t: &SessionEntries,
+    n: &str,
+    it: &ConfirmItem,
+    d: Option<&DeviceRecord>,
+    u: Option<&UserRecord>,
+) -> Result<DeviceIdentity, ReconfirmReject> {
+    t.check_item(node(n), it, d, u)
+}
+
+fn identity(owner_id: i64, ssid: u8) -> DeviceIdentity {
+    DeviceIdentity { owner_id, ssid }
+}
+
+#[test]
+fn per_item_checks_name_their_cause() {
+    let mut t = SessionEntries::new(WINDOW, 100);
+    t.record(identity(40, 1), 40 * 256 + 1, ctl("edge-a", 500));
+    let it = item(9, 40, 1);
+    let dev = device(40, 1);
+    let u = user(40, true, true);
+    assert_eq!(
+        check(&t, "edge-a", &it, Some(&dev), Some(&u)),
+        Ok(identity(40, 1))
+    );
+    assert_eq!(
+        check(&t, "edge-b", &it, Some(&dev), Some(&u)),
+        Err(ReconfirmReject::OtherNode)
+    );
+    let mut other_control = it.clone();
+    other_control.control_session_id = 501;
+    assert_eq!(
+        check(&t, "edge-a", &other_control, Some(&dev), Some(&u)),
+        Err(ReconfirmReject::OtherControlSession)
+    );
+    assert_eq!(
+        check(&t, "edge-a", &it, Some(&dev), Some(&user(40, false, true))),
+        Err(ReconfirmReject::AccountDisabled)
+    );
+    assert_eq!(
+        check(&t, "edge-a", &it, Some(&dev), Some(&user(40, true, false))),
+        Err(ReconfirmReject::AccountDisabled)
+    );
+    // The device row must exist and carry the item's owner, SSID and id.
+    assert_eq!(
+        check(&t, "edge-a", &it, None, Some(&u)),
+        Err(ReconfirmReject::IdentityMismatch)
+    );
+    assert_eq!(
+        check(&t, "edge-a", &it, Some(&device(41, 1)), Some(&u)),
+        Err(ReconfirmReject::IdentityMismatch)
+    );
+    let mut wrong_id = it.clone();
+    wrong_id.device_id += 1;
+    assert_eq!(
+        check(&t, "edge-a", &wrong_id, Some(&dev), Some(&u)),
+        Err(ReconfirmReject::IdentityMismatch)
+    );
+    assert_eq!(
+        check(&t, "edge-a", &it, Some(&dev), Some(&user(41, true, true))),
+        Err(ReconfirmReject::IdentityMismatch)
+    );
+    assert_eq!(
+        check(
+            &t,
+            "edge-a",
+            &item(9, 40, 2),
+            Some(&device(40, 2)),
+            Some(&u)
+        ),
+        Err(ReconfirmReject::NoEntry)
+    );
+    let mut ghost = it;
+    ghost.device_id = 0;
+    assert_eq!(
+        check(&t, "edge-a", &ghost, Some(&dev), Some(&u)),
+        Err(ReconfirmReject::Ghost)
+    );
+    // Counting by cause.
+    t.count(Ok(()));
+    t.count(Err(ReconfirmReject::AccountDisabled));
+    t.count(Err(ReconfirmReject::AccountDisabled));
+    let list = t.counters().list();
+    let get = |n| list.iter().find(|(k, _)| *k == n).unwrap().1;
+    assert_eq!(get("accepted"), 1);
+    assert_eq!(get("rejected_account_disabled"), 2);
+    assert_eq!(get("rejected_no_entry"), 0);
+}
+
+#[test]
+fn entries_go_offline_expire_after_the_window_and_are_persisted() {
+    let mut t = SessionEntries::new(WINDOW, 100);
+    let (a1, b1) = (ctl("edge-a", 1), ctl("edge-b", 2));
+    t.record(identity(1, 1), 257, a1);
+    t.record(identity(2, 1), 513, a1);
+    t.record(identity(3, 1), 769, b1);
+    // A report through another control session leaves the entry alone.
+    t.clear(identity(1, 1), b1);
+    assert_eq!(t.len(), 3);
+    t.clear(identity(1, 1), a1);
+    assert_eq!(t.len(), 2);
+    t.node_offline(a1, WALL);
+    assert_eq!(t.get(identity(2, 1)).unwrap().offline_since_ms, Some(WALL));
+    assert_eq!(t.get(identity(3, 1)).unwrap().offline_since_ms, None);
+    assert_eq!(t.sweep(WALL + 119_999), 0);
+    assert_eq!(t.sweep(WALL + 120_000), 1);
+    assert!(t.get(identity(2, 1)).is_none());
+    assert!(
+        t.get(identity(3, 1)).is_some(),
+        "online entries never expire"
+    );
+    assert_eq!(t.counters().entries_expired, 1);
+    let mut writes = Vec::new();
+    t.take_writes(&mut writes);
+    assert_eq!(writes.len(), 6);
+    assert!(
+        matches!(&writes[0], SessionEntryWrite::Put(r) if r.node_id == "edge-a" && r.control_session == 1 && r.device_id == 257)
+    );
+    assert!(matches!(
+        &writes[3],
+        SessionEntryWrite::Clear {
+            owner_id: 1,
+            ssid: 1,
+            control_session: 1,
+            ..
+        }
+    ));
+    assert!(matches!(&writes[4], SessionEntryWrite::Offline { at_ms, .. } if *at_ms == WALL));
+    assert!(matches!(
+        &writes[5],
+        SessionEntryWrite::Clear { owner_id: 2, .. }
+    ));
+    t.take_writes(&mut writes);
+    assert_eq!(writes.len(), 6, "drained once");
+}
+
+#[test]
+fn a_centre_start_loads_entries_offline_from_the_start() {
+    let row = |owner_id, node_id: &str, offline_since_ms| SessionEntryRecord {
+        owner_id,
+        ssid: 1,
+        device_id: owner_id * 256 + 1,
+        node_id: node_id.into(),
+        control_session: 9,
+        offline_since_ms,
+    };
+    let mut t = SessionEntries::new(WINDOW, 2);
+    t.load(
+        WALL,
+        &[
+            row(1, "edge-a", 0),
+            row(2, "edge-a", WALL - 60_000),
+            row(3, "", 0),
+        ],
+    );
+    assert_eq!(t.len(), 2, "an invalid node id is skipped");
+    assert_eq!(t.get(identity(1, 1)).unwrap().offline_since_ms, Some(WALL));
+    assert_eq!(t.get(identity(2, 1)).unwrap().offline_since_ms, Some(WALL));
+    let mut writes = Vec::new();
+    t.take_writes(&mut writes);
+    assert!(writes.is_empty());
+    // Reconfirmed in time: online again, never expires.
+    t.record(identity(1, 1), 257, ctl("edge-a", 77));
+    assert_eq!(t.sweep(WALL + 120_000), 1);
+    assert_eq!(t.len(), 1);
+    // Bounded: a newcomer evicts the oldest.
+    t.record(identity(5, 1), 1281, ctl("edge-a", 77));
+    t.record(identity(6, 1), 1537, ctl("edge-a", 77));
+    assert_eq!(t.len(), 2);
+    assert!(t.get(identity(1, 1)).is_none());
+    assert_eq!(t.counters().entries_evicted, 1);
+}
+
+/// An edge with sessions 11.. for `n` users, granted through control
+/// session 500.
+fn edge_with(n: u8) -> Edge {
+    let mut e = Edge::ready();
+    e.d.sessions.set_control_session(500);
+    for i in 0..n {
+        e.login(a(i + 1), &format!("u{i}"), 1, 11 + u64::from(i), 7);
+    }
+    e.actions();
+    e
+}
+
+fn batch(step: &ConfirmStep) -> ConfirmRequest {
+    let ConfirmStep::Send(send) = step else {
+        panic!("{step:?}")
+    };
+    assert_eq!(send.subtype, Subtype::DEVICE_SESSION_CONFIRM);
+    send.decode().unwrap()
+}
+
+fn confirmed(it: &ConfirmItem, new_id: u64, user: &str) -> ConfirmResult {
+    let mut r = route(new_id, user, it.ssid, 7);
+    r.session_epoch = 2;
+    ConfirmResult {
+        session_id: it.session_id,
+        session_epoch: it.session_epoch,
+        success: true,
+        error: String::new(),
+        grant: Some(DeviceGrant {
+            route: r,
+            owner_id: 40,
+            expires_at_ms: WALL + 240_000,
+            ..DeviceGrant::default()
+        }),
+    }
+}
+
+fn refused(it: &ConfirmItem) -> ConfirmResult {
+    ConfirmResult {
+        session_id: it.session_id,
+        session_epoch: it.session_epoch,
+        success: false,
+        error: "account_disabled".into(),
+        grant: None,
+    }
+}
+
+#[test]
+fn the_edge_confirms_in_batches_swaps_ids_and_removes_refused_sessions() {
+    let mut e = edge_with(130);
+    let mut c = EdgeConfirmCounters::default();
+    let now = e.t0 + ms(1000);
+    let (attempt, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, now, WALL, 600, &mut c);
+    let mut attempt = attempt.unwrap();
+    let first = batch(&step);
+    assert_eq!(first.sessions.len(), 128);
+    assert!(first.sessions.iter().all(|i| i.control_session_id == 500));
+    assert_eq!(first.request_id, {
+        let ConfirmStep::Send(s) = &step else {
+            panic!()
+        };
+        s.message_id
+    });
+    // An answer to another request is ignored.
+    let other = ConfirmResponse {
+        request_id: first.request_id + 1,
+        results: vec![],
+    };
+    assert!(attempt
+        .handle_response(&mut e.d, &mut e.ids, now, other, &mut c)
+        .is_none());
+    // First batch: every item but the first confirmed with id + 1000.
+    let user_of = |e: &Edge, id: u64| {
+        e.d.sessions()
+            .by_session_id(id)
+            .unwrap()
+            .grant
+            .route
+            .username
+            .clone()
+    };
+    let results: Vec<ConfirmResult> = first
+        .sessions
+        .iter()
+        .enumerate()
+        .map(|(n, it)| {
+            if n == 0 {
+                refused(it)
+            } else {
+                confirmed(it, it.session_id + 1000, &user_of(&e, it.session_id))
+            }
+        })
+        .collect();
+    let resp = ConfirmResponse {
+        request_id: first.request_id,
+        results,
+    };
+    let step = attempt
+        .handle_response(&mut e.d, &mut e.ids, now, resp, &mut c)
+        .unwrap();
+    let second = batch(&step);
+    assert_eq!(second.sessions.len(), 2);
+    assert_eq!(e.d.sessions().len(), 129);
+    let refused_id = first.sessions[0].session_id;
+    assert!(e.d.sessions().by_session_id(refused_id).is_none());
+    let moved = first.sessions[1].session_id;
+    assert!(e.d.sessions().by_session_id(moved).is_none());
+    let s = e.d.sessions().by_session_id(moved + 1000).unwrap();
+    assert_eq!((s.session_epoch(), s.control_session()), (2, 600));
+    assert_eq!(s.grant.expires_at_ms, WALL + 240_000);
+    // The refusal is not reported (the centre does not own it).
+    assert!(e.actions().is_empty());
+    let results = second
+        .sessions
+        .iter()
+        .map(|it| confirmed(it, it.session_id + 1000, &user_of(&e, it.session_id)))
+        .collect();
+    let step = attempt
+        .handle_response(
+            &mut e.d,
+            &mut e.ids,
+            now,
+            ConfirmResponse {
+                request_id: second.request_id,
+                results,
+            },
+            &mut c,
+        )
+        .unwrap();
+    assert_eq!(step, ConfirmStep::Done);
+    assert_eq!(
+        (
+            c.attempts,
+            c.batches_sent,
+            c.confirmed,
+            c.session_reconfirm_rejected
+        ),
+        (1, 2, 129, 1)
+    );
+    // The next attempt uses the new control session.
+    let (_, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, now, WALL, 700, &mut c);
+    assert!(batch(&step)
+        .sessions
+        .iter()
+        .all(|i| i.control_session_id == 600));
+}
+
+#[test]
+fn nothing_to_confirm_is_done_at_once_and_stale_sessions_are_not_sent() {
+    let mut e = edge_with(2);
+    let mut c = EdgeConfirmCounters::default();
+    // 20 s silent: not fresh any more.
+    let late = e.t0 + Duration::from_secs(20);
+    let (attempt, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, late, WALL, 600, &mut c);
+    assert!(attempt.is_none());
+    assert_eq!(step, ConfirmStep::Done);
+    // Grant expired.
+    let mut e = edge_with(2);
+    let (attempt, step) =
+        EdgeReconfirm::start(&mut e.d, &mut e.ids, e.t0, WALL + 120_000, 600, &mut c);
+    assert!(attempt.is_none());
+    assert_eq!(step, ConfirmStep::Done);
+    assert_eq!(c.attempts, 0);
+}
+
+#[test]
+fn a_bad_answer_or_silence_fails_the_attempt() {
+    let start = |e: &mut Edge, c: &mut EdgeConfirmCounters| {
+        let (a, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, e.t0, WALL, 600, c);
+        (a.unwrap(), batch(&step))
+    };
+    let mut c = EdgeConfirmCounters::default();
+    let user_of = |e: &Edge, id: u64| {
+        e.d.sessions()
+            .by_session_id(id)
+            .unwrap()
+            .grant
+            .route
+            .username
+            .clone()
+    };
+    // A missing result.
+    let mut e = edge_with(2);
+    let (mut at, req) = start(&mut e, &mut c);
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: vec![refused(&req.sessions[0])],
+    };
+    assert!(matches!(
+        at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c),
+        Some(ConfirmStep::Failed(_))
+    ));
+    // A success without a grant.
+    let mut e = edge_with(1);
+    let (mut at, req) = start(&mut e, &mut c);
+    let mut res = refused(&req.sessions[0]);
+    res.success = true;
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: vec![res],
+    };
+    assert!(matches!(
+        at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c),
+        Some(ConfirmStep::Failed(_))
+    ));
+    // A grant that changes the identity.
+    let mut e = edge_with(1);
+    let (mut at, req) = start(&mut e, &mut c);
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: vec![confirmed(&req.sessions[0], 99, "mallory")],
+    };
+    assert!(matches!(
+        at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c),
+        Some(ConfirmStep::Failed(_))
+    ));
+    // A grant reusing another live session's id.
+    let mut e = edge_with(2);
+    let (mut at, req) = start(&mut e, &mut c);
+    let (x, y) = (&req.sessions[0], &req.sessions[1]);
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: vec![
+            confirmed(x, y.session_id, &user_of(&e, x.session_id)),
+            confirmed(y, y.session_id + 1000, &user_of(&e, y.session_id)),
+        ],
+    };
+    assert!(matches!(
+        at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c),
+        Some(ConfirmStep::Failed(_))
+    ));
+    // No answer within 5 s.
+    let mut e = edge_with(1);
+    let (at, _) = start(&mut e, &mut c);
+    assert!(!at.timed_out(e.t0 + ms(4999), &mut c));
+    assert!(at.timed_out(e.t0 + ms(5000), &mut c));
+    assert_eq!(c.failed, 5);
+}
+
+#[test]
+fn without_bit_7_every_session_is_dropped_and_reported() {
+    let mut e = edge_with(3);
+    let mut c = EdgeConfirmCounters::default();
+    drop_unconfirmable(&mut e.d, &mut e.ids, WALL, 600, &mut c);
+    assert!(e.d.sessions().is_empty());
+    assert_eq!(c.unsupported_drops, 3);
+    let reports = e
+        .actions()
+        .into_iter()
+        .filter(
+            |a| matches!(a, EdgeAction::Control(s) if s.subtype == Subtype::DEVICE_SESSION_REPORT),
+        )
+        .count();
+    assert_eq!(reports, 3);
+}
