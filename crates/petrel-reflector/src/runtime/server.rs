@@ -250,6 +250,7 @@ impl ServerHandle {
                     verifier: Arc::clone(&verifier),
                     store: Arc::new(StoreSink(event_tx.clone())),
                     password_checks_in_flight: session.password_checks_in_flight,
+                    endpoints: session.endpoints,
                 };
                 let dispatch =
                     CentreDispatch::spawn_with(server.sender(), centre_events, epoch, services)?;

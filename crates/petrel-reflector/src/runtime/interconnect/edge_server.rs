@@ -23,12 +23,14 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use petrel_sys::error_queue::enable_recv_errors;
 use petrel_sys::range::RangeError;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
 use thiserror::Error;
 
 use super::super::fanout::FanoutEngine;
 use super::super::http_server;
+use super::super::icmp::{IcmpWatch, REPORT_QUEUE};
 use super::edge::{EdgeControl, EdgeControlConfig, EdgeStartError};
 use super::edge_metrics::{self, EdgeStats, EdgeStatsSource};
 use super::edge_node::{EdgeNode, EdgeNodeConfig, EdgeState};
@@ -140,6 +142,12 @@ fn bind(cfg: &EdgeServerConfig) -> Result<UdpSocket, EdgeServerError> {
         cause,
     })?;
     sock.set_read_timeout(Some(TIMER_TICK))?;
+    // ICMP errors end the session of an unreachable device, as on a single
+    // node (see `edge_reader.rs`); without them (off Linux) sessions end
+    // at the device timeout only.
+    if !enable_recv_errors(&sock)? {
+        tracing::info!("ICMP errors are not reported on this platform");
+    }
     Ok(sock)
 }
 
@@ -153,6 +161,7 @@ impl EdgeServer {
     /// [`EdgeServerError`].
     pub async fn start(cfg: EdgeServerConfig) -> Result<Self, EdgeServerError> {
         cfg.fanout.validate()?;
+        cfg.node.devices.sessions.endpoints.validate()?;
         let sock = bind(&cfg)?;
         let http_listener = match cfg.http_listen {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|cause| {
@@ -185,6 +194,7 @@ impl EdgeServer {
             fanout: Arc::clone(engine.stats()),
             reader: Arc::new(ReaderCounters::default()),
             ingress: Arc::default(),
+            icmp: Arc::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let rate = SessionConfig {
@@ -193,6 +203,7 @@ impl EdgeServer {
             rate_table_max: cfg.rate_table_max,
             ..SessionConfig::default()
         };
+        let (unreachable_tx, unreachable) = std::sync::mpsc::sync_channel(REPORT_QUEUE);
         let reader = EdgeReader {
             sock,
             ingress: Ingress::new(&rate, 1),
@@ -204,6 +215,8 @@ impl EdgeServer {
             stop: Arc::clone(&stop),
             counters: Arc::clone(&stats.reader),
             ingress_stats: Arc::clone(&stats.ingress),
+            icmp: IcmpWatch::new(vec![unreachable_tx], Arc::clone(&stats.icmp)),
+            unreachable,
         };
         drop(engine);
         let reader = std::thread::Builder::new()
