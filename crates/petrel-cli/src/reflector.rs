@@ -61,6 +61,8 @@ enum ReflectorCommand {
 #[derive(Debug, Args)]
 struct ServeArgs {
     /// TOML config file; flags override it. Without it, built-in defaults.
+    /// An edge reads only its `[session.endpoints]` (the fan-out admission
+    /// rules of its devices).
     #[arg(long)]
     config: Option<PathBuf>,
     /// UDP listen address [default: 0.0.0.0:60050].
@@ -587,6 +589,9 @@ async fn serve_edge(a: ServeArgs) -> anyhow::Result<()> {
     cfg.node.grace = Duration::from_secs(a.local_grace_secs);
     cfg.node.devices.sessions.device_timeout = Duration::from_secs(a.device_timeout_secs);
     cfg.node.devices.sessions.renew_before = Duration::from_secs(a.renew_before_secs);
+    if let Some(p) = &a.config {
+        cfg.node.devices.sessions.endpoints = read_config(p)?.session.endpoints;
+    }
     let cpus = std::thread::available_parallelism().map_or(2, usize::from);
     cfg.fanout.writers = a
         .writers

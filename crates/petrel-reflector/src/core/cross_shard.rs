@@ -201,6 +201,12 @@ impl Membership {
         self.caps.holds(key, addr)
     }
 
+    /// Counted endpoints of `key`'s account other than `key`'s own
+    /// ([`EndpointCaps::of_account_except`]).
+    pub fn endpoints_of_account_except(&self, key: DeviceKey) -> usize {
+        self.caps.of_account_except(key)
+    }
+
     /// Records that `key` was heard at `addr` ([`EndpointCaps::renew`]).
     pub fn renew(&mut self, key: DeviceKey, addr: SocketAddr, now: Instant) -> bool {
         self.caps.renew(key, addr, now)

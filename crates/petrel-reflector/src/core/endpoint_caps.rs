@@ -175,6 +175,13 @@ impl EndpointCaps {
         self.per_account.get(&user_id).copied().unwrap_or(0)
     }
 
+    /// Counted endpoints of `key`'s account online, leaving out `key`'s
+    /// own (a login of that device replaces it).
+    pub fn of_account_except(&self, key: DeviceKey) -> usize {
+        let own = self.held.get(&key).is_some_and(|h| h.counted);
+        self.of_account(key.0) - usize::from(own)
+    }
+
     /// Endpoints evicted from full prefixes so far.
     pub fn evictions(&self) -> u64 {
         self.evictions

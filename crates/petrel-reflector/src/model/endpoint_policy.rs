@@ -46,7 +46,7 @@ use serde::Deserialize;
 use super::source_prefix::is_loopback_source;
 
 /// The fan-out admission rules (TOML `[session.endpoints]`).
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EndpointPolicy {
     /// Endpoints of one account online at once, 1–248 (the usable SSIDs).

@@ -20,6 +20,7 @@ mod unreachable_memory;
 
 pub use auth_attempts::{AuthAttempts, AUTH_ATTEMPT_ADDRESSES};
 pub use ban::{BanCheck, BanLadder};
+pub(crate) use bucket_table::BucketTable;
 pub use bucket_table::TokenBucket;
 pub use floor::{FloorConfig, FloorDecision, FloorTable};
 pub use ip_rate_table::{source_key, IpRateTable};

@@ -234,6 +234,7 @@ impl ServerHandle {
                         cfg.interconnect.session_recovery_window_seconds,
                     ),
                     recovered: store.session_entries(MAX_SESSION_ENTRIES).await?,
+                    endpoints: session.endpoints,
                 };
                 let dispatch =
                     CentreDispatch::spawn_with(server.sender(), centre_events, epoch, services)?;

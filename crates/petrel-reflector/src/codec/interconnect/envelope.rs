@@ -315,6 +315,18 @@ pub fn peek(datagram: &[u8]) -> Option<Shape> {
     })
 }
 
+/// Whether `datagram` is a Type 0 envelope cut short: fewer than the
+/// 175-byte minimum, yet `DraA`, byte 48 = 0 and `NOD0` in place (so at
+/// least 90 bytes). [`peek`] leaves it to the device path, which has no
+/// Type 0; the data plane counts and drops it instead (§4.3 step 1).
+pub fn is_truncated_envelope(datagram: &[u8]) -> bool {
+    datagram.len() < ENVELOPE_OVERHEAD
+        && datagram.len() >= OFF_NODE_MAGIC + 4
+        && datagram[..4] == ENVELOPE_MAGIC
+        && datagram[OFF_TYPE] == 0
+        && datagram[OFF_NODE_MAGIC..OFF_NODE_MAGIC + 4] == NODE_MAGIC
+}
+
 /// The MessageID (offset 118) of a datagram shaped like Type 0 ([`peek`]),
 /// unchecked: for the informational `message_id` of a `type0` frame
 /// wrapping an envelope sealed earlier (§3.1).

@@ -37,9 +37,9 @@ pub use control_frame::{
 pub use control_message::{kind, ControlMessage, Type0Error};
 pub use data_bind::{Challenge, DataBind, DataBindError, CHALLENGE_LEN};
 pub use envelope::{
-    is_expired, open, peek, peek_message_id, seal, seal_into, Channel, Envelope, EnvelopeError,
-    EnvelopeHeader, Flags, SealError, Shape, Subtype, ENVELOPE_MAGIC, ENVELOPE_OVERHEAD,
-    MAX_HOP_COUNT, NODE_MAGIC, PROTOCOL_VERSION,
+    is_expired, is_truncated_envelope, open, peek, peek_message_id, seal, seal_into, Channel,
+    Envelope, EnvelopeError, EnvelopeHeader, Flags, SealError, Shape, Subtype, ENVELOPE_MAGIC,
+    ENVELOPE_OVERHEAD, MAX_HOP_COUNT, NODE_MAGIC, PROTOCOL_VERSION,
 };
 pub use features::{negotiate, Features, Negotiated, NegotiationError, Offer};
 pub use node_id::{NodeId, NodeIdError, NODE_ID_LEN};

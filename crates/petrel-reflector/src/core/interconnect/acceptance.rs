@@ -1,9 +1,10 @@
 //! The acceptance pipeline (draarl-interconnect §4.3), in the spec's order:
 //!
 //! ```text
-//!  datagram ─▶ 1 shape ─no─▶ NotType0 (device path)
+//!  datagram ─▶ 1 shape ─no─▶ NotType0 (device path) │ cut short ─▶ truncated_type0 (dropped)
 //!              2 session (source id, NodeSessionID) ─none─▶ unauthenticated_type0 ┐
-//!              3 decode + HMAC ─bad─▶ invalid_auth_tags                            │ not consumed
+//!              3 decode + HMAC ─bad─▶ invalid_auth_tags │ hop_count_drops │       │ not consumed
+//!                oversize_drops │ malformed_envelopes                             │
 //!              4 identity (session, key epoch, source) ─▶ identity_rejects         │ (invalid_type0
 //!                ── count in ──                                                    │  for 3–6)
 //!              5 |now − SentAt| ≤ 2 s ─▶ expired_drops                              │
@@ -27,7 +28,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::codec::interconnect::{
-    is_expired, open, peek, Channel, DataBind, NodeId, RelayFrame, Subtype,
+    is_expired, is_truncated_envelope, open, peek, Channel, DataBind, NodeId, RelayFrame, Subtype,
 };
 
 use super::accepted::Accepted;
@@ -45,6 +46,10 @@ impl DataPlane {
         datagram: &[u8],
     ) -> Verdict {
         let Some(shape) = peek(datagram) else {
+            if is_truncated_envelope(datagram) {
+                self.bridge.truncated_type0 += 1;
+                return Verdict::Rejected(Rejection::Truncated);
+            }
             return Verdict::NotType0;
         };
         let role = self.role;
@@ -63,7 +68,7 @@ impl DataPlane {
         let env = match open(datagram, &s.params.key, Channel::Udp) {
             Ok(env) => env,
             Err(e) => {
-                s.protection.invalid_auth_tags += 1;
+                s.protection.count_open_error(&e);
                 self.bridge.invalid_type0 += 1;
                 return Verdict::Rejected(Rejection::Invalid(e));
             }

@@ -79,7 +79,7 @@ impl DataPlane {
         let env = match open(envelope, &s.params.key, Channel::Control) {
             Ok(env) => env,
             Err(e) => {
-                s.protection.invalid_auth_tags += 1;
+                s.protection.count_open_error(&e);
                 return ControlVerdict::Drop(Rejection::Invalid(e));
             }
         };

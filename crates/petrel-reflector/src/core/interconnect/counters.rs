@@ -2,6 +2,8 @@
 //! (`protection` per node, the bridge's, and the traffic counters), plus the
 //! few causes §7 leaves unnamed (noted on each field).
 
+use crate::codec::interconnect::EnvelopeError;
+
 /// Per-node protection counters (§7 `protection`, the data-plane part; the
 /// control-plane counters belong to the control session).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -14,8 +16,17 @@ pub struct ProtectionCounters {
     pub data_queue_drops: u64,
     /// Dropped after waiting longer than the queue age limit (step 10).
     pub data_stale_drops: u64,
-    /// Failed the tag or the envelope decode (step 3).
+    /// Failed the tag (step 3).
     pub invalid_auth_tags: u64,
+    /// Not named by §7: a correct tag with a hop count above 2 (step 3,
+    /// §4.1).
+    pub hop_count_drops: u64,
+    /// Not named by §7: longer than the channel's limit (step 3, §4.1).
+    pub oversize_drops: u64,
+    /// Not named by §7: an envelope that does not decode — length or
+    /// payload length field wrong, bad version, empty source (step 3,
+    /// §4.1).
+    pub malformed_envelopes: u64,
     /// Session id, key epoch or source id differ from the session's (step 4).
     pub identity_rejects: u64,
     /// Outside the ±2 s freshness window (step 5).
@@ -34,6 +45,18 @@ pub struct ProtectionCounters {
     /// Not named by §7: authenticated subtypes the UDP path does not take
     /// (§4.3 step 11; at the edge, subtypes §3.5 does not define).
     pub unexpected_subtype_drops: u64,
+}
+
+impl ProtectionCounters {
+    /// Counts a step 3 refusal under its cause.
+    pub fn count_open_error(&mut self, e: &EnvelopeError) {
+        match e {
+            EnvelopeError::BadTag => self.invalid_auth_tags += 1,
+            EnvelopeError::HopCountTooHigh(_) => self.hop_count_drops += 1,
+            EnvelopeError::TooLong { .. } => self.oversize_drops += 1,
+            _ => self.malformed_envelopes += 1,
+        }
+    }
 }
 
 /// Traffic counters of one node on the interconnect side (§7 "traffic
@@ -58,6 +81,10 @@ pub struct TrafficCounters {
 pub struct BridgeCounters {
     /// Type 0 shaped datagrams with no live node session (step 2).
     pub unauthenticated_type0: u64,
+    /// Not named by §7: Type 0 envelopes cut short (under 175 bytes with
+    /// `DraA`, byte 48 = 0 and `NOD0`), dropped rather than handed to the
+    /// device path.
+    pub truncated_type0: u64,
     /// Authenticated-looking datagrams not consumed in steps 3–6 (bad tag or
     /// decode, identity, expired, replayed), as the reference counts them.
     pub invalid_type0: u64,

@@ -352,6 +352,9 @@ impl DataPlane {
 /// rejects Type 0); from step 7 on it is consumed and dropped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Rejection {
+    /// Step 1: a Type 0 envelope cut short (dropped, not left to the
+    /// device path).
+    Truncated,
     /// Step 2: no live session for (source id, NodeSessionID).
     Unauthenticated,
     /// Step 3: decode or tag failure (hop count > 2 included).

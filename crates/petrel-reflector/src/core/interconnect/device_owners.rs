@@ -148,6 +148,8 @@ pub struct DeviceOwners {
     sessions: HashMap<u64, OwnedSession>,
     by_identity: HashMap<DeviceIdentity, u64>,
     per_control: HashMap<ControlRef, usize>,
+    /// Sessions owned per owner account (for the account's endpoint cap).
+    per_owner: HashMap<i64, usize>,
     epochs: LinkedHashMap<DeviceIdentity, u64>,
     max_per_control: usize,
     max_identities: usize,
@@ -165,6 +167,7 @@ impl DeviceOwners {
             sessions: HashMap::new(),
             by_identity: HashMap::new(),
             per_control: HashMap::new(),
+            per_owner: HashMap::new(),
             epochs: LinkedHashMap::new(),
             max_per_control,
             max_identities: max_identities.max(1),
@@ -209,6 +212,14 @@ impl DeviceOwners {
         self.per_control.get(&control).copied().unwrap_or(0)
     }
 
+    /// Sessions of `identity`'s owner account, over every control
+    /// session, leaving out `identity`'s own (a re-authentication
+    /// replaces it).
+    pub fn of_account_except(&self, identity: DeviceIdentity) -> usize {
+        let all = self.per_owner.get(&identity.owner_id).copied().unwrap_or(0);
+        all.saturating_sub(usize::from(self.by_identity.contains_key(&identity)))
+    }
+
     /// Whether `control` owns `session_id` with `epoch` (the §5.2 upstream
     /// and §3.10 claim check).
     pub fn owns(&self, control: ControlRef, session_id: u64, epoch: u64) -> bool {
@@ -224,6 +235,12 @@ impl DeviceOwners {
             *n -= 1;
             if *n == 0 {
                 self.per_control.remove(&s.control);
+            }
+        }
+        if let Some(n) = self.per_owner.get_mut(&s.identity.owner_id) {
+            *n -= 1;
+            if *n == 0 {
+                self.per_owner.remove(&s.identity.owner_id);
             }
         }
         Some(s)
@@ -289,6 +306,7 @@ impl DeviceOwners {
         self.sessions.insert(session.session_id, session);
         self.by_identity.insert(identity, session.session_id);
         *self.per_control.entry(control).or_insert(0) += 1;
+        *self.per_owner.entry(identity.owner_id).or_insert(0) += 1;
         self.counters.activations += 1;
         Ok(Activation {
             session,

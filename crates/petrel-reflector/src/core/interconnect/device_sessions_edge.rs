@@ -5,13 +5,18 @@
 //!
 //! ```text
 //!  Type 1/2 from an unknown identity, a new address or an expired grant
-//!    ─▶ request_auth: one pending per "<username>-<ssid>", 5 s ─▶ DeviceAuth (raw datagram + IP)
-//!  DeviceAuth response ─▶ success + grant ─▶ install (same identity replaces; another identity
-//!                        │                    on the same UDP endpoint is refused and reported)
+//!    ─▶ request_auth: source /24 (/64) budget ─▶ identity budget ─▶ one pending per
+//!       "<username>-<ssid>", 5 s ─▶ DeviceAuth (raw datagram + IP)   (over a budget: counted drop)
+//!  DeviceAuth response ─▶ success + grant ─▶ another identity on the same UDP endpoint: refused, reported
+//!                        │                  endpoint caps (account, /24): refused as a single node
+//!                        │                  refuses (code 3), reported; a full /24 may evict instead
+//!                        │                  ─▶ install (same identity replaces); fan-out once heard
+//!                        │                     again `receive_after_ms` after the login
 //!                        └ failure ─▶ forward response_packet, if any
-//!  packet from the session's address with a live grant ─▶ touch (last seen);
+//!  packet from the session's address with a live grant ─▶ touch (last seen, heard twice);
 //!    heartbeat ∧ grant ends within 30 s ∧ no renew outstanding ─▶ DeviceSessionRenew
 //!  handle_timeout: 20 s silent ─▶ device_timeout │ grant expired ─▶ grant_expired
+//!  ICMP unreachable for the address ─▶ endpoint_unreachable
 //!  revoke (same epoch) │ route removed │ control unavailable (§6.1) ─▶ removed
 //!  every removal but a revoke is reported: DeviceSessionReport{online:false, reason}
 //! ```
@@ -20,10 +25,25 @@
 //! and the Type 3 configuration `sync` after a grant (§3.11) are not
 //! handled here. Monotonic `now` drives the 5 s and 20 s timers; the grant
 //! expiry is centre wall-clock ms and is compared with `wall_ms`.
+//!
+//! The fan-out admission rules of a single node
+//! ([`EndpointPolicy`](crate::model::EndpointPolicy), draarl-v1 §3.1,
+//! §3.6, §9) hold here for the addresses the edge holds: the per-/24 cap
+//! (and the account cap over this edge's sessions; the centre applies it
+//! over every node's), the heard-twice wait and the end of a session
+//! whose address is reported unreachable. Logins are budgeted per source
+//! prefix and per identity before they are proxied, so forged sources
+//! cannot fill the centre's shared Argon2 line.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+
+use crate::codec::{self, Header};
+use crate::core::endpoint_caps::{EndpointCaps, EndpointLimit};
+use crate::core::replies::{heartbeat_reject, RejectReason};
+use crate::model::{DeviceKey, EndpointPolicy};
+use crate::policy::{BucketTable, SourcePrefix};
 
 use crate::codec::interconnect::messages::{
     ConfirmItem, DeviceAuthRequest, DeviceAuthResponse, DeviceGrant, DeviceRoute,
@@ -66,6 +86,47 @@ pub mod removal_reason {
     /// Reported: the centre cannot reconfirm sessions (no feature bit 7,
     /// §3.9), so the device authenticates again.
     pub const RECONFIRM_UNSUPPORTED: &str = "session_reconfirm_unsupported";
+    /// Not named by §3.8: an ICMP destination unreachable was read for
+    /// the session's address (as a single node ends such a session,
+    /// draarl-v1 §3.6).
+    pub const ENDPOINT_UNREACHABLE: &str = "endpoint_unreachable";
+    /// Not named by §3.8: displaced from a full source /24 (/64) by a
+    /// login of an account holding fewer endpoints there (the single
+    /// node's rule, `core/endpoint_caps.rs`).
+    pub const ENDPOINT_EVICTED: &str = "endpoint_evicted";
+    /// Not named by §3.8: the grant would exceed an endpoint cap here.
+    pub const ENDPOINT_LIMIT: &str = "endpoint_limit";
+}
+
+/// Budgets of the logins the edge proxies to the centre (each a token
+/// bucket in a bounded table that evicts its least recently used entry).
+/// Defaults: a single node's per-prefix Argon2 budget (120 per minute,
+/// 20 at once) per source /24 or /64, and 6 per minute, 5 at once, per
+/// identity, over all sources (a link box retries every 5 s heartbeat).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AuthBudgetConfig {
+    /// Requests per minute per source prefix.
+    pub prefix_per_min: u32,
+    /// Requests a source prefix may send at once.
+    pub prefix_burst: u32,
+    /// Requests per minute per identity `"<username>-<ssid>"`.
+    pub identity_per_min: u32,
+    /// Requests one identity may send at once.
+    pub identity_burst: u32,
+    /// Entries of each table.
+    pub table_max: usize,
+}
+
+impl Default for AuthBudgetConfig {
+    fn default() -> Self {
+        Self {
+            prefix_per_min: 120,
+            prefix_burst: 20,
+            identity_per_min: 6,
+            identity_burst: 5,
+            table_max: 65_536,
+        }
+    }
 }
 
 /// Limits and timers of the edge's session table.
@@ -80,6 +141,10 @@ pub struct EdgeSessionsConfig {
     pub device_timeout: Duration,
     /// `GrantRenewBeforeSeconds` (30 s).
     pub renew_before: Duration,
+    /// The single node's fan-out admission rules (`[session.endpoints]`).
+    pub endpoints: EndpointPolicy,
+    /// Budgets of proxied logins.
+    pub auth_budget: AuthBudgetConfig,
 }
 
 impl Default for EdgeSessionsConfig {
@@ -89,6 +154,8 @@ impl Default for EdgeSessionsConfig {
             max_pending: 4096,
             device_timeout: DEVICE_SESSION_TIMEOUT,
             renew_before: GRANT_RENEW_BEFORE,
+            endpoints: EndpointPolicy::default(),
+            auth_budget: AuthBudgetConfig::default(),
         }
     }
 }
@@ -110,6 +177,11 @@ pub struct LocalDeviceSession {
     last_seen: Instant,
     renew: Option<u64>,
     control_session: u64,
+    /// When the device was first heard at `addr` (its login).
+    heard_since: Instant,
+    /// Whether it receives fan-out (heard again `receive_after_ms` after
+    /// `heard_since`, or exempt).
+    receiving: bool,
 }
 
 impl LocalDeviceSession {
@@ -127,6 +199,15 @@ impl LocalDeviceSession {
     /// Its epoch.
     pub fn session_epoch(&self) -> u64 {
         self.grant.route.session_epoch
+    }
+
+    /// Whether it receives fan-out yet (see [`EndpointPolicy`]).
+    pub fn receiving(&self) -> bool {
+        self.receiving
+    }
+
+    fn key(&self) -> DeviceKey {
+        (self.grant.owner_id, self.grant.route.ssid)
     }
 }
 
@@ -160,8 +241,12 @@ pub enum AuthOutcome {
         /// A previous session of the same identity that this one replaced
         /// (not reported: the centre moved ownership itself).
         replaced: Option<Box<LocalDeviceSession>>,
-        /// A session evicted to make room.
-        evicted: Option<Box<Removal>>,
+        /// Sessions evicted to make room: the least recently heard of a
+        /// full table, one displaced from a full source /24.
+        evicted: Vec<Removal>,
+        /// Whether the new session receives fan-out at once (exempt
+        /// source, or no wait).
+        receiving: bool,
     },
     /// Refused by the centre: send `response_packet` to `addr` if any.
     Failed {
@@ -182,6 +267,20 @@ pub enum AuthOutcome {
         /// The DeviceSessionReport `online:false`.
         report: ControlSend,
     },
+    /// An endpoint cap is full (the account's on this edge, or the source
+    /// /24's, see [`EndpointPolicy`]): send `reply` (the reject a single
+    /// node sends, code 3) to `addr`, and `report` so the centre drops the
+    /// new session.
+    EndpointLimit {
+        /// The device's address.
+        addr: SocketAddr,
+        /// The heartbeat reject.
+        reply: Vec<u8>,
+        /// Bytes of the device's request (the amplification bound).
+        request_len: usize,
+        /// The DeviceSessionReport `online:false`.
+        report: ControlSend,
+    },
     /// No pending request with that id (expired or unknown).
     Unknown,
 }
@@ -197,6 +296,9 @@ pub enum Touch {
         session_epoch: u64,
         /// A DeviceSessionRenew to send.
         renew: Option<ControlSend>,
+        /// This packet made the session start receiving fan-out (heard
+        /// again after the wait): publish it as a receiver.
+        started_receiving: bool,
     },
     /// Unknown identity, another address or an expired grant: a Type 1 or
     /// Type 2 packet goes to [`EdgeSessions::request_auth`], others are
@@ -230,6 +332,21 @@ pub struct EdgeSessionCounters {
     pub renews_failed: u64,
     /// Sessions removed (any reason).
     pub removed: u64,
+    /// Logins not proxied: their source /24 (/64) spent its budget.
+    pub auth_prefix_drops: u64,
+    /// Logins not proxied: their identity spent its budget.
+    pub auth_identity_drops: u64,
+    /// Grants refused: the account holds `max_per_account` endpoints here.
+    pub account_endpoint_limit_rejects: u64,
+    /// Grants refused: the source /24 (/64) is full and the account holds
+    /// as many of it as any other.
+    pub prefix_endpoint_limit_rejects: u64,
+    /// Sessions displaced from a full source /24 (/64).
+    pub prefix_endpoint_evictions: u64,
+    /// Sessions that started receiving after the heard-twice wait.
+    pub endpoints_heard_twice: u64,
+    /// Sessions ended by an ICMP unreachable for their address.
+    pub unreachable_sessions_ended: u64,
 }
 
 #[derive(Debug)]
@@ -238,6 +355,9 @@ struct PendingAuth {
     addr: SocketAddr,
     sent_at: Instant,
     request_len: usize,
+    /// The device's request header (for a reject the edge sends itself;
+    /// `None` if the datagram does not decode).
+    header: Option<Header>,
 }
 
 /// The edge's table of local device sessions and pending authentications.
@@ -250,6 +370,9 @@ pub struct EdgeSessions {
     pending: HashMap<u64, PendingAuth>,
     pending_by_identity: HashMap<String, u64>,
     control_session: u64,
+    caps: EndpointCaps,
+    prefix_budget: BucketTable<SourcePrefix>,
+    identity_budget: BucketTable<String>,
     counters: EdgeSessionCounters,
 }
 
@@ -275,7 +398,15 @@ fn report(ids: &mut MessageIds, wall_ms: i64, s: &LocalDeviceSession, reason: &s
 impl EdgeSessions {
     /// An empty table.
     pub fn new(cfg: EdgeSessionsConfig) -> Self {
+        let b = cfg.auth_budget;
         Self {
+            caps: EndpointCaps::default(),
+            prefix_budget: BucketTable::per_min(b.prefix_per_min, b.prefix_burst, b.table_max),
+            identity_budget: BucketTable::per_min(
+                b.identity_per_min,
+                b.identity_burst,
+                b.table_max,
+            ),
             cfg,
             sessions: HashMap::new(),
             by_id: HashMap::new(),
@@ -337,9 +468,12 @@ impl EdgeSessions {
 
     /// Proxies a Type 1/2 datagram of `identity` from `addr` (real client
     /// IP `source_ip`) to the centre at `now` (§3.8): the DeviceAuth
-    /// request with the entire raw datagram; `None` while a request for
-    /// that identity is pending (counted). The caller checks first that
-    /// new authentications are allowed (link ready, §6.1).
+    /// request with the entire raw datagram; `None` (counted) while a
+    /// request for that identity is pending, when `addr`'s /24 (/64) or
+    /// the identity spent its budget ([`AuthBudgetConfig`]; exempt
+    /// sources are not budgeted).
+    /// The caller checks first that new authentications are allowed (link
+    /// ready, §6.1).
     pub fn request_auth(
         &mut self,
         ids: &mut MessageIds,
@@ -361,6 +495,20 @@ impl EdgeSessions {
             self.drop_pending(id);
             self.counters.auth_expired += 1;
         }
+        if !self.cfg.endpoints.exempt(addr) {
+            self.prefix_budget.sweep(now);
+            self.identity_budget.sweep(now);
+            let prefix = SourcePrefix::of(addr.ip());
+            if !self.prefix_budget.has_token(&prefix, now) {
+                self.counters.auth_prefix_drops += 1;
+                return None;
+            }
+            if !self.identity_budget.take(identity.to_owned(), now) {
+                self.counters.auth_identity_drops += 1;
+                return None;
+            }
+            self.prefix_budget.take(prefix, now);
+        }
         if self.pending.len() >= self.cfg.max_pending.max(1) {
             if let Some(oldest) = self
                 .pending
@@ -380,6 +528,7 @@ impl EdgeSessions {
                 addr,
                 sent_at: now,
                 request_len: packet.len(),
+                header: codec::decode(packet).ok().map(|p| p.header),
             },
         );
         self.pending_by_identity
@@ -402,6 +551,9 @@ impl EdgeSessions {
 
     fn take(&mut self, identity: &str) -> Option<LocalDeviceSession> {
         let s = self.sessions.remove(identity)?;
+        if self.caps.holds(s.key(), s.addr) {
+            self.caps.release(s.key());
+        }
         self.by_id.remove(&s.session_id());
         if self.by_addr.get(&s.addr).is_some_and(|i| i == identity) {
             self.by_addr.remove(&s.addr);
@@ -451,6 +603,8 @@ impl EdgeSessions {
                 };
             }
         };
+        let exempt = self.cfg.endpoints.exempt(p.addr);
+        let receiving = exempt || self.cfg.endpoints.receive_after().is_zero();
         let candidate = LocalDeviceSession {
             identity: p.identity.clone(),
             addr: p.addr,
@@ -458,6 +612,8 @@ impl EdgeSessions {
             last_seen: now,
             renew: None,
             control_session: self.control_session,
+            heard_since: p.sent_at,
+            receiving,
         };
         let granted_identity =
             identity_key(&candidate.grant.route.username, candidate.grant.route.ssid);
@@ -472,8 +628,57 @@ impl EdgeSessions {
                 report: report(ids, wall_ms, &candidate, removal_reason::UDP_ENDPOINT_TAKEN),
             };
         }
-        let replaced = self.take(&p.identity).map(Box::new);
-        let mut evicted = None;
+        let replaced = self.take(&p.identity);
+        // The same device at the same address keeps receiving.
+        let candidate = match &replaced {
+            Some(old) if old.addr == p.addr && old.receiving => LocalDeviceSession {
+                receiving: true,
+                heard_since: old.heard_since,
+                ..candidate
+            },
+            _ => candidate,
+        };
+        let mut evicted = Vec::new();
+        match self
+            .caps
+            .claim(candidate.key(), p.addr, &self.cfg.endpoints, now)
+        {
+            Ok(None) => {}
+            Ok(Some(victim)) => {
+                self.counters.prefix_endpoint_evictions += 1;
+                let identity = self
+                    .sessions
+                    .values()
+                    .find(|s| s.key() == victim)
+                    .map(|s| s.identity.clone());
+                evicted.extend(identity.and_then(|i| {
+                    self.removal(ids, wall_ms, &i, removal_reason::ENDPOINT_EVICTED)
+                }));
+            }
+            Err(limit) => {
+                let reason = match limit {
+                    EndpointLimit::Account => {
+                        self.counters.account_endpoint_limit_rejects += 1;
+                        RejectReason::AccountEndpointLimit
+                    }
+                    EndpointLimit::Prefix => {
+                        self.counters.prefix_endpoint_limit_rejects += 1;
+                        RejectReason::PrefixEndpointLimit
+                    }
+                };
+                return AuthOutcome::EndpointLimit {
+                    addr: p.addr,
+                    reply: p
+                        .header
+                        .as_ref()
+                        .map(|h| heartbeat_reject(h, reason))
+                        .unwrap_or_default(),
+                    request_len: p.request_len,
+                    report: report(ids, wall_ms, &candidate, removal_reason::ENDPOINT_LIMIT),
+                };
+            }
+        }
+        let replaced = replaced.map(Box::new);
         if self.sessions.len() >= self.cfg.max_sessions.max(1) {
             if let Some(idle) = self
                 .sessions
@@ -481,12 +686,11 @@ impl EdgeSessions {
                 .min_by_key(|s| s.last_seen)
                 .map(|s| s.identity.clone())
             {
-                evicted = self
-                    .removal(ids, wall_ms, &idle, removal_reason::SESSION_EVICTED)
-                    .map(Box::new);
+                evicted.extend(self.removal(ids, wall_ms, &idle, removal_reason::SESSION_EVICTED));
             }
         }
         let session_id = candidate.session_id();
+        let receiving = candidate.receiving;
         self.by_id.insert(session_id, p.identity.clone());
         self.by_addr.insert(p.addr, p.identity.clone());
         self.sessions.insert(p.identity, candidate);
@@ -498,6 +702,7 @@ impl EdgeSessions {
             request_len: p.request_len,
             replaced,
             evicted,
+            receiving,
         }
     }
 
@@ -521,6 +726,13 @@ impl EdgeSessions {
             return Touch::NeedsAuth;
         }
         s.last_seen = now;
+        let started_receiving = !s.receiving
+            && now.saturating_duration_since(s.heard_since) >= self.cfg.endpoints.receive_after();
+        if started_receiving {
+            s.receiving = true;
+            self.counters.endpoints_heard_twice += 1;
+        }
+        self.caps.renew(s.key(), from, now);
         let mut renew = None;
         if heartbeat
             && s.renew.is_none()
@@ -548,6 +760,7 @@ impl EdgeSessions {
             session_id: s.session_id(),
             session_epoch: s.session_epoch(),
             renew,
+            started_receiving,
         }
     }
 
@@ -574,6 +787,31 @@ impl EdgeSessions {
             self.counters.renews_failed += 1;
         }
         true
+    }
+
+    /// An ICMP destination unreachable (port, host or network) was read
+    /// at `now` for a datagram sent to `addr`: the session there ends
+    /// (`endpoint_unreachable`, reported), as on a single node
+    /// (draarl-v1 §3.6); a session that came up at `addr` after `now` is
+    /// kept (the report is older than it).
+    pub fn handle_unreachable(
+        &mut self,
+        ids: &mut MessageIds,
+        now: Instant,
+        wall_ms: i64,
+        addr: SocketAddr,
+    ) -> Option<Removal> {
+        let identity = self.by_addr.get(&addr)?.clone();
+        if self.sessions.get(&identity)?.heard_since > now {
+            return None;
+        }
+        self.counters.unreachable_sessions_ended += 1;
+        self.removal(
+            ids,
+            wall_ms,
+            &identity,
+            removal_reason::ENDPOINT_UNREACHABLE,
+        )
     }
 
     /// A DeviceSessionRevoke: removes the session only if the epoch

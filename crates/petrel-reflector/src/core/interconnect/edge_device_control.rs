@@ -109,13 +109,14 @@ impl EdgeDevices {
                 request_len,
                 replaced,
                 evicted,
+                receiving,
             } => {
                 if let Some(old) = replaced {
                     self.receivers.remove(old.session_id());
                     self.speaker.release_session(old.session_id());
                 }
-                if let Some(ev) = evicted {
-                    self.removed(*ev);
+                for ev in evicted {
+                    self.removed(ev);
                 }
                 let mut answer = response_packet;
                 if let Some(s) = self.sessions.by_session_id(session_id) {
@@ -128,7 +129,9 @@ impl EdgeDevices {
                         h.dmrid = s.grant.dmrid;
                         answer = heartbeat_success(&h, &route.callsign, &[]);
                     }
-                    self.receivers.set(session_id, addr, &route);
+                    if receiving {
+                        self.receivers.set(session_id, addr, &route);
+                    }
                 }
                 self.counters.installed += 1;
                 self.reply(addr, answer, request_len);
@@ -141,6 +144,15 @@ impl EdgeDevices {
             } => self.reply(addr, response_packet, request_len),
             AuthOutcome::EndpointTaken { report, .. } => {
                 self.actions.push(EdgeAction::Control(report));
+            }
+            AuthOutcome::EndpointLimit {
+                addr,
+                reply,
+                request_len,
+                report,
+            } => {
+                self.actions.push(EdgeAction::Control(report));
+                self.reply(addr, reply, request_len);
             }
             AuthOutcome::Unknown => {}
         }

@@ -107,6 +107,7 @@ impl EdgeDevices {
             session_id,
             session_epoch,
             renew,
+            started_receiving,
         } = self
             .sessions
             .touch(ids, now, wall_ms, &identity, src, heartbeat && normal)
@@ -115,6 +116,11 @@ impl EdgeDevices {
         };
         if let Some(renew) = renew {
             self.actions.push(EdgeAction::Control(renew));
+        }
+        if started_receiving {
+            if let Some(s) = self.sessions.get(&identity) {
+                self.receivers.set(session_id, src, &s.grant.route);
+            }
         }
         match h.packet_type {
             PacketType::Heartbeat => {

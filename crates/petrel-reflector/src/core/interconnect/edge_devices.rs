@@ -307,6 +307,7 @@ impl EdgeDevices {
         let listed: Vec<(u64, SocketAddr, _)> = self
             .sessions
             .iter()
+            .filter(|s| s.receiving())
             .map(|s| (s.session_id(), s.addr, s.grant.route.clone()))
             .collect();
         for (id, addr, route) in listed {
@@ -344,7 +345,11 @@ impl EdgeDevices {
                     if lease_ends {
                         self.speaker.release_session(route.session_id);
                     }
-                    if let Some(s) = self.sessions.by_session_id(route.session_id) {
+                    if let Some(s) = self
+                        .sessions
+                        .by_session_id(route.session_id)
+                        .filter(|s| s.receiving())
+                    {
                         self.receivers.set(route.session_id, s.addr, &s.grant.route);
                     }
                 }
@@ -375,6 +380,21 @@ impl EdgeDevices {
     pub(super) fn release_parked(&mut self) {
         while let Some(a) = self.wait.poll_release() {
             self.deliver_downstream(a);
+        }
+    }
+
+    /// An ICMP destination unreachable read at `now` for a datagram sent
+    /// to `addr`: the session there ends and is reported
+    /// ([`EdgeSessions::handle_unreachable`]).
+    pub fn handle_unreachable(
+        &mut self,
+        ids: &mut MessageIds,
+        now: Instant,
+        wall_ms: i64,
+        addr: SocketAddr,
+    ) {
+        if let Some(r) = self.sessions.handle_unreachable(ids, now, wall_ms, addr) {
+            self.removed(r);
         }
     }
 

@@ -108,7 +108,7 @@ pub use device_owners::{
     OwnedSession, OwnerCounters, ReportOutcome, GRANT_LIFETIME_MS,
 };
 pub use device_sessions_edge::{
-    identity_key, removal_reason, AuthOutcome, EdgeSessionCounters, EdgeSessions,
+    identity_key, removal_reason, AuthBudgetConfig, AuthOutcome, EdgeSessionCounters, EdgeSessions,
     EdgeSessionsConfig, LocalDeviceSession, Removal, SwapError, Touch, DEVICE_SESSION_TIMEOUT,
     GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
 };

@@ -666,7 +666,7 @@ impl Centre {
         }
         registered.armed = false;
         stats.auth_ok.fetch_add(1, Relaxed);
-        tracing::info!(node = %node_id, session_id, %peer, "edge node connected");
+        tracing::info!(node = %node_id, %peer, "edge node connected");
         self.emit(CentreEvent::NodeUp {
             node_id,
             session_id,
@@ -767,7 +767,7 @@ impl Centre {
                     Ok(true) => {}
                     Ok(false) => {
                         self.stats.credentials_revoked.fetch_add(1, Relaxed);
-                        tracing::info!(node = %node_id, session_id, "edge node credential revoked");
+                        tracing::info!(node = %node_id, "edge node credential revoked");
                         break;
                     }
                     Err(e) => {
@@ -809,7 +809,7 @@ impl Centre {
         {
             writer.abort();
         }
-        tracing::info!(node = %node_id, session_id, "edge node disconnected");
+        tracing::info!(node = %node_id, "edge node disconnected");
         self.emit(CentreEvent::NodeDown {
             node_id,
             session_id,

@@ -9,6 +9,7 @@
 //!          ├ queued ─▶ poll_queued every 10 ms            ┐
 //!          └ check ─▶ PasswordVerifier pool ─▶ answer ───┴▶ finish_check (≤ 5 s, else password_check_timeout)
 //!        ─▶ activate: routes + devices locked, node session still live?
+//!             account's endpoints (direct + every edge's) ≥ max_per_account ─▶ too_many_devices
 //!             device record (store event, CentreDirectory) ─▶ owners.activate ─▶ previous owner: revoke + route removed
 //!             ─▶ put_route ─▶ CentreRoutes::upsert (RouteDelta to the owning edge)
 //!             ─▶ the device's centre-direct session ended (DirectSessions::evict)
@@ -40,13 +41,13 @@ use crate::codec::interconnect::messages::DeviceAuthRequest;
 use crate::codec::interconnect::NodeId;
 use crate::core::device_record_after_login;
 use crate::core::interconnect::{
-    abandon_check, device_grant, device_route, finish_check, granted, poll_queued, refused,
+    abandon_check, device_grant, device_id, device_route, finish_check, granted, poll_queued, refused,
     response_message, session_error, start_auth, success_reply, wire_domain, ActivateError,
     AuthFailure, AuthStart, ControlRef, DataBudget, DataLimits, DeviceIdentity, PendingLogin,
     ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT, QUEUED_CHECK_POLL,
 };
 use crate::core::RejectReason;
-use crate::model::{PasswordCheck, Recording, StoreEvent, UserRecord};
+use crate::model::{EndpointPolicy, PasswordCheck, Recording, StoreEvent, UserRecord};
 
 /// Proxied logins one node session may have in progress (parsing, in
 /// line, being checked); more are dropped and counted
@@ -83,6 +84,9 @@ pub(crate) struct CentreServices {
     /// The device-session entries stored before this start (§6.3), loaded
     /// once by the dispatcher.
     pub(crate) recovered: Vec<crate::model::SessionEntryRecord>,
+    /// `session.endpoints`: the account cap counts the account's direct
+    /// endpoints and its sessions on every edge together.
+    pub(crate) endpoints: EndpointPolicy,
 }
 
 impl std::fmt::Debug for CentreServices {
@@ -499,6 +503,19 @@ impl DeviceAuthService {
             owner_id: user.id,
             ssid: key.1,
         };
+        let policy = &self.services.endpoints;
+        if !policy.exempt(std::net::SocketAddr::new(login.source_ip, 0)) {
+            let held = devices.owners.of_account_except(identity)
+                + self.services.shared.endpoints_of_account_except(key);
+            if held >= policy.max_per_account {
+                self.stats
+                    .node(node, |c| c.account_endpoint_limit_rejects += 1);
+                return Some(refused(
+                    request_id,
+                    &AuthFailure::refuse(login, RejectReason::AccountEndpointLimit),
+                ));
+            }
+        }
         let activated = devices
             .owners
             .activate(&mut lock(&ids), wall, control, identity);

@@ -38,7 +38,9 @@ use super::centre_directory::CentreDirectory;
 use super::centre_stats::ControlServerStats;
 use super::centre_tables::CentreTables;
 use super::centre_voice_stats::CentreVoiceStats;
-use crate::codec::interconnect::{peek, InnerKind, NodeId, RelayFrame, RelayHeader};
+use crate::codec::interconnect::{
+    is_truncated_envelope, peek, InnerKind, NodeId, RelayFrame, RelayHeader,
+};
 use crate::codec::{self, HEADER_LEN};
 use crate::core::interconnect::{
     centre_relay_header, centre_talker_lease, check_upstream, tag_reserved, talker_of, Accepted,
@@ -135,7 +137,7 @@ impl CentreRelay {
     /// `src` at `at` was consumed; a datagram not shaped like Type 0, or
     /// refused in steps 2–6, is left to the device path.
     pub fn handle_datagram(&self, at: Instant, src: SocketAddr, datagram: &[u8]) -> bool {
-        if peek(datagram).is_none() {
+        if peek(datagram).is_none() && !is_truncated_envelope(datagram) {
             return false;
         }
         let verdict = lock(&self.data).handle_datagram(at, unix_ms(), src, datagram);

@@ -112,6 +112,10 @@ pub struct NodeVoiceCounters {
     pub device_auth_in_flight_drops: u64,
     /// Activations refused: the node owns `MaxDeviceSessionsPerNode` (§7).
     pub session_limit_rejects: u64,
+    /// Not named by §7: logins refused because the account holds
+    /// `max_per_account` endpoints over the centre and every edge
+    /// (draarl-v1 §3.1 endpoint caps).
+    pub account_endpoint_limit_rejects: u64,
     /// Upstream relays dropped by the §5.2 checks.
     pub relay_rejects: u64,
 }
@@ -239,6 +243,7 @@ impl CentreVoiceSource {
             "bridge_",
             vec![
                 ("unauthenticated_type0", b.unauthenticated_type0),
+                ("truncated_type0", b.truncated_type0),
                 ("invalid_type0", b.invalid_type0),
                 ("global_queue_drops", b.global_queue_drops),
                 ("session_evictions", b.session_evictions),
@@ -259,6 +264,9 @@ impl CentreVoiceSource {
                         ("data_queue_drops", p.data_queue_drops),
                         ("data_stale_drops", p.data_stale_drops),
                         ("invalid_auth_tags", p.invalid_auth_tags),
+                        ("hop_count_drops", p.hop_count_drops),
+                        ("oversize_drops", p.oversize_drops),
+                        ("malformed_envelopes", p.malformed_envelopes),
                         ("identity_rejects", p.identity_rejects),
                         ("expired_drops", p.expired_drops),
                         ("replay_drops", p.replay_drops),
@@ -283,6 +291,10 @@ impl CentreVoiceSource {
                     ("device_auth_limit_drops", c.device_auth_limit_drops),
                     ("device_auth_in_flight_drops", c.device_auth_in_flight_drops),
                     ("session_limit_rejects", c.session_limit_rejects),
+                    (
+                        "account_endpoint_limit_rejects",
+                        c.account_endpoint_limit_rejects,
+                    ),
                     ("relay_rejects", c.relay_rejects),
                 ]);
                 (node, list)

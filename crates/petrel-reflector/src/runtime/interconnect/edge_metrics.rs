@@ -17,6 +17,7 @@ use axum::routing::get;
 use axum::Router;
 
 use super::super::fanout::{FanoutStats, FanoutStatsSnapshot};
+use super::super::icmp::{IcmpCounters, IcmpStats};
 use super::edge::{EdgeControl, EdgeControlStats};
 use super::edge_node::EdgeState;
 use super::edge_output::{EdgeOutput, EdgeOutputStats};
@@ -69,6 +70,8 @@ pub struct EdgeStats {
     pub ingress: IngressStats,
     /// The socket reader's.
     pub reader: EdgeReaderStats,
+    /// ICMP errors read on the device socket.
+    pub icmp: IcmpStats,
     /// What was sent on the device side's behalf.
     pub output: EdgeOutputStats,
     /// The local fan-out engine's.
@@ -96,6 +99,7 @@ pub(crate) struct EdgeStatsSource {
     pub(crate) fanout: Arc<FanoutStats>,
     pub(crate) reader: Arc<ReaderCounters>,
     pub(crate) ingress: Arc<Mutex<IngressStats>>,
+    pub(crate) icmp: Arc<IcmpCounters>,
 }
 
 impl EdgeStatsSource {
@@ -137,6 +141,7 @@ impl EdgeStatsSource {
         }
         stats.ingress = lock(&self.ingress).clone();
         stats.reader = self.reader.snapshot();
+        stats.icmp = self.icmp.snapshot();
         stats.output = self.output.stats();
         stats.fanout = self.fanout.snapshot();
         stats.control = self.control.stats();
@@ -189,6 +194,7 @@ impl EdgeStats {
         add("node", self.node.to_vec());
         add("ingress", self.ingress.counters());
         add("reader", self.reader.counters());
+        add("icmp", self.icmp.counters());
         add("output", self.output.counters());
         add(
             "fanout",
@@ -236,6 +242,19 @@ fn session_pairs(c: &EdgeSessionCounters) -> Vec<(&'static str, u64)> {
         ("renews_ok", c.renews_ok),
         ("renews_failed", c.renews_failed),
         ("removed", c.removed),
+        ("auth_prefix_drops", c.auth_prefix_drops),
+        ("auth_identity_drops", c.auth_identity_drops),
+        (
+            "account_endpoint_limit_rejects",
+            c.account_endpoint_limit_rejects,
+        ),
+        (
+            "prefix_endpoint_limit_rejects",
+            c.prefix_endpoint_limit_rejects,
+        ),
+        ("prefix_endpoint_evictions", c.prefix_endpoint_evictions),
+        ("endpoints_heard_twice", c.endpoints_heard_twice),
+        ("unreachable_sessions_ended", c.unreachable_sessions_ended),
     ]
 }
 
@@ -305,6 +324,9 @@ fn protection_pairs(c: &ProtectionCounters) -> Vec<(&'static str, u64)> {
         ("queue_drops", c.data_queue_drops),
         ("stale_drops", c.data_stale_drops),
         ("invalid_auth_tags", c.invalid_auth_tags),
+        ("hop_count_drops", c.hop_count_drops),
+        ("oversize_drops", c.oversize_drops),
+        ("malformed_envelopes", c.malformed_envelopes),
         ("identity_rejects", c.identity_rejects),
         ("expired_drops", c.expired_drops),
         ("replay_drops", c.replay_drops),
@@ -326,6 +348,7 @@ fn traffic_pairs(c: &TrafficCounters) -> Vec<(&'static str, u64)> {
 fn bridge_pairs(c: &BridgeCounters) -> Vec<(&'static str, u64)> {
     vec![
         ("unauthenticated_type0", c.unauthenticated_type0),
+        ("truncated_type0", c.truncated_type0),
         ("invalid_type0", c.invalid_type0),
         ("global_queue_drops", c.global_queue_drops),
         ("orphaned_drops", c.orphaned_drops),

@@ -12,18 +12,23 @@
 //!    │                                                      └ 0x20/0x21/0x23/0x28 ─▶ handle_control
 //!    └─no─▶ Ingress (per-IP / per-IP:port token buckets) ─▶ EdgeDevices::handle_device
 //!  every ≤ 10 ms: EdgeDevices::handle_timeout (claims, parked downstream, session sweep)
+//!  ICMP error queue (IP_RECVERR, `icmp.rs`) ─▶ unreachable address ─▶ EdgeDevices::handle_unreachable
 //!  actions ─▶ EdgeOutput (after the lock is released)
 //! ```
 
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::Receiver;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use petrel_sys::error_queue::is_deferred_error;
+
+use super::super::icmp::{IcmpWatch, Report};
 use super::super::wall_clock::unix_ms;
 use super::edge_node::EdgeState;
 use super::edge_output::EdgeOutput;
-use crate::codec::interconnect::{peek, Subtype};
+use crate::codec::interconnect::{is_truncated_envelope, peek, Subtype};
 use crate::core::interconnect::{Accepted, DataPlane, EdgeAction, MessageIds, Verdict};
 use crate::core::{Ingress, IngressStats};
 
@@ -107,6 +112,10 @@ pub(super) struct EdgeReader {
     pub(super) stop: Arc<AtomicBool>,
     pub(super) counters: Arc<ReaderCounters>,
     pub(super) ingress_stats: Arc<Mutex<IngressStats>>,
+    /// Drains the socket's error queue (as a single node's reader does).
+    pub(super) icmp: IcmpWatch,
+    /// Where `icmp` reports unreachable addresses.
+    pub(super) unreachable: Receiver<Report>,
 }
 
 /// Runs until `stop` is set.
@@ -119,6 +128,7 @@ pub(super) fn reader_loop(mut r: EdgeReader) {
     let mut next_publish = next_timer;
     let c = Arc::clone(&r.counters);
     while !r.stop.load(Relaxed) {
+        let mut icmp_due = false;
         match r.sock.recv_from(&mut buf) {
             Ok((n, src)) => {
                 c.datagrams.fetch_add(1, Relaxed);
@@ -126,7 +136,7 @@ pub(super) fn reader_loop(mut r: EdgeReader) {
                 let wall = unix_ms();
                 let datagram = &buf[..n];
                 let from_centre = r.centre_udp.is_some_and(|a| a.ip() == src.ip());
-                if peek(datagram).is_some() {
+                if peek(datagram).is_some() || is_truncated_envelope(datagram) {
                     c.type0.fetch_add(1, Relaxed);
                     if from_centre || r.ingress.admit(now, src, datagram).is_some() {
                         r.type0(now, wall, src, datagram, &mut accepted, &mut actions);
@@ -151,11 +161,15 @@ pub(super) fn reader_loop(mut r: EdgeReader) {
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
                 ) => {}
+            // An ICMP error queued for an earlier send.
+            Err(e) if is_deferred_error(&e) => icmp_due = true,
             Err(_) => {
                 c.recv_errors.fetch_add(1, Relaxed);
             }
         }
         let now = Instant::now();
+        r.icmp.poll(&r.sock, now, icmp_due);
+        r.unreachable_reports(&mut actions);
         if now >= next_timer {
             let mut s = lock(&r.state);
             s.devices.handle_timeout(&mut lock(&r.ids), now, unix_ms());
@@ -219,6 +233,22 @@ impl EdgeReader {
             {
                 c.type0_unexpected.fetch_add(1, Relaxed);
             }
+        }
+        s.devices.take_actions(actions);
+    }
+
+    /// Ends the sessions of the addresses the error queue reported
+    /// unreachable.
+    fn unreachable_reports(&self, actions: &mut Vec<EdgeAction>) {
+        let mut reports = self.unreachable.try_iter().peekable();
+        if reports.peek().is_none() {
+            return;
+        }
+        let mut s = lock(&self.state);
+        let mut ids = lock(&self.ids);
+        let wall = unix_ms();
+        for (at, addr) in reports {
+            s.devices.handle_unreachable(&mut ids, at, wall, addr);
         }
         s.devices.take_actions(actions);
     }

@@ -23,10 +23,12 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use petrel_sys::error_queue::enable_recv_errors;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
 
 use super::super::fanout::FanoutEngine;
 use super::super::http_server;
+use super::super::icmp::{IcmpWatch, REPORT_QUEUE};
 use super::super::server_error::ServerError;
 use super::edge::{EdgeControl, EdgeControlConfig};
 use super::edge_metrics::{self, EdgeStats, EdgeStatsSource};
@@ -115,6 +117,12 @@ fn bind(cfg: &EdgeServerConfig) -> Result<UdpSocket, ServerError> {
         cause,
     })?;
     sock.set_read_timeout(Some(TIMER_TICK))?;
+    // ICMP errors end the session of an unreachable device, as on a single
+    // node (see `edge_reader.rs`); without them (off Linux) sessions end
+    // at the device timeout only.
+    if !enable_recv_errors(&sock)? {
+        tracing::info!("ICMP errors are not reported on this platform");
+    }
     Ok(sock)
 }
 
@@ -128,6 +136,7 @@ impl EdgeServer {
     /// [`ServerError`].
     pub async fn start(cfg: EdgeServerConfig) -> Result<Self, ServerError> {
         cfg.fanout.validate()?;
+        cfg.node.devices.sessions.endpoints.validate()?;
         let sock = bind(&cfg)?;
         let http_listener = match cfg.http_listen {
             Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|cause| {
@@ -160,6 +169,7 @@ impl EdgeServer {
             fanout: Arc::clone(engine.stats()),
             reader: Arc::new(ReaderCounters::default()),
             ingress: Arc::default(),
+            icmp: Arc::default(),
         };
         let stop = Arc::new(AtomicBool::new(false));
         let rate = SessionConfig {
@@ -168,6 +178,7 @@ impl EdgeServer {
             rate_table_max: cfg.rate_table_max,
             ..SessionConfig::default()
         };
+        let (unreachable_tx, unreachable) = std::sync::mpsc::sync_channel(REPORT_QUEUE);
         let reader = EdgeReader {
             sock,
             ingress: Ingress::new(&rate, 1),
@@ -179,6 +190,8 @@ impl EdgeServer {
             stop: Arc::clone(&stop),
             counters: Arc::clone(&stats.reader),
             ingress_stats: Arc::clone(&stats.ingress),
+            icmp: IcmpWatch::new(vec![unreachable_tx], Arc::clone(&stats.icmp)),
+            unreachable,
         };
         drop(engine);
         let reader = std::thread::Builder::new()

@@ -87,6 +87,12 @@ impl SharedTables {
         self.stripes.iter().map(|s| lock(s).invalidate_all()).sum()
     }
 
+    /// Endpoints of `key`'s account online here (counted under the
+    /// endpoint caps), other than `key`'s own.
+    pub fn endpoints_of_account_except(&self, key: DeviceKey) -> usize {
+        lock(&self.membership).endpoints_of_account_except(key)
+    }
+
     /// Online devices over all shards.
     pub fn online(&self) -> usize {
         lock(&self.membership).online()

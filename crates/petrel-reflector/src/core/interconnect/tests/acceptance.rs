@@ -159,7 +159,10 @@ fn forged_session_key_epoch_and_hop_count_never_reach_the_handler() {
         Verdict::Rejected(Rejection::Invalid(EnvelopeError::BadTag))
     );
     let p = c.protection(node("edge-a")).unwrap();
-    assert_eq!((p.identity_rejects, p.invalid_auth_tags), (1, 2));
+    assert_eq!(
+        (p.identity_rejects, p.invalid_auth_tags, p.hop_count_drops),
+        (1, 1, 1)
+    );
     assert_eq!(c.bridge().invalid_type0, 3);
     assert_eq!(*c.traffic(node("edge-a")).unwrap(), before);
     assert_eq!(c.queued(), 0);
@@ -532,4 +535,74 @@ fn sessions_replace_detach_and_evict() {
     assert_eq!(c.bridge().session_evictions, 1);
     assert!(c.detach(node("edge-b"), SESSION_B));
     assert_eq!(c.node_count(), 1);
+}
+
+/// Re-signs `d` (its tag over everything before it) with edge-a's key.
+fn resign(d: &mut [u8]) {
+    let n = d.len() - 32;
+    let tag = key_of(1).tag(&d[..n]);
+    d[n..].copy_from_slice(&tag);
+}
+
+#[test]
+fn step_3_refusals_are_counted_under_their_own_cause() {
+    let (mut c, now) = bound_centre(DataPlaneConfig::default());
+    let src = addr(EDGE_ADDR);
+    let mut h = header("edge-a", SESSION_A, 20, Subtype::RELAY_UPSTREAM);
+    h.hop_count = 2;
+    let base = seal(&h, &relay_payload(7), &key_of(1), Channel::Udp).unwrap();
+    for hop in [3u8, 255] {
+        let mut d = base.clone();
+        d[134] = hop;
+        resign(&mut d);
+        assert_eq!(
+            c.handle_datagram(now, WALL, src, &d),
+            Verdict::Rejected(Rejection::Invalid(EnvelopeError::HopCountTooHigh(hop)))
+        );
+    }
+    // A payload over the UDP limit, correctly signed, length fields right.
+    let mut big = base[..143].to_vec();
+    big.extend(vec![0u8; 1401]);
+    big.extend([0u8; 32]);
+    let len = big.len();
+    big[4..6].copy_from_slice(&u16::try_from(len).unwrap().to_be_bytes());
+    big[139..143].copy_from_slice(&1401u32.to_be_bytes());
+    resign(&mut big);
+    assert!(matches!(
+        c.handle_datagram(now, WALL, src, &big),
+        Verdict::Rejected(Rejection::Invalid(EnvelopeError::TooLong { .. }))
+    ));
+    // A wrong length field, re-signed.
+    let mut wrong_len = base.clone();
+    wrong_len[4..6].copy_from_slice(&1000u16.to_be_bytes());
+    resign(&mut wrong_len);
+    assert!(matches!(
+        c.handle_datagram(now, WALL, src, &wrong_len),
+        Verdict::Rejected(Rejection::Invalid(EnvelopeError::LengthMismatch { .. }))
+    ));
+    let p = c.protection(node("edge-a")).unwrap();
+    assert_eq!(
+        (
+            p.invalid_auth_tags,
+            p.hop_count_drops,
+            p.oversize_drops,
+            p.malformed_envelopes
+        ),
+        (0, 2, 1, 1)
+    );
+    // 174 bytes: cut short, counted and dropped, not left to the device path.
+    let cut = &base[..174];
+    assert_eq!(
+        c.handle_datagram(now, WALL, src, cut),
+        Verdict::Rejected(Rejection::Truncated)
+    );
+    assert!(Rejection::Truncated.is_consumed());
+    assert_eq!(c.bridge().truncated_type0, 1);
+    // A device datagram is still not Type 0.
+    let mut device = base[..174].to_vec();
+    device[48] = 2;
+    assert_eq!(
+        c.handle_datagram(now, WALL, src, &device),
+        Verdict::NotType0
+    );
 }

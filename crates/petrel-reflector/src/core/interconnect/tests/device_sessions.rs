@@ -315,13 +315,13 @@ fn edge_grant_install_failures_and_endpoint_rule() {
         ok(r, grant(5, "alice", 7, WALL + 120_000)),
     );
     assert!(matches!(
-        out,
+        &out,
         AuthOutcome::Installed {
             session_id: 5,
             replaced: None,
-            evicted: None,
+            evicted,
             ..
-        }
+        } if evicted.is_empty()
     ));
     assert_eq!(e.at(&a1).unwrap().session_id(), 5);
     // Another identity on the same endpoint: refused and reported.
@@ -494,12 +494,10 @@ fn edge_revoke_routes_and_removals() {
             ok(r, grant(10 + i as u64, who, 1, WALL + 120_000)),
         );
         if i == 2 {
-            let AuthOutcome::Installed {
-                evicted: Some(ev), ..
-            } = out
-            else {
+            let AuthOutcome::Installed { mut evicted, .. } = out else {
                 panic!("{out:?}")
             };
+            let ev = evicted.pop().unwrap();
             assert_eq!(ev.session.identity, "a-1");
             assert_eq!(removal_report(&ev).reason, "session_evicted");
         }
@@ -715,4 +713,31 @@ mod properties {
             }
         }
     }
+}
+
+#[test]
+fn owners_count_an_accounts_sessions_over_every_node() {
+    let mut ids = MessageIds::new();
+    let mut o = DeviceOwners::new(25_000, 1000);
+    let (a, b) = (ctl("edge-a", 1), ctl("edge-b", 2));
+    let dev = |ssid| DeviceIdentity { owner_id: 40, ssid };
+    o.activate(&mut ids, WALL, a, dev(1)).unwrap();
+    let second = o.activate(&mut ids, WALL, b, dev(2)).unwrap();
+    o.activate(&mut ids, WALL, b, ALICE).unwrap();
+    assert_eq!(o.of_account_except(dev(9)), 3);
+    // A device's own session is left out (its login replaces it).
+    assert_eq!(o.of_account_except(dev(1)), 2);
+    let bob = DeviceIdentity {
+        owner_id: 41,
+        ssid: 1,
+    };
+    assert_eq!(o.of_account_except(bob), 0);
+    // Roaming does not count twice; removals and a lost node free them.
+    o.activate(&mut ids, WALL, a, dev(2)).unwrap();
+    assert_eq!(o.of_account_except(dev(9)), 3);
+    assert!(o.remove(second.session.session_id).is_none());
+    assert_eq!(o.drop_control(b).len(), 1);
+    assert_eq!(o.of_account_except(dev(9)), 2);
+    assert_eq!(o.drop_control(a).len(), 2);
+    assert_eq!(o.of_account_except(dev(9)), 0);
 }

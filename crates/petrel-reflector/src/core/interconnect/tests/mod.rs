@@ -6,6 +6,7 @@ mod acceptance;
 mod device_auth_centre;
 mod device_sessions;
 mod edge_devices;
+mod edge_endpoint_rules;
 mod edge_link;
 mod edge_routes;
 mod handshake;
