@@ -93,6 +93,8 @@ type Heard = (usize, Option<Result<Report, String>>);
 struct Pool {
     gens: Vec<Generator>,
     heard: Receiver<Heard>,
+    /// Generators whose stdout has closed.
+    gone: Vec<bool>,
 }
 
 impl Pool {
@@ -147,7 +149,8 @@ impl Pool {
                 .map_err(|e| LoadError::Invalid(format!("generator {}: {e}", g.name)))?;
             gens.push(g);
         }
-        Ok(Self { gens, heard })
+        let gone = vec![false; gens.len()];
+        Ok(Self { gens, heard, gone })
     }
 
     fn tell_all(&mut self, command: Command) -> Result<(), LoadError> {
@@ -164,6 +167,9 @@ impl Pool {
     ) -> Result<Vec<T>, LoadError> {
         let deadline = Instant::now() + timeout;
         let mut got: Vec<Option<T>> = self.gens.iter().map(|_| None).collect();
+        if let Some(k) = self.gone.iter().position(|&g| g) {
+            return Err(self.exited(k, what));
+        }
         while got.iter().any(Option::is_none) {
             let left = deadline.saturating_duration_since(Instant::now());
             let (k, msg) = match self.heard.recv_timeout(left) {
@@ -199,20 +205,12 @@ impl Pool {
                     )))
                 }
                 None => {
-                    // Its stdout closed: give it a moment to be reaped.
-                    let status = (0..50).find_map(|_| match g.child.try_wait() {
-                        Ok(Some(s)) => Some(s.to_string()),
-                        _ => {
-                            std::thread::sleep(Duration::from_millis(10));
-                            None
-                        }
-                    });
-                    return Err(LoadError::Invalid(format!(
-                        "load generator {} (pid {}) exited ({}) before it reported {what} (see its stderr above)",
-                        g.name,
-                        g.pid(),
-                        status.unwrap_or_else(|| "stdout closed".into())
-                    )));
+                    self.gone[k] = true;
+                    // A generator that has said all it had to may end.
+                    if got[k].is_some() {
+                        continue;
+                    }
+                    return Err(self.exited(k, what));
                 }
             };
             if let Report::Failed { error } = report {
@@ -234,6 +232,25 @@ impl Pool {
             }
         }
         Ok(got.into_iter().flatten().collect())
+    }
+
+    /// Why the wait for `what` ends: generator `k` has exited.
+    fn exited(&mut self, k: usize, what: &str) -> LoadError {
+        let g = &mut self.gens[k];
+        // Its stdout closed: give it a moment to be reaped.
+        let status = (0..50).find_map(|_| match g.child.try_wait() {
+            Ok(Some(s)) => Some(s.to_string()),
+            _ => {
+                std::thread::sleep(Duration::from_millis(10));
+                None
+            }
+        });
+        LoadError::Invalid(format!(
+            "load generator {} (pid {}) exited ({}) before it reported {what} (see its stderr above)",
+            g.name,
+            g.pid(),
+            status.unwrap_or_else(|| "stdout closed".into())
+        ))
     }
 
     fn pids(&self) -> Vec<u32> {
@@ -498,6 +515,7 @@ mod tests {
         let mut pool = Pool {
             gens: Vec::new(),
             heard: mpsc::channel().1,
+            gone: vec![false],
         };
         let mut child = Process::new("sleep")
             .arg("30")
