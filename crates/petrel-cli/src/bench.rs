@@ -98,6 +98,10 @@ enum BenchCommand {
     Goodput(crate::bench_goodput::GoodputArgs),
     /// DraARLv1 voice fan-out load test against a reflector child process (§D).
     Reflector(crate::reflector::ReflectorBenchArgs),
+    /// One load-generator process of a split `bench reflector --edges`
+    /// stage, steered over stdin/stdout by the stage driver (internal).
+    #[command(hide = true)]
+    ReflectorGenerator,
     /// Echo, rudp, goodput and reflector cases from a TOML file, each round in
     /// its own process (3 rounds, seeds 42/43/44 unless the file says
     /// otherwise); prints the estimated wall time; writes JSON + report.
@@ -218,6 +222,15 @@ pub fn main(args: BenchArgs) -> ExitCode {
                 eprintln!("error: {e:#}");
                 ExitCode::FAILURE
             });
+        }
+        Some(BenchCommand::ReflectorGenerator) => {
+            return match petrel_bench::reflector::generator_child::run_stdio() {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: load generator: {e}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Some(BenchCommand::Netem(netem)) => {
             return crate::netem::run_bench(netem).unwrap_or_else(|e| {

@@ -779,6 +779,12 @@ pub struct ReflectorBenchArgs {
     /// With --edges: skip the single-node stage after each cluster stage.
     #[arg(long, requires = "edges")]
     pub no_baseline: bool,
+    /// With --edges: most devices one load-generator process holds (each
+    /// device is a socket). The devices of a stage are split over as many
+    /// generator processes as this and the open-files limit (raised to
+    /// the hard limit, less a headroom) need [default: the limit alone].
+    #[arg(long, value_name = "N", requires = "edges", value_parser = clap::value_parser!(u64).range(1..=20_000))]
+    pub devices_per_process: Option<u64>,
 }
 
 impl ReflectorBenchArgs {

@@ -2,7 +2,9 @@
 //! centre and N edges as child processes (issue 15 item 6,
 //! draarl-interconnect §9), each followed by the same stage on one
 //! single-node reflector unless `--no-baseline`, recorded as benchmark
-//! `reflector-cluster` and printed as `CLUSTER`, `NODE` and `COST` lines.
+//! `reflector-cluster` and printed as `CLUSTER`, `NODE`, `GENERATOR` and
+//! `COST` lines. The devices of every stage are split over load-generator
+//! processes (`--devices-per-process` and the open-files limit).
 //! With `--soak SECONDS`, one level and one interval run once for that long
 //! (no churn: the churn soak is the single node's).
 
@@ -38,6 +40,9 @@ pub fn run(args: &ReflectorBenchArgs, edges: usize) -> anyhow::Result<ExitCode> 
         None => args.duration_s,
     };
     let server = args.server()?;
+    let devices_per_process = args
+        .devices_per_process
+        .map(|n| usize::try_from(n).unwrap_or(usize::MAX));
     let stages: Vec<Vec<ClusterConfig>> = levels
         .iter()
         .map(|&devices| {
@@ -47,6 +52,7 @@ pub fn run(args: &ReflectorBenchArgs, edges: usize) -> anyhow::Result<ExitCode> 
                     load: args.load_config(devices, interval_ms, duration_s, &server),
                     edges,
                     layout: args.layout,
+                    devices_per_process,
                 })
                 .collect()
         })
@@ -64,6 +70,7 @@ pub fn run(args: &ReflectorBenchArgs, edges: usize) -> anyhow::Result<ExitCode> 
         edges,
         layout: args.layout.name().to_owned(),
         baseline: !args.no_baseline,
+        devices_per_process,
     };
     let intervals: Vec<String> = args.interval_ms.iter().map(u64::to_string).collect();
     let case = format!(
@@ -91,7 +98,7 @@ async fn bench(
 ) -> anyhow::Result<()> {
     let show = |s: &ClusterStage| {
         say(to_stderr, &s.cluster_line());
-        for line in s.node_lines() {
+        for line in s.node_lines().into_iter().chain(s.generator_lines()) {
             say(to_stderr, &line);
         }
     };
@@ -107,7 +114,7 @@ async fn bench(
                 .with_context(|| what.clone())?;
             show(&stage);
             let single = if baseline {
-                let s = cluster::run_single(&cfg.load)
+                let s = cluster::run_single(&cfg.load, cfg.devices_per_process)
                     .await
                     .with_context(|| format!("single-node {what}"))?;
                 show(&s);

@@ -1,12 +1,9 @@
 //! `petrel bench reflector --edges 3 --layout cross`: a centre and three
 //! edges as child processes, devices logged in through the edges, every
 //! missing datagram attributed, then the same load on one single node
-//! (issue 15 item 6); and the usage errors of `--edges` and `--layout`.
-//!
-//! The end-to-end run needs the edge runtime (`reflector serve --role edge`
-//! with `--listen`, `--centre-udp` and `--http`); [`edge_runtime_available`]
-//! checks the binary's help for those flags, and without them the run is
-//! reported as skipped on stderr rather than failing on a missing piece.
+//! (issue 15 item 6); the same with the devices split over three
+//! load-generator processes; and the usage errors of `--edges` and
+//! `--layout`.
 
 #![allow(clippy::unwrap_used)]
 
@@ -14,23 +11,8 @@ mod support;
 
 use support::{assert_usage_errors, petrel};
 
-/// Whether `petrel reflector serve` has the edge flags the cluster bench
-/// passes (`--centre-udp` and `--http`).
-fn edge_runtime_available() -> bool {
-    let help = petrel(&["reflector", "serve", "--help"]);
-    let text = String::from_utf8_lossy(&help.stdout);
-    text.contains("--centre-udp") && text.contains("--http")
-}
-
 #[test]
 fn cross_layout_on_three_edges_attributes_every_missing_datagram() {
-    if !edge_runtime_available() {
-        eprintln!(
-            "SKIPPED cross_layout_on_three_edges_attributes_every_missing_datagram: \
-             `petrel reflector serve` has no --centre-udp/--http (edge runtime not merged)"
-        );
-        return;
-    }
     let out = petrel(&[
         "bench",
         "reflector",
@@ -113,6 +95,76 @@ fn cross_layout_on_three_edges_attributes_every_missing_datagram() {
             .any(|l| l.starts_with("COST layout=cross") && l.contains(" ratio=")),
         "{stderr}"
     );
+    // 60 sockets fit in one load generator, in both stages.
+    for stage in [cluster, single] {
+        let gens = stage["generators"].as_array().unwrap();
+        assert_eq!(gens.len(), 1, "{stage}");
+        assert_eq!(gens[0]["devices"], 60, "{stage}");
+    }
+}
+
+#[test]
+fn devices_split_over_three_generators_count_every_datagram_once() {
+    let out = petrel(&[
+        "bench",
+        "reflector",
+        "--edges",
+        "3",
+        "--layout",
+        "cross",
+        "--levels",
+        "60",
+        "--groups",
+        "2",
+        "--duration-s",
+        "2",
+        "--devices-per-process",
+        "25",
+        "--no-baseline",
+        "--json",
+        "-",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["parameters"]["devices_per_process"], 25, "{json}");
+    let rounds = json["rounds"].as_array().unwrap();
+    assert_eq!(rounds.len(), 1, "{json}");
+    let stage = &rounds[0];
+    // 60 devices, at most 25 per process: three generators of 20.
+    let gens = stage["generators"].as_array().unwrap();
+    let names: Vec<&str> = gens.iter().map(|g| g["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["gen-0", "gen-1", "gen-2"], "{stage}");
+    for g in gens {
+        assert_eq!(g["devices"], 20, "{g}");
+        assert!(g["cpu_s"].as_f64().unwrap() > 0.0, "{g}");
+        assert!(g["peak_rss_mb"].as_f64().unwrap() > 0.0, "{g}");
+    }
+    let load = &stage["load"];
+    let n = |k: &str| load[k].as_u64().unwrap();
+    // Both speakers are in gen-0; their receivers in all three generators.
+    // Every receipt lands once: expected = sent × 29, and nothing is
+    // received twice (received ≤ expected), nothing unexplained.
+    assert!(n("sent") > 0, "{stage}");
+    assert_eq!(n("expected"), n("sent") * 29, "{stage}");
+    assert!(n("received") <= n("expected"), "{stage}");
+    assert!(n("received") > n("expected") / 2, "{stage}");
+    assert_eq!(stage["loss"]["unattributed"], 0, "{stage}");
+    assert_eq!(stage["receipts_out_of_range"], 0, "{stage}");
+    assert!(load["latency_max_ms"].as_f64().unwrap() > 0.0, "{stage}");
+    assert!(load["loadgen_cpu_cores"].as_f64().unwrap() > 0.0, "{stage}");
+    // The generators' CPU is not a node's: the nodes are the centre and
+    // the three edges only.
+    assert_eq!(stage["nodes"].as_array().unwrap().len(), 4, "{stage}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("GENERATOR layout=cross"))
+            .count(),
+        3,
+        "{stderr}"
+    );
+    assert!(stderr.contains(" generators=3 "), "{stderr}");
 }
 
 #[test]
@@ -128,6 +180,11 @@ fn edges_usage_errors_name_the_problem() {
         (&["--layout", "local"], "--edges"),
         (&["--edges", "3", "--ghosts", "5"], "--ghosts"),
         (&["--edges", "3", "--in-process"], "--in-process"),
+        (&["--devices-per-process", "5"], "--edges"),
+        (
+            &["--edges", "3", "--devices-per-process", "0"],
+            "devices-per-process",
+        ),
         (
             &["--edges", "3", "--soak", "60", "--interval-ms", "120,60"],
             "one stage",

@@ -27,6 +27,11 @@ pub struct ClusterParameters {
     /// Whether each cluster stage was followed by the same stage on one
     /// single-node reflector.
     pub baseline: bool,
+    /// The cap on devices per load-generator process given on the command
+    /// line (`--devices-per-process`); without it, the open-files limit
+    /// alone sets how the devices are split.
+    #[serde(default)]
+    pub devices_per_process: Option<usize>,
 }
 
 /// One node's share of a stage.
@@ -54,6 +59,24 @@ pub struct NodeStage {
     pub datagrams_missed: u64,
     /// Of those, datagrams this node's own drop counters explain.
     pub attributed: u64,
+}
+
+/// One load-generator process of a stage (not a node: its CPU is not in
+/// any node's cost).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorStage {
+    /// `gen-0`, `gen-1`, …
+    pub name: String,
+    /// Devices it held (one socket each).
+    pub devices: usize,
+    /// CPU time of all its threads over the measurement, s.
+    pub cpu_s: f64,
+    /// `cpu_s` / measurement time, cores.
+    pub cpu_cores: f64,
+    /// Resident set size at the end of the measurement, MiB.
+    pub rss_mb: f64,
+    /// Peak resident set size (`VmHWM`), MiB.
+    pub peak_rss_mb: f64,
 }
 
 /// Where the stage's missing datagrams went (datagram counts); the four
@@ -104,4 +127,8 @@ pub struct ClusterStage {
     pub receipts_out_of_range: u64,
     /// The missing datagrams, attributed.
     pub loss: LossAttribution,
+    /// The load-generator processes the devices were split over (their CPU
+    /// sums to `load.loadgen_cpu_cores`).
+    #[serde(default)]
+    pub generators: Vec<GeneratorStage>,
 }

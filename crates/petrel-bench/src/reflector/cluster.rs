@@ -12,7 +12,8 @@
 //! stage waits until the centre counts every edge's control session. Device
 //! `i` then logs in through the edge its layout gives it, with the same
 //! heartbeat logins, voice schedule and receivers as the single-node stage
-//! (`drive`); `NodeProbe` reads every node before and after the
+//! (`drive`), from load-generator processes (`generator_pool`: as many
+//! as the open-files limit needs); `NodeProbe` reads every node before and after the
 //! measurement. Every child is stopped by its pid when the stage ends, on
 //! error paths too (the handles stop them when dropped: edges first, then
 //! the centre), and the scratch directory goes with them.
@@ -22,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use super::child::ServerChild;
 use super::cluster_layout::Layout;
-use super::drive::{self, measured_rounds, Target, WARMUP_ROUNDS};
+use super::drive::{measured_rounds, Target, WARMUP_ROUNDS};
 use super::edge_child::{enrol, EdgeChild};
+use super::generator_pool::drive_split;
 use super::node_metrics::MetricsReading;
 use super::node_probe::{NodeProbe, ProbedNode};
 use super::{store_setup, LoadConfig, LoadError, ServerProcess};
@@ -47,6 +49,9 @@ pub struct ClusterConfig {
     pub edges: usize,
     /// Which edge each device logs in through.
     pub layout: Layout,
+    /// Most devices one load-generator process holds (`None`: what the
+    /// open-files limit allows; see `fd_budget`).
+    pub devices_per_process: Option<usize>,
 }
 
 impl ClusterConfig {
@@ -69,6 +74,9 @@ impl ClusterConfig {
         }
         if self.load.ghosts + self.load.ws > 0 {
             return bad("--edges runs physical devices only: drop --ghosts and --ws".into());
+        }
+        if self.devices_per_process == Some(0) {
+            return bad("devices per process: at least 1".into());
         }
         if self.load.server == ServerProcess::InProcess {
             return bad("--edges runs every node as a child process: drop --in-process".into());
@@ -182,19 +190,25 @@ fn cluster_stage(
         pid: None,
         group_ids,
     };
-    let result = drive::drive(load, &target, &probe)?;
+    let (result, generators) =
+        drive_split(load, &target, &probe, program, cfg.devices_per_process)?;
     let stage = probe.finish(result, cfg.layout.name(), cfg.edges);
     drop(edges);
     drop(centre);
-    stage
+    stage.map(|s| ClusterStage { generators, ..s })
 }
 
 /// Runs the single-node stage of `load` (one `reflector serve` child,
-/// every device on it), measured like a cluster stage.
+/// every device on it), measured like a cluster stage, with the devices
+/// split over load generators the same way (at most
+/// `devices_per_process` each).
 ///
 /// # Errors
 /// [`LoadError`] as [`run_cluster`].
-pub async fn run_single(load: &LoadConfig) -> Result<ClusterStage, LoadError> {
+pub async fn run_single(
+    load: &LoadConfig,
+    devices_per_process: Option<usize>,
+) -> Result<ClusterStage, LoadError> {
     load.validate()?;
     let ServerProcess::Child(program) = load.server.clone() else {
         return Err(LoadError::Invalid(
@@ -217,8 +231,11 @@ pub async fn run_single(load: &LoadConfig) -> Result<ClusterStage, LoadError> {
             pid: Some(server.pid()),
             group_ids,
         };
-        let result = drive::drive(&load, &target, &probe)?;
-        probe.finish(result, "single", 0)
+        let (result, generators) =
+            drive_split(&load, &target, &probe, &program, devices_per_process)?;
+        probe
+            .finish(result, "single", 0)
+            .map(|s| ClusterStage { generators, ..s })
     })
     .await
 }
@@ -281,6 +298,7 @@ mod tests {
             },
             edges: 3,
             layout: Layout::Cross,
+            devices_per_process: None,
         };
         ok.validate().unwrap();
         let msg = |c: ClusterConfig| c.validate().unwrap_err().to_string();
@@ -298,6 +316,9 @@ mod tests {
             }),
             "invalid parameter: edges: 1..=16"
         );
+        let mut zero = ok.clone();
+        zero.devices_per_process = Some(0);
+        assert!(msg(zero).contains("devices per process"));
         let mut ghosts = ok.clone();
         ghosts.load.ghosts = 1;
         assert!(msg(ghosts).contains("--ghosts"));

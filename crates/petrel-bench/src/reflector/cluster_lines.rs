@@ -12,11 +12,12 @@ impl ClusterStage {
         let r = &self.load;
         let l = &self.loss;
         format!(
-            "CLUSTER layout={} edges={} clients={} groups={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} latency_avg_ms={:.3} latency_p50_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} cpu_s_total={:.3} cost_us_per_packet={} missing={} attributed_node_counters={} attributed_upstream={} attributed_socket={} unattributed={} host_rcvbuf_errors={} recv_errors={} receipts_out_of_range={}",
+            "CLUSTER layout={} edges={} clients={} groups={} interval={}ms sent={} expected={} received={} loss_pct={:.4} output_pps={:.0} latency_avg_ms={:.3} latency_p50_ms={:.3} latency_p99_ms={:.3} latency_max_ms={:.3} cpu_s_total={:.3} cost_us_per_packet={} missing={} attributed_node_counters={} attributed_upstream={} attributed_socket={} unattributed={} host_rcvbuf_errors={} recv_errors={} receipts_out_of_range={} generators={} loadgen_cpu_cores={:.3}",
             self.layout, self.edges, r.clients, r.groups, r.interval_ms, r.sent, r.expected, r.received,
             r.loss_pct, r.output_pps, r.latency_avg_ms, r.latency_p50_ms, r.latency_p99_ms, r.latency_max_ms,
             self.cpu_s_total, opt(self.cost_us_per_packet), l.missing, l.node_counters, l.upstream_drops,
-            l.socket_drops, l.unattributed, self.host_rcvbuf_errors, r.recv_errors, self.receipts_out_of_range
+            l.socket_drops, l.unattributed, self.host_rcvbuf_errors, r.recv_errors, self.receipts_out_of_range,
+            self.generators.len(), r.loadgen_cpu_cores
         )
     }
 
@@ -40,6 +41,21 @@ impl ClusterStage {
                     self.layout, self.load.clients, self.load.interval_ms, n.name, n.devices, n.cpu_s,
                     n.cpu_cores, n.rss_mb, n.peak_rss_mb, n.whole_frames_missed, n.datagrams_missed,
                     n.attributed
+                )
+            })
+            .collect()
+    }
+
+    /// One `GENERATOR key=value …` line per load-generator process: its
+    /// devices, CPU and memory (not part of any node's cost).
+    pub fn generator_lines(&self) -> Vec<String> {
+        self.generators
+            .iter()
+            .map(|g| {
+                format!(
+                    "GENERATOR layout={} clients={} interval={}ms name={} devices={} cpu_s={:.3} cpu_cores={:.3} rss_mb={:.1} peak_rss_mb={:.1}",
+                    self.layout, self.load.clients, self.load.interval_ms, g.name, g.devices,
+                    g.cpu_s, g.cpu_cores, g.rss_mb, g.peak_rss_mb
                 )
             })
             .collect()
@@ -77,7 +93,7 @@ fn opt(v: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::reflector_cluster::NodeStage;
+    use crate::record::reflector_cluster::{GeneratorStage, NodeStage};
 
     #[test]
     fn lines_and_ratio() {
@@ -90,8 +106,23 @@ mod tests {
                 drops: [("petrel_reflector_fanout_frames_dropped_total".to_owned(), 5)].into(),
                 ..NodeStage::default()
             }],
+            generators: vec![GeneratorStage {
+                name: "gen-1".into(),
+                devices: 10_000,
+                cpu_s: 2.5,
+                cpu_cores: 0.5,
+                rss_mb: 40.0,
+                peak_rss_mb: 41.0,
+            }],
             ..ClusterStage::default()
         };
+        assert_eq!(
+            cluster.generator_lines(),
+            ["GENERATOR layout=cross clients=0 interval=0ms name=gen-1 devices=10000 cpu_s=2.500 cpu_cores=0.500 rss_mb=40.0 peak_rss_mb=41.0"]
+        );
+        assert!(cluster
+            .cluster_line()
+            .ends_with(" generators=1 loadgen_cpu_cores=0.000"));
         let single = ClusterStage {
             layout: "single".into(),
             cost_us_per_packet: Some(2.0),

@@ -42,6 +42,32 @@ impl CpuSample {
     }
 }
 
+impl CpuSample {
+    /// Seconds from `earlier` to this sample.
+    pub(super) fn seconds_since(&self, earlier: &Self) -> f64 {
+        self.at.duration_since(earlier.at).as_secs_f64()
+    }
+
+    /// The load generator's CPU from the processes `loadgen` (every thread
+    /// of each; its receive threads also separately), the reflector's from
+    /// `server`, if given.
+    pub(super) fn take_of(loadgen: &[u32], server: Option<u32>) -> Self {
+        let sum = |prefix: &str| {
+            loadgen
+                .iter()
+                .map(|&p| threads_cpu_ns(p, prefix).unwrap_or(0))
+                .sum()
+        };
+        Self {
+            at: Instant::now(),
+            server_ns: server.and_then(|s| threads_cpu_ns(s, "")).unwrap_or(0),
+            loadgen_ns: sum(""),
+            recv_ns: sum(RECV_THREAD),
+            host: host_cpu().unwrap_or_default(),
+        }
+    }
+}
+
 /// Fills the CPU fields of `r` from two samples.
 pub(super) fn cpu_between(r: &mut LoadResult, a: &CpuSample, b: &CpuSample) {
     let wall = b.at.duration_since(a.at).as_secs_f64().max(1e-9);

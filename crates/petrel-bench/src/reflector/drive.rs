@@ -21,7 +21,7 @@ use super::{LoadConfig, LoadError, LoadResult, ReceiverKindResult};
 /// Rounds sent before the measurement, with stage id 0 (not counted).
 pub(super) const WARMUP_ROUNDS: u64 = 8;
 /// Receive threads, each owning an epoll set of its share of the devices.
-const RECEIVER_THREADS: usize = 2;
+pub(super) const RECEIVER_THREADS: usize = 2;
 /// Name of the heartbeat thread.
 const HEARTBEAT_THREAD: &str = "lg-heartbeat";
 
@@ -314,7 +314,7 @@ fn kind_result(kind: &str, receivers: usize, expected: u64, t: &Tally) -> Receiv
 }
 
 /// 100 × (expected − received) / expected; 0 when nothing was expected.
-fn loss_pct(expected: u64, received: u64) -> f64 {
+pub(super) fn loss_pct(expected: u64, received: u64) -> f64 {
     if expected == 0 {
         0.0
     } else {

@@ -30,7 +30,11 @@
 //! (`node_probe`, `node_metrics`), the frame receipts per node (`receipts`)
 //! and the attribution of every missing datagram to a node's counter
 //! (`loss_attribution`), and the stage's output lines (`cluster_lines`);
-//! the stage driver takes those through `stage_probe`.
+//! the stage driver takes those through `stage_probe`. Cluster and
+//! single-node stages split the devices over load-generator processes
+//! (`generator_pool` drives them, `generator_child` is one, `generator_wire`
+//! their protocol, `fd_budget` how many sockets each may hold), so 20 000
+//! devices fit under a 20 000 open-files limit.
 //!
 //! Not here: the reflector itself (`petrel_reflector::runtime::server`).
 
@@ -45,6 +49,10 @@ mod cpu;
 mod device;
 mod drive;
 mod edge_child;
+pub mod fd_budget;
+pub mod generator_child;
+mod generator_pool;
+mod generator_wire;
 mod ghost;
 pub mod loss_attribution;
 pub mod node_metrics;

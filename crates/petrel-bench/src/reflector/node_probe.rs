@@ -215,6 +215,7 @@ impl NodeProbe {
             host_rcvbuf_errors,
             receipts_out_of_range: self.receipts.out_of_range(),
             loss,
+            generators: Vec::new(),
         })
     }
 }

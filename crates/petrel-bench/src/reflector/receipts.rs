@@ -12,6 +12,8 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
+use serde::{Deserialize, Serialize};
+
 use super::LoadError;
 
 /// Most (node, group, round) counters one stage may hold (64 MiB).
@@ -20,6 +22,7 @@ pub const MAX_CELLS: usize = 1 << 24;
 /// Receipt counters of one stage.
 #[derive(Debug)]
 pub struct FrameReceipts {
+    nodes: usize,
     groups: usize,
     /// The round number of the first measured round.
     first_round: u64,
@@ -29,6 +32,32 @@ pub struct FrameReceipts {
     /// `[group][round]`.
     sent: Vec<AtomicBool>,
     out_of_range: AtomicU64,
+}
+
+/// The dimensions of a stage's receipts, so a load-generator process can
+/// keep its own with the same rows and rounds ([`FrameReceipts::from_shape`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptShape {
+    /// Receiving nodes.
+    pub nodes: usize,
+    /// Groups.
+    pub groups: usize,
+    /// Round number of the first measured round.
+    pub first_round: u64,
+    /// Measured rounds.
+    pub rounds: usize,
+}
+
+/// Every counter of one process's receipts, to be added to the stage's
+/// ([`FrameReceipts::absorb`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptSnapshot {
+    /// `[row][round]` receipt counts.
+    pub counts: Vec<u32>,
+    /// `[group][round]`: the speaker's send succeeded.
+    pub sent: Vec<bool>,
+    /// Receipts and sends out of range.
+    pub out_of_range: u64,
 }
 
 /// What the receivers on one node missed.
@@ -73,6 +102,7 @@ impl FrameReceipts {
                 ))
             })?;
         Ok(Self {
+            nodes,
             groups,
             first_round,
             rounds,
@@ -82,6 +112,60 @@ impl FrameReceipts {
                 .collect(),
             out_of_range: AtomicU64::new(0),
         })
+    }
+
+    /// Receipts of the same dimensions as `shape`.
+    ///
+    /// # Errors
+    /// As [`FrameReceipts::new`].
+    pub fn from_shape(shape: ReceiptShape) -> Result<Self, LoadError> {
+        Self::new(shape.nodes, shape.groups, shape.first_round, shape.rounds)
+    }
+
+    /// The dimensions of these receipts.
+    pub fn shape(&self) -> ReceiptShape {
+        ReceiptShape {
+            nodes: self.nodes,
+            groups: self.groups,
+            first_round: self.first_round,
+            rounds: self.rounds,
+        }
+    }
+
+    /// A copy of every counter.
+    pub fn snapshot(&self) -> ReceiptSnapshot {
+        ReceiptSnapshot {
+            counts: self.counts.iter().map(|c| c.load(Relaxed)).collect(),
+            sent: self.sent.iter().map(|s| s.load(Relaxed)).collect(),
+            out_of_range: self.out_of_range(),
+        }
+    }
+
+    /// Adds another process's counters (receipts of the same shape): counts
+    /// add up, a frame counts as sent when either side sent it.
+    ///
+    /// # Errors
+    /// [`LoadError::Invalid`] when `other` has another number of counters.
+    pub fn absorb(&self, other: &ReceiptSnapshot) -> Result<(), LoadError> {
+        if other.counts.len() != self.counts.len() || other.sent.len() != self.sent.len() {
+            return Err(LoadError::Invalid(format!(
+                "receipts of {} counters and {} send flags do not match the stage's {} and {}",
+                other.counts.len(),
+                other.sent.len(),
+                self.counts.len(),
+                self.sent.len()
+            )));
+        }
+        for (mine, &n) in self.counts.iter().zip(&other.counts) {
+            mine.fetch_add(n, Relaxed);
+        }
+        for (mine, &s) in self.sent.iter().zip(&other.sent) {
+            if s {
+                mine.store(true, Relaxed);
+            }
+        }
+        self.out_of_range.fetch_add(other.out_of_range, Relaxed);
+        Ok(())
     }
 
     /// The row of the receivers on `node` in `group`.
@@ -216,6 +300,37 @@ mod tests {
         r.mark(99, 8);
         r.mark_sent(2, 8);
         assert_eq!(r.out_of_range(), 4);
+    }
+
+    #[test]
+    fn receipts_kept_in_two_processes_add_up_to_one() {
+        // One node, one group, 2 rounds, 4 receivers split 3 + 1.
+        let whole = FrameReceipts::new(1, 1, 8, 2).unwrap();
+        let a = FrameReceipts::from_shape(whole.shape()).unwrap();
+        let b = FrameReceipts::from_shape(whole.shape()).unwrap();
+        a.mark_sent(0, 8);
+        a.mark_sent(0, 9);
+        for _ in 0..3 {
+            a.mark(0, 8);
+        }
+        b.mark(0, 8);
+        b.mark(0, 9);
+        b.mark(0, 12);
+        whole.absorb(&a.snapshot()).unwrap();
+        whole.absorb(&b.snapshot()).unwrap();
+        let m = whole.misses(&[vec![4]]);
+        // Round 8 complete (3 + 1), round 9 one of four.
+        assert_eq!(
+            m[0],
+            NodeMisses {
+                whole_frames: 0,
+                whole_datagrams: 0,
+                partial_datagrams: 3
+            }
+        );
+        assert_eq!(whole.out_of_range(), 1);
+        let other = FrameReceipts::new(2, 1, 8, 2).unwrap();
+        assert!(whole.absorb(&other.snapshot()).is_err());
     }
 
     #[test]
