@@ -7,11 +7,15 @@
 # not installed (.ci/run calls it); it undoes what it did even when a check fails.
 #
 # Environment: CARGO_DEB_VERSION (default below) is the cargo-deb installed when
-# `cargo deb` is missing or another version.
+# `cargo deb` is missing or another version. PETREL_DEB_PROFILE (default release,
+# what CI ships) selects the cargo profile; `dev` checks the packaging quickly on a
+# machine that already has a debug build (cargo-deb warns about it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO_DEB_VERSION=${CARGO_DEB_VERSION:-3.8.0}
+PROFILE=${PETREL_DEB_PROFILE:-release}
+case $PROFILE in dev) PROFILE_DIR=debug ;; *) PROFILE_DIR=$PROFILE ;; esac
 PKG=petrel
 STATE=/var/lib/petrel
 CONFIG=/etc/petrel/reflector.toml
@@ -43,18 +47,19 @@ if ! cargo deb --version 2>/dev/null | grep -qF "$CARGO_DEB_VERSION"; then
     cargo install cargo-deb --version "$CARGO_DEB_VERSION" --locked
 fi
 
-# 1. Build: the release binary, its man pages (target/man, where the package's
-#    assets take them from), the package.
-cargo build --release --locked -p petrel-cli
+# 1. Build: the binary, its man pages (target/man, where the package's assets
+#    take them from), the package.
+cargo build --profile "$PROFILE" --locked -p petrel-cli
 target_dir=$(cargo metadata --format-version 1 --no-deps --locked |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-[ -x "$target_dir/release/petrel" ] || fail "no release binary in $target_dir/release"
+bin=$target_dir/$PROFILE_DIR/petrel
+[ -x "$bin" ] || fail "no binary $bin"
 rm -rf target/man
-"$target_dir/release/petrel" man target/man
+"$bin" man target/man
 built=$(date +%s)
-deb=$(cargo deb -p petrel-cli --no-build | tail -n 1)
+deb=$(cargo deb -p petrel-cli --no-build --profile "$PROFILE" | tail -n 1)
 [ -f "$deb" ] || fail "cargo deb printed no package path (got '$deb')"
-say "built $deb in $((built - started)) s (release build and man pages included)"
+say "built $deb in $((built - started)) s ($PROFILE build and man pages included)"
 
 server_pid=
 installed=0

@@ -51,7 +51,7 @@ fn main() {
         watched.push(reference);
     }
     for file in watched {
-        let path = git(&["rev-parse", "--git-path", &file]).map(PathBuf::from);
+        let path = git(&["rev-parse", "--git-path", file.as_str()]).map(PathBuf::from);
         if let Some(path) = path.filter(|p| p.exists()) {
             println!("cargo:rerun-if-changed={}", path.display());
         }

@@ -50,7 +50,10 @@ impl std::fmt::Debug for LoginArgs {
             .field("server", &self.server)
             .field("user", &self.user)
             .field("ssid", &self.ssid)
-            .field("device_password", &self.device_password.as_ref().map(|_| "***"))
+            .field(
+                "device_password",
+                &self.device_password.as_ref().map(|_| "***"),
+            )
             .field("timeout_secs", &self.timeout_secs)
             .finish()
     }
@@ -98,10 +101,7 @@ pub fn run(args: LoginArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::FAILURE)
         }
         None => {
-            println!(
-                "no answer from {server} within {} s",
-                args.timeout_secs
-            );
+            println!("no answer from {server} within {} s", args.timeout_secs);
             Ok(ExitCode::FAILURE)
         }
     }
@@ -133,7 +133,11 @@ fn heartbeat(user: &str, ssid: u8, password: &str) -> anyhow::Result<Vec<u8>> {
 
 /// Heartbeats `server` until a reply accepts or refuses the login (a
 /// `server_busy` refusal is retried), or `deadline` has passed: `None`.
-fn login(server: SocketAddr, heartbeat: &[u8], deadline: Duration) -> anyhow::Result<Option<Answer>> {
+fn login(
+    server: SocketAddr,
+    heartbeat: &[u8],
+    deadline: Duration,
+) -> anyhow::Result<Option<Answer>> {
     let local: SocketAddr = if server.is_ipv4() {
         ([0, 0, 0, 0], 0).into()
     } else {
@@ -148,7 +152,8 @@ fn login(server: SocketAddr, heartbeat: &[u8], deadline: Duration) -> anyhow::Re
         // A refused port (ICMP) shows as an error on send or receive; keep
         // trying until the deadline, as a device would.
         let _ = sock.send(heartbeat);
-        let wait_until = Instant::now() + REPLY_WAIT.min(deadline.saturating_sub(started.elapsed()));
+        let wait_until =
+            Instant::now() + REPLY_WAIT.min(deadline.saturating_sub(started.elapsed()));
         while let Some(left) = wait_until.checked_duration_since(Instant::now()) {
             if left.is_zero() {
                 break;

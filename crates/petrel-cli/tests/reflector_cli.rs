@@ -454,7 +454,9 @@ fn reflector_login_reports_accepted_refused_and_no_answer() {
     let (code, text) = login("N0CALL", "1", "Pass1234", "10");
     assert_eq!(code, Some(0), "{text}");
     assert!(
-        text.starts_with(&format!("accepted: N0CALL-1 logged in to {udp}, callsign N0CALL")),
+        text.starts_with(&format!(
+            "accepted: N0CALL-1 logged in to {udp}, callsign N0CALL"
+        )),
         "{text}"
     );
     let (code, text) = login("N0CALL", "2", "Wrong999", "10");
@@ -471,5 +473,8 @@ fn reflector_login_reports_accepted_refused_and_no_answer() {
     // The reflector is gone: nobody answers on its port.
     let (code, text) = login("N0CALL", "1", "Pass1234", "1");
     assert_eq!(code, Some(1), "{text}");
-    assert!(text.contains(&format!("no answer from {udp} within 1 s")), "{text}");
+    assert!(
+        text.contains(&format!("no answer from {udp} within 1 s")),
+        "{text}"
+    );
 }

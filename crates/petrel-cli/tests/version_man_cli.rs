@@ -57,6 +57,9 @@ fn man_writes_a_page_per_visible_subcommand() {
     assert!(!top.contains("petrel\\-man"), "{top}");
     let said = String::from_utf8(out.stdout).unwrap();
     let count = std::fs::read_dir(&dir).unwrap().count();
-    assert_eq!(said.trim(), format!("{count} man pages in {}", dir.display()));
+    assert_eq!(
+        said.trim(),
+        format!("{count} man pages in {}", dir.display())
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
