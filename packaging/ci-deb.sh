@@ -73,6 +73,9 @@ cleanup() {
     if [ "$user_existed" -eq 0 ] && getent passwd petrel >/dev/null; then
         deluser --system petrel >/dev/null 2>&1 || true
     fi
+    if [ "$user_existed" -eq 0 ] && getent group petrel >/dev/null; then
+        delgroup --system petrel >/dev/null 2>&1 || true
+    fi
     [ -n "${work:-}" ] && rm -rf "$work"
     exit "$code"
 }
