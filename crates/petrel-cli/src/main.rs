@@ -5,11 +5,13 @@ mod bench;
 mod bench_goodput;
 mod bench_idle;
 mod bench_rudp;
+mod man;
 mod matrix;
 mod netem;
 mod progress;
 mod reflector;
 mod reflector_cluster;
+mod reflector_login;
 mod reflector_soak;
 mod report;
 
@@ -19,8 +21,8 @@ use clap::{Parser, Subcommand};
 
 /// Fast, reliable, measurable real-time networking over UDP.
 #[derive(Debug, Parser)]
-#[command(name = "petrel", version, about)]
-struct Cli {
+#[command(name = "petrel", version = env!("PETREL_VERSION"), about)]
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +37,9 @@ enum Command {
     Reflector(reflector::ReflectorArgs),
     /// Render DIR/report.html from the JSON result files in DIR.
     Report(report::ReportArgs),
+    /// Write the man pages of `petrel` and its subcommands (packaging).
+    #[command(hide = true)]
+    Man(man::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -43,6 +48,7 @@ fn main() -> ExitCode {
         Command::Report(args) => return report::main(&args),
         Command::Netem(args) => netem::run(*args),
         Command::Reflector(args) => reflector::run(args),
+        Command::Man(args) => man::run(&args),
     };
     match outcome {
         Ok(code) => code,

@@ -45,6 +45,9 @@ enum ReflectorCommand {
     /// Manage the edge nodes of a centre (draarl-interconnect §3.3).
     #[command(subcommand)]
     Edge(EdgeCommand),
+    /// Log one device in to a running reflector by heartbeat and print
+    /// the answer: its callsign, or the reject reason (exit 1).
+    Login(crate::reflector_login::LoginArgs),
     /// Print a group's text history, newest first.
     Messages {
         #[command(flatten)]
@@ -354,6 +357,9 @@ fn read_password_line() -> anyhow::Result<String> {
 
 /// Runs `petrel reflector …`.
 pub fn run(args: ReflectorArgs) -> anyhow::Result<ExitCode> {
+    if let ReflectorCommand::Login(login) = args.command {
+        return crate::reflector_login::run(login);
+    }
     runtime()?.block_on(manage(args.command))?;
     Ok(ExitCode::SUCCESS)
 }
@@ -363,6 +369,8 @@ async fn manage(command: ReflectorCommand) -> anyhow::Result<()> {
         ReflectorCommand::Serve(a) if a.role == Role::Edge => serve_edge(a).await?,
         ReflectorCommand::Serve(a) => serve(a).await?,
         ReflectorCommand::Edge(c) => manage_edges(c).await?,
+        // Answered in `run`, without the runtime.
+        ReflectorCommand::Login(_) => {}
         ReflectorCommand::User(UserCommand::Add {
             db,
             name,

@@ -413,3 +413,68 @@ fn an_added_edge_node_connects_with_its_printed_token() {
     let list = support::petrel(&["reflector", "edge", "list", "--db", &db]);
     assert!(list.stdout.is_empty());
 }
+
+/// `petrel reflector login` against a real `serve`: the account's device
+/// logs in (its callsign printed, exit 0), a wrong password is refused with
+/// the reflector's reason (exit 1), the password is read from standard
+/// input and never printed, and a port nobody answers on times out (exit 1).
+#[test]
+fn reflector_login_reports_accepted_refused_and_no_answer() {
+    use std::io::Write;
+    let dir = Scratch::new("login");
+    let db = dir.path("store.db");
+    manage(&db, ADD_N0CALL, 0);
+    let config = dir.config("127.0.0.1:0", "127.0.0.1:0");
+    let mut child = serve(&["--config", &config, "--db", &db]);
+    let lines = line_feed(child.stdout.take().unwrap());
+    let first = line_with(&lines, "reflector listening on udp ");
+    let udp = first
+        .strip_prefix("reflector listening on udp ")
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap()
+        .to_owned();
+
+    let login = |user: &str, ssid: &str, password: &str, timeout: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_petrel"))
+            .args(["reflector", "login", "--server", &udp, "--user", user])
+            .args(["--ssid", ssid, "--timeout-secs", timeout])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        writeln!(c.stdin.take().unwrap(), "{password}").unwrap();
+        let out = c.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(!text.contains(password), "password printed: {text}");
+        (out.status.code(), text)
+    };
+
+    let (code, text) = login("N0CALL", "1", "Pass1234", "10");
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.starts_with(&format!(
+            "accepted: N0CALL-1 logged in to {udp}, callsign N0CALL"
+        )),
+        "{text}"
+    );
+    let (code, text) = login("N0CALL", "2", "Wrong999", "10");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains("refused: N0CALL-2") && text.contains("invalid_password (status 3)"),
+        "{text}"
+    );
+    let status = stop(&mut child, libc::SIGTERM);
+    assert_eq!(status.code(), Some(0));
+    let stopped = line_with(&lines, "stopped: ");
+    assert!(!stopped.contains(" 0 logins"), "{stopped}");
+
+    // The reflector is gone: nobody answers on its port.
+    let (code, text) = login("N0CALL", "1", "Pass1234", "1");
+    assert_eq!(code, Some(1), "{text}");
+    assert!(
+        text.contains(&format!("no answer from {udp} within 1 s")),
+        "{text}"
+    );
+}
