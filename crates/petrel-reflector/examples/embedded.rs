@@ -128,8 +128,10 @@ impl LinkBox {
 /// `GET path` on the reflector's HTTP port; the whole response.
 async fn http_get(addr: SocketAddr, path: &str) -> Result<String, Error> {
     let mut tcp = TcpStream::connect(addr).await?;
-    tcp.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes())
-        .await?;
+    tcp.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
     let mut response = String::new();
     tokio::time::timeout(Duration::from_secs(5), tcp.read_to_string(&mut response)).await??;
     Ok(response)
@@ -159,7 +161,10 @@ async fn run(db: &str) -> Result<Outcome, Error> {
     })
     .await?;
     let reflector = server.local_addr();
-    println!("reflector on udp {reflector}, http {:?}", server.http_addr());
+    println!(
+        "reflector on udp {reflector}, http {:?}",
+        server.http_addr()
+    );
 
     let alice = LinkBox::log_in(&ACCOUNTS[0], reflector).await?;
     let bob = LinkBox::log_in(&ACCOUNTS[1], reflector).await?;
@@ -182,7 +187,7 @@ async fn run(db: &str) -> Result<Outcome, Error> {
         stats.online, stats.fanout.frames_accepted, stats.fanout.sent
     );
     let healthy = match server.http_addr() {
-        Some(addr) => http_get(addr, "/healthz").await?.ends_with("ok"),
+        Some(addr) => http_get(addr, "/healthz").await?.trim_end().ends_with("ok"),
         None => false,
     };
     println!("/healthz: {}", if healthy { "ok" } else { "not ok" });
@@ -225,6 +230,9 @@ async fn main() -> Result<(), Error> {
     let outcome = tokio::time::timeout(Duration::from_secs(30), run(&db.location())).await??;
     if outcome.heard != outcome.spoken {
         return Err("the voice arrived altered".into());
+    }
+    if outcome.online != 2 || outcome.fanout_sent == 0 || !outcome.healthy {
+        return Err("the reflector did not carry the voice or answer /healthz".into());
     }
     Ok(())
 }

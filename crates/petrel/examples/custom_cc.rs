@@ -84,7 +84,10 @@ impl CongestionController for Aimd {
 
     fn on_loss(&mut self, event: &LossEvent) {
         self.seen.losses.fetch_add(1, Ordering::Relaxed);
-        if self.recovery_start.is_some_and(|start| event.sent_time < start) {
+        if self
+            .recovery_start
+            .is_some_and(|start| event.sent_time < start)
+        {
             return; // already halved for this round trip
         }
         self.recovery_start = Some(event.now);

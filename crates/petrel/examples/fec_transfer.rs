@@ -119,7 +119,11 @@ async fn run() -> Result<Transfer, Error> {
         "{} bytes in {elapsed:.2?} ({:.2} MB/s), sha256 {}",
         transfer.received,
         transfer.received as f64 / elapsed.as_secs_f64() / 1e6,
-        if transfer.verified { "verified" } else { "MISMATCH" },
+        if transfer.verified {
+            "verified"
+        } else {
+            "MISMATCH"
+        },
     );
     println!(
         "emulator dropped {:.1} % of the client's datagrams; FEC rebuilt {} of them, \

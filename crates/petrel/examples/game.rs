@@ -189,7 +189,11 @@ async fn run() -> Result<(u32, Vec<Played>), Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    tokio::time::timeout(Duration::from_secs(30), run()).await??;
+    let (_, played) = tokio::time::timeout(Duration::from_secs(30), run()).await??;
+    let complete = |c: &Played| c.last_tick == TICKS && c.players == usize::from(CLIENTS);
+    if !played.iter().all(complete) {
+        return Err("a client missed the last state or a player".into());
+    }
     Ok(())
 }
 

@@ -206,8 +206,11 @@ mod tests {
                 .spawn()
                 .expect("kcptun-server starts"),
         );
-        let file = std::env::temp_dir().join(format!("petrel-kcptun-example-{}", std::process::id()));
-        let data: Vec<u8> = (0..300_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+        let file =
+            std::env::temp_dir().join(format!("petrel-kcptun-example-{}", std::process::id()));
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
         std::fs::write(&file, &data).expect("scratch file");
         let args = Args {
             server: format!("127.0.0.1:{udp}").parse().unwrap(),
@@ -227,6 +230,8 @@ mod tests {
         }
         let outcome = tokio::time::timeout(Duration::from_secs(30), run(args)).await;
         let _ = std::fs::remove_file(&file);
-        outcome.expect("bounded").expect("the file comes back verified");
+        outcome
+            .expect("bounded")
+            .expect("the file comes back verified");
     }
 }
