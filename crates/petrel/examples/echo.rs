@@ -32,3 +32,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("stats: {:?}", conn.stats().kcp);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_example_runs() {
+        super::main().expect("the echo example succeeds");
+    }
+}

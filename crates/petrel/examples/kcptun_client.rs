@@ -80,7 +80,11 @@ async fn echo_target(addr: SocketAddr) -> Result<(), Error> {
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
-    let args = parse_args()?;
+    run(parse_args()?).await
+}
+
+/// Moves the file up and back through the server; an error when the echo differs.
+async fn run(args: Args) -> Result<(), Error> {
     if let Some(addr) = args.echo_target {
         echo_target(addr).await?;
     }
@@ -143,4 +147,91 @@ async fn main() -> Result<(), Error> {
         return Err("the echo differs from the file".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)] // a test fails loudly
+mod tests {
+    //! Runs the example against a real `kcptun-server` (Debian `kcptun`), started
+    //! with the flags of the top comment; skipped with a message when it is not
+    //! installed, unless `PETREL_REQUIRE_KCPTUN` is set (CI).
+
+    use std::net::{TcpListener, UdpSocket};
+    use std::process::{Child, Command, Stdio};
+    use std::time::Duration;
+
+    use super::{run, Args};
+    use petrel::KcpPreset;
+
+    /// Kills the server by PID when dropped, also when the test fails.
+    struct Server(Child);
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn free_port(udp: bool) -> u16 {
+        let port = if udp {
+            UdpSocket::bind("127.0.0.1:0").and_then(|s| s.local_addr())
+        } else {
+            TcpListener::bind("127.0.0.1:0").and_then(|s| s.local_addr())
+        };
+        port.expect("a free loopback port").port()
+    }
+
+    #[tokio::test]
+    async fn a_file_goes_through_kcptun_server_and_back_verified() {
+        let installed = std::env::var_os("PATH").is_some_and(|path| {
+            std::env::split_paths(&path).any(|d| d.join("kcptun-server").is_file())
+        });
+        if !installed {
+            let msg = "SKIPPED: kcptun-server not in PATH (apt-get install -y kcptun)";
+            assert!(std::env::var_os("PETREL_REQUIRE_KCPTUN").is_none(), "{msg}");
+            eprintln!("{msg}");
+            return;
+        }
+        let (udp, tcp) = (free_port(true), free_port(false));
+        let _server = Server(
+            Command::new("kcptun-server")
+                .args(["-l", &format!("127.0.0.1:{udp}")])
+                .args(["-t", &format!("127.0.0.1:{tcp}")])
+                .args(["--crypt", "none", "--nocomp", "--mode", "fast", "--quiet"])
+                .args(["--datashard", "10", "--parityshard", "3", "--mtu", "1350"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("kcptun-server starts"),
+        );
+        let file =
+            std::env::temp_dir().join(format!("petrel-kcptun-example-{}", std::process::id()));
+        let data: Vec<u8> = (0..300_000u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
+            .collect();
+        std::fs::write(&file, &data).expect("scratch file");
+        let args = Args {
+            server: format!("127.0.0.1:{udp}").parse().unwrap(),
+            file: file.clone(),
+            echo_target: Some(format!("127.0.0.1:{tcp}").parse().unwrap()),
+            data_shards: 10,
+            parity_shards: 3,
+            mtu: 1350,
+            preset: KcpPreset::Fast,
+        };
+        // Wait (at most 5 s) until kcptun-server holds its UDP port.
+        for _ in 0..100 {
+            if UdpSocket::bind(("127.0.0.1", udp)).is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let outcome = tokio::time::timeout(Duration::from_secs(30), run(args)).await;
+        let _ = std::fs::remove_file(&file);
+        outcome
+            .expect("bounded")
+            .expect("the file comes back verified");
+    }
 }
