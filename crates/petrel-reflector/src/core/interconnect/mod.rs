@@ -146,7 +146,7 @@ pub use route_sync_edge::{resync_reason, EdgeRouteSync, EdgeSyncCounters, EdgeSy
 pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use speaker_lease_centre::{
     lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable, TalkLimit,
-    LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL,
+    LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL, SILENT_LEASE_HOLDOFF,
 };
 pub use speaker_lease_edge::{
     EdgeLeaseCounters, EdgeSpeaker, LeaseDrop, Released, VoiceDecision, LEASE_BUFFER_FRAMES,

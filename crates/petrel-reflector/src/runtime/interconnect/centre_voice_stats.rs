@@ -225,6 +225,7 @@ impl CentreVoiceSource {
                     ("invalid_claims", l.invalid_claims),
                     ("talk_limit_cuts", l.talk_limit_cuts),
                     ("holdoff_denies", l.holdoff_denies),
+                    ("silent_leases", l.silent_leases),
                 ],
             ));
             gauges.push(("device_sessions".to_owned(), d.owners.len() as u64));
