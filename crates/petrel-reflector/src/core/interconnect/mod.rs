@@ -159,7 +159,7 @@ pub use session_reconfirm_edge::{
 pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use speaker_lease_centre::{
     lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable, TalkLimit,
-    LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL,
+    LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL, SILENT_LEASE_HOLDOFF,
 };
 pub use speaker_lease_edge::{
     EdgeLeaseCounters, EdgeSpeaker, LeaseDrop, Released, VoiceDecision, LEASE_BUFFER_FRAMES,

@@ -7,7 +7,8 @@
 //!    ├ lease dead (now ≥ expiry or > 900 ms since last voice) ─▶ deleted
 //!    ├ live, other owner ─▶ deny, retry = min(last voice + 900 ms, expiry) − now
 //!    ├ same owner, lease_id ≠ 0 and ≠ current ─▶ deny, retry 450 ms
-//!    └ grant (keep or mint id), last voice = now, expiry = now + 1200 ms, ttl 1200
+//!    ├ same owner, renewal ─▶ grant (same id), expiry = now + 1200 ms (last voice unchanged)
+//!    └ new lease ─▶ grant (new id), last voice = now, expiry = now + 1200 ms, ttl 1200
 //!  voice(owner, domain, lease_id): live ∧ same owner ∧ same id ─▶ accepted, refreshes both
 //!  release exact (owner + id) │ release_session │ release_node (node disconnect) │ sweep dead
 //! ```
@@ -31,6 +32,15 @@
 //!  claim of a barred owner ─▶ deny, retry = bar end − now
 //! ```
 //!
+//! Claims are not voice (Petrel's rule; the reference refreshes a lease's
+//! last voice on every renewal): a renewal moves only the expiry, so a
+//! lease lives on voice and dies 900 ms after its last frame however often
+//! its owner claims. An honest edge claims for a frame it already holds
+//! and sends it on the grant, so its leases always carry voice; a lease
+//! that dies without a single frame bars its owner from that domain for
+//! [`SILENT_LEASE_HOLDOFF`], so an edge that only claims cannot keep a
+//! floor by re-claiming the moment its empty lease dies.
+//!
 //! Centre-local devices and scheduled broadcasts compete in the same table
 //! with the node id `center`. The authorisation check needs the device
 //! session owner table and the route; the runtime computes it and passes
@@ -51,6 +61,11 @@ pub const LEASE_TTL: Duration = Duration::from_millis(1200);
 pub const LEASE_IDLE_TIMEOUT: Duration = Duration::from_millis(900);
 /// The edge renews a held lease when this little is left (§3.10).
 pub const LEASE_RENEW_BEFORE: Duration = Duration::from_millis(450);
+/// How long the owner of a lease that died without carrying one voice
+/// frame may not claim that domain again (Petrel's rule, see the module
+/// docs): longer than a denied contender's retry delay (at most
+/// [`LEASE_TTL`]), so the contender gets the floor first.
+pub const SILENT_LEASE_HOLDOFF: Duration = Duration::from_secs(2);
 /// `retry_after_ms` when the same owner claims with another lease id
 /// (§3.10).
 pub const LEASE_MISMATCH_RETRY: Duration = Duration::from_millis(450);
@@ -145,6 +160,9 @@ pub struct LeaseCounters {
     pub talk_limit_cuts: u64,
     /// Claims denied because their owner was cut at the limit lately.
     pub holdoff_denies: u64,
+    /// Leases that died without carrying a voice frame (their owner is
+    /// held off for [`SILENT_LEASE_HOLDOFF`]).
+    pub silent_leases: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -155,6 +173,8 @@ struct Lease {
     since: Instant,
     last_voice: Instant,
     expiry: Instant,
+    /// Whether a voice frame was accepted under it.
+    voiced: bool,
 }
 
 /// Whether `a` and `b` are the same talker (the same device session on
@@ -215,6 +235,30 @@ impl LeaseTable {
         let owner = l.owner;
         self.leases.remove(&domain);
         let until = now + limit.holdoff;
+        self.bar(now, domain, owner, until);
+        self.counters.talk_limit_cuts += 1;
+        Some(until)
+    }
+
+    /// Removes `domain`'s lease if it is dead; one that carried no voice
+    /// bars its owner for [`SILENT_LEASE_HOLDOFF`].
+    fn remove_if_dead(&mut self, now: Instant, domain: u64) {
+        let Some(l) = self.leases.get(&domain).filter(|l| l.dead(now)) else {
+            return;
+        };
+        let (owner, voiced) = (l.owner, l.voiced);
+        self.leases.remove(&domain);
+        self.counters.expired += 1;
+        if !voiced {
+            self.counters.silent_leases += 1;
+            self.bar(now, domain, owner, now + SILENT_LEASE_HOLDOFF);
+        }
+    }
+
+    /// Bars `owner` from claiming `domain` until `until` (one bar per
+    /// domain; the table is bounded by `max_domains`, the bar ending
+    /// first evicted).
+    fn bar(&mut self, now: Instant, domain: u64, owner: LeaseOwner, until: Instant) {
         if self.barred.len() >= self.max_domains && !self.barred.contains_key(&domain) {
             self.barred.retain(|_, (_, end)| now < *end);
             if self.barred.len() >= self.max_domains {
@@ -229,8 +273,6 @@ impl LeaseTable {
             }
         }
         self.barred.insert(domain, (owner, until));
-        self.counters.talk_limit_cuts += 1;
-        Some(until)
     }
 
     /// The end of `owner`'s hold-off in `domain`, if it is barred at `now`.
@@ -302,10 +344,7 @@ impl LeaseTable {
             self.counters.denies += 1;
             return LeaseDecision::Deny { retry_after_ms: 0 };
         }
-        if self.leases.get(&domain).is_some_and(|l| l.dead(now)) {
-            self.leases.remove(&domain);
-            self.counters.expired += 1;
-        }
+        self.remove_if_dead(now, domain);
         if self.leases.get(&domain).is_some_and(|l| l.owner == owner) {
             self.cut_at_limit(now, domain);
         }
@@ -330,7 +369,6 @@ impl LeaseTable {
                     retry_after_ms: ms(LEASE_MISMATCH_RETRY),
                 };
             }
-            l.last_voice = now;
             l.expiry = now + LEASE_TTL;
             self.counters.grants += 1;
             return LeaseDecision::Grant {
@@ -348,6 +386,7 @@ impl LeaseTable {
                 since: now,
                 last_voice: now,
                 expiry: now + LEASE_TTL,
+                voiced: false,
             },
         );
         self.counters.grants += 1;
@@ -444,6 +483,7 @@ impl LeaseTable {
                 } else {
                     l.last_voice = now;
                     l.expiry = now + LEASE_TTL;
+                    l.voiced = true;
                     Ok(())
                 }
             }
@@ -501,10 +541,13 @@ impl LeaseTable {
     /// second) so idle domains do not linger.
     pub fn sweep(&mut self, now: Instant) -> usize {
         self.barred.retain(|_, (_, until)| now < *until);
-        let before = self.leases.len();
-        self.leases.retain(|_, l| !l.dead(now));
-        let n = before - self.leases.len();
-        self.counters.expired += n as u64;
-        n
+        let dead: Vec<u64> = (self.leases.iter())
+            .filter(|(_, l)| l.dead(now))
+            .map(|(d, _)| *d)
+            .collect();
+        for &domain in &dead {
+            self.remove_if_dead(now, domain);
+        }
+        dead.len()
     }
 }

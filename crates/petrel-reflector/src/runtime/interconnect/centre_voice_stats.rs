@@ -229,6 +229,7 @@ impl CentreVoiceSource {
                     ("invalid_claims", l.invalid_claims),
                     ("talk_limit_cuts", l.talk_limit_cuts),
                     ("holdoff_denies", l.holdoff_denies),
+                    ("silent_leases", l.silent_leases),
                 ],
             ));
             counters.extend(prefixed("reconfirm_", d.entries.counters().list()));

@@ -23,6 +23,70 @@ fn owner(n: &str, session_id: u64) -> LeaseOwner {
     }
 }
 
+/// Claims are not voice: an owner that renews every 400 ms without a
+/// frame loses its lease 900 ms after the grant, is held off the domain
+/// for [`SILENT_LEASE_HOLDOFF`], and a denied contender gets the floor at
+/// its retry time. An owner that talks keeps its lease through renewals.
+#[test]
+fn renewals_without_voice_do_not_hold_a_floor() {
+    let t0 = crate::test_clock::origin();
+    let mut ids = MessageIds::new();
+    let mut l = LeaseTable::new(64);
+    let evil = owner("edge-evil", 1);
+    let honest = owner("edge-b", 2);
+    let LeaseDecision::Grant { lease_id, .. } = l.claim(&mut ids, t0, evil, 7, 0, true) else {
+        panic!()
+    };
+    assert!(matches!(
+        l.claim(&mut ids, t0 + ms(400), evil, 7, lease_id, true),
+        LeaseDecision::Grant { .. }
+    ));
+    // The contender is told to come back when the lease has been idle 900 ms.
+    assert_eq!(
+        l.claim(&mut ids, t0 + ms(500), honest, 7, 0, true),
+        LeaseDecision::Deny {
+            retry_after_ms: 400
+        }
+    );
+    // The renewal at 800 ms did not make it voice: dead at 901 ms.
+    assert!(matches!(
+        l.claim(&mut ids, t0 + ms(800), evil, 7, lease_id, true),
+        LeaseDecision::Grant { .. }
+    ));
+    assert_eq!(l.holder(t0 + ms(901), 7), None);
+    // Re-claiming the moment it died is refused: the empty lease bars its owner.
+    assert_eq!(
+        l.claim(&mut ids, t0 + ms(901), evil, 7, 0, true),
+        LeaseDecision::Deny {
+            retry_after_ms: 2_000
+        }
+    );
+    assert_eq!(l.counters().silent_leases, 1);
+    assert!(matches!(
+        l.claim(&mut ids, t0 + ms(905), honest, 7, 0, true),
+        LeaseDecision::Grant { .. }
+    ));
+
+    // A talking owner renews and keeps the lease well past 900 ms.
+    let LeaseDecision::Grant { lease_id, .. } = l.claim(&mut ids, t0, evil, 9, 0, true) else {
+        panic!()
+    };
+    for step in 1..=20u64 {
+        let now = t0 + ms(step * 200);
+        assert_eq!(l.voice(now, evil, 9, lease_id), Ok(()));
+        if step % 3 == 0 {
+            assert!(matches!(
+                l.claim(&mut ids, now, evil, 9, lease_id, true),
+                LeaseDecision::Grant { .. }
+            ));
+        }
+    }
+    assert_eq!(
+        l.holder(t0 + ms(4_000), 9).map(|(o, _)| o.node),
+        Some(evil.node)
+    );
+}
+
 /// With the single node's max-talk rule (10 s over, 5 s hold-off): a
 /// talker renewing and talking every 120 ms loses the lease at 10 s — the
 /// frame that reaches it is refused, its claims are denied until the
