@@ -19,7 +19,7 @@ use petrel_bench::record::idle::{IdleMode, IdleParameters, IdleReport};
 use petrel_bench::record::netem::{NetemMode, NetemParameters, NetemRound};
 use petrel_bench::record::reflector::{LoadResult, ReceiverKindResult, ReflectorParameters};
 use petrel_bench::record::reflector_cluster::{
-    ClusterParameters, ClusterStage, LossAttribution, NodeStage,
+    ClusterParameters, ClusterStage, GeneratorStage, LossAttribution, NodeStage,
 };
 use petrel_bench::record::reflector_soak::{SoakParameters, SoakResult};
 use petrel_bench::record::rudp::{
@@ -513,6 +513,7 @@ fn reflector_cluster_is_documented() {
         edges: 3,
         layout: "cross".into(),
         baseline: true,
+        devices_per_process: Some(10_000),
     };
     let stage = ClusterStage {
         layout: "cross".into(),
@@ -529,6 +530,10 @@ fn reflector_cluster_is_documented() {
         cost_us_per_packet: Some(1.0),
         cost_ratio_to_single: Some(1.0),
         loss: LossAttribution::default(),
+        generators: vec![GeneratorStage {
+            name: "gen-0".into(),
+            ..GeneratorStage::default()
+        }],
         ..ClusterStage::default()
     };
     assert_eq!(undocumented(&params), Vec::<String>::new());

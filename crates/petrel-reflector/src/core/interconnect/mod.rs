@@ -160,6 +160,7 @@ pub use snapshot_assembly::{ChunkAdded, SnapshotAssembly, SnapshotError};
 pub use speaker_lease_centre::{
     lease_action, LeaseCounters, LeaseDecision, LeaseOwner, LeaseReject, LeaseTable, TalkLimit,
     LEASE_IDLE_TIMEOUT, LEASE_MISMATCH_RETRY, LEASE_RENEW_BEFORE, LEASE_TTL, SILENT_LEASE_HOLDOFF,
+    SILENT_LEASE_LIMIT,
 };
 pub use speaker_lease_edge::{
     EdgeLeaseCounters, EdgeSpeaker, LeaseDrop, Released, VoiceDecision, LEASE_BUFFER_FRAMES,

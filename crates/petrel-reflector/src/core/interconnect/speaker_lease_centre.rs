@@ -7,8 +7,7 @@
 //!    ├ lease dead (now ≥ expiry or > 900 ms since last voice) ─▶ deleted
 //!    ├ live, other owner ─▶ deny, retry = min(last voice + 900 ms, expiry) − now
 //!    ├ same owner, lease_id ≠ 0 and ≠ current ─▶ deny, retry 450 ms
-//!    ├ same owner, renewal ─▶ grant (same id), expiry = now + 1200 ms (last voice unchanged)
-//!    └ new lease ─▶ grant (new id), last voice = now, expiry = now + 1200 ms, ttl 1200
+//!    └ grant (keep or mint id), last voice = now, expiry = now + 1200 ms, ttl 1200
 //!  voice(owner, domain, lease_id): live ∧ same owner ∧ same id ─▶ accepted, refreshes both
 //!  release exact (owner + id) │ release_session │ release_node (node disconnect) │ sweep dead
 //! ```
@@ -32,21 +31,23 @@
 //!  claim of a barred owner ─▶ deny, retry = bar end − now
 //! ```
 //!
-//! Claims are not voice (Petrel's rule; the reference refreshes a lease's
-//! last voice on every renewal): a renewal moves only the expiry, so a
-//! lease lives on voice and dies 900 ms after its last frame however often
-//! its owner claims. An honest edge claims for a frame it already holds
-//! and sends it on the grant, so its leases always carry voice; a lease
-//! that dies without a single frame bars its owner from that domain for
-//! [`SILENT_LEASE_HOLDOFF`], so an edge that only claims cannot keep a
-//! floor by re-claiming the moment its empty lease dies.
+//! Claims are not voice (Petrel's rule, on top of §3.10, where a renewal
+//! refreshes the lease like a frame): a lease also dies when no voice
+//! frame was accepted under it for [`SILENT_LEASE_LIMIT`] (from its grant
+//! or its last frame), however often its owner renews; and when a lease
+//! that carried no frame, or died of that limit, had kept another claimant
+//! waiting, its owner may not claim that domain again for
+//! [`SILENT_LEASE_HOLDOFF`] or until another owner has taken it. An honest
+//! edge claims for a frame it already holds and sends it on the grant, so
+//! neither rule touches it; an edge that only claims can no longer hold a
+//! floor — it held one for ever under the reference's rules.
 //!
 //! Centre-local devices and scheduled broadcasts compete in the same table
 //! with the node id `center`. The authorisation check needs the device
 //! session owner table and the route; the runtime computes it and passes
 //! the result.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use crate::codec::interconnect::messages::SpeakerLease;
@@ -61,10 +62,14 @@ pub const LEASE_TTL: Duration = Duration::from_millis(1200);
 pub const LEASE_IDLE_TIMEOUT: Duration = Duration::from_millis(900);
 /// The edge renews a held lease when this little is left (§3.10).
 pub const LEASE_RENEW_BEFORE: Duration = Duration::from_millis(450);
-/// How long the owner of a lease that died without carrying one voice
-/// frame may not claim that domain again (Petrel's rule, see the module
-/// docs): longer than a denied contender's retry delay (at most
-/// [`LEASE_TTL`]), so the contender gets the floor first.
+/// A lease with no voice frame accepted for this long is dead, renewed or
+/// not (Petrel's rule, see the module docs): twice the ttl, so the §11
+/// timeline (a renewal at 800 ms, the next frame at 1600 ms) still holds.
+pub const SILENT_LEASE_LIMIT: Duration = Duration::from_millis(2400);
+/// How long the owner of a lease that ended silent while another claimant
+/// waited may not claim that domain again, unless another owner takes it
+/// first (Petrel's rule): longer than a denied contender's retry delay
+/// (at most [`LEASE_TTL`]), so the contender gets the floor first.
 pub const SILENT_LEASE_HOLDOFF: Duration = Duration::from_secs(2);
 /// `retry_after_ms` when the same owner claims with another lease id
 /// (§3.10).
@@ -160,8 +165,9 @@ pub struct LeaseCounters {
     pub talk_limit_cuts: u64,
     /// Claims denied because their owner was cut at the limit lately.
     pub holdoff_denies: u64,
-    /// Leases that died without carrying a voice frame (their owner is
-    /// held off for [`SILENT_LEASE_HOLDOFF`]).
+    /// Leases that carried no frame, or died of [`SILENT_LEASE_LIMIT`],
+    /// while another claimant waited (their owner is held off for
+    /// [`SILENT_LEASE_HOLDOFF`]).
     pub silent_leases: u64,
 }
 
@@ -173,8 +179,13 @@ struct Lease {
     since: Instant,
     last_voice: Instant,
     expiry: Instant,
+    /// The grant, or the last accepted voice frame (renewals do not move
+    /// it).
+    last_frame: Instant,
     /// Whether a voice frame was accepted under it.
     voiced: bool,
+    /// Whether another owner's claim was denied while it lived.
+    contended: bool,
 }
 
 /// Whether `a` and `b` are the same talker (the same device session on
@@ -185,7 +196,9 @@ fn same_talker(a: &LeaseOwner, b: &LeaseOwner) -> bool {
 
 impl Lease {
     fn dead(&self, now: Instant) -> bool {
-        now >= self.expiry || now.saturating_duration_since(self.last_voice) > LEASE_IDLE_TIMEOUT
+        now >= self.expiry
+            || now.saturating_duration_since(self.last_voice) > LEASE_IDLE_TIMEOUT
+            || now.saturating_duration_since(self.last_frame) > SILENT_LEASE_LIMIT
     }
 }
 
@@ -197,9 +210,12 @@ fn ms(d: Duration) -> u32 {
 #[derive(Debug)]
 pub struct LeaseTable {
     leases: HashMap<u64, Lease>,
-    /// Per domain, the owner last cut at the talk limit and the end of its
-    /// hold-off (at most `max_domains` entries, swept once over).
+    /// Per domain, the owner last cut at the talk limit (or whose silent
+    /// lease kept a claimant waiting) and the end of its hold-off (at most `max_domains` entries, swept once over).
     barred: HashMap<u64, (LeaseOwner, Instant)>,
+    /// The domains of `barred` whose bar is a silent lease's (lifted when
+    /// another owner takes the domain); a subset of its keys.
+    silent_bars: HashSet<u64>,
     talk_limit: Option<TalkLimit>,
     max_domains: usize,
     counters: LeaseCounters,
@@ -212,6 +228,7 @@ impl LeaseTable {
         Self {
             leases: HashMap::new(),
             barred: HashMap::new(),
+            silent_bars: HashSet::new(),
             talk_limit: None,
             max_domains: max_domains.max(1),
             counters: LeaseCounters::default(),
@@ -240,18 +257,26 @@ impl LeaseTable {
         Some(until)
     }
 
-    /// Removes `domain`'s lease if it is dead; one that carried no voice
-    /// bars its owner for [`SILENT_LEASE_HOLDOFF`].
+    /// Removes `domain`'s lease if it is dead; one that carried no frame,
+    /// or died of the silent limit, while another claimant waited bars its
+    /// owner for [`SILENT_LEASE_HOLDOFF`] (lifted when another owner takes
+    /// the domain).
     fn remove_if_dead(&mut self, now: Instant, domain: u64) {
         let Some(l) = self.leases.get(&domain).filter(|l| l.dead(now)) else {
             return;
         };
-        let (owner, voiced) = (l.owner, l.voiced);
+        // It died of the silent limit when that came before the idle
+        // timeout and the expiry; or it never carried a frame.
+        let silent_end = l.last_frame + SILENT_LEASE_LIMIT;
+        let silent =
+            !l.voiced || (silent_end < l.last_voice + LEASE_IDLE_TIMEOUT && silent_end < l.expiry);
+        let (owner, contended) = (l.owner, l.contended);
         self.leases.remove(&domain);
         self.counters.expired += 1;
-        if !voiced {
+        if silent && contended {
             self.counters.silent_leases += 1;
             self.bar(now, domain, owner, now + SILENT_LEASE_HOLDOFF);
+            self.silent_bars.insert(domain);
         }
     }
 
@@ -273,6 +298,7 @@ impl LeaseTable {
             }
         }
         self.barred.insert(domain, (owner, until));
+        self.silent_bars.remove(&domain);
     }
 
     /// The end of `owner`'s hold-off in `domain`, if it is barred at `now`.
@@ -357,7 +383,10 @@ impl LeaseTable {
         }
         if let Some(l) = self.leases.get_mut(&domain) {
             if l.owner != owner {
-                let until = (l.last_voice + LEASE_IDLE_TIMEOUT).min(l.expiry);
+                let until = (l.last_voice + LEASE_IDLE_TIMEOUT)
+                    .min(l.last_frame + SILENT_LEASE_LIMIT)
+                    .min(l.expiry);
+                l.contended = true;
                 self.counters.denies += 1;
                 return LeaseDecision::Deny {
                     retry_after_ms: ms(until.saturating_duration_since(now)),
@@ -369,12 +398,16 @@ impl LeaseTable {
                     retry_after_ms: ms(LEASE_MISMATCH_RETRY),
                 };
             }
+            l.last_voice = now;
             l.expiry = now + LEASE_TTL;
             self.counters.grants += 1;
             return LeaseDecision::Grant {
                 lease_id: l.lease_id,
                 ttl_ms: ms(LEASE_TTL),
             };
+        }
+        if self.silent_bars.remove(&domain) {
+            self.barred.remove(&domain);
         }
         self.make_room(now);
         let lease_id = ids.next_id();
@@ -386,7 +419,9 @@ impl LeaseTable {
                 since: now,
                 last_voice: now,
                 expiry: now + LEASE_TTL,
+                last_frame: now,
                 voiced: false,
+                contended: false,
             },
         );
         self.counters.grants += 1;
@@ -483,6 +518,7 @@ impl LeaseTable {
                 } else {
                     l.last_voice = now;
                     l.expiry = now + LEASE_TTL;
+                    l.last_frame = now;
                     l.voiced = true;
                     Ok(())
                 }
@@ -541,6 +577,8 @@ impl LeaseTable {
     /// second) so idle domains do not linger.
     pub fn sweep(&mut self, now: Instant) -> usize {
         self.barred.retain(|_, (_, until)| now < *until);
+        let barred = &self.barred;
+        self.silent_bars.retain(|d| barred.contains_key(d));
         let dead: Vec<u64> = (self.leases.iter())
             .filter(|(_, l)| l.dead(now))
             .map(|(d, _)| *d)

@@ -41,10 +41,10 @@ use crate::codec::interconnect::messages::DeviceAuthRequest;
 use crate::codec::interconnect::NodeId;
 use crate::core::device_record_after_login;
 use crate::core::interconnect::{
-    abandon_check, device_grant, device_id, device_route, finish_check, granted, poll_queued, refused,
-    response_message, session_error, start_auth, success_reply, wire_domain, ActivateError,
-    AuthFailure, AuthStart, ControlRef, DataBudget, DataLimits, DeviceIdentity, PendingLogin,
-    ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT, QUEUED_CHECK_POLL,
+    abandon_check, device_grant, device_id, device_route, finish_check, granted, poll_queued,
+    refused, response_message, session_error, start_auth, success_reply, wire_domain,
+    ActivateError, AuthFailure, AuthStart, ControlRef, DataBudget, DataLimits, DeviceIdentity,
+    PendingLogin, ProxiedLogin, QueuedStep, PROXIED_CHECK_TIMEOUT, QUEUED_CHECK_POLL,
 };
 use crate::core::RejectReason;
 use crate::model::{EndpointPolicy, PasswordCheck, Recording, StoreEvent, UserRecord};
