@@ -200,6 +200,7 @@ fn answer(datagram: &[u8]) -> Option<Answer> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -39,8 +39,8 @@ pub enum RouteRefresh {
     Upsert {
         /// The session.
         session: OwnedSession,
-        /// Its new route.
-        route: DeviceRoute,
+        /// Its new route (boxed: a route is far larger than a revoke).
+        route: Box<DeviceRoute>,
         /// The change ends the session's speaker lease (§3.8: domain
         /// changed or sending newly disabled).
         lease_ends: bool,
@@ -100,7 +100,7 @@ fn refresh_one(dir: &Directory, session: &OwnedSession, old: &DeviceRoute) -> Op
     let lease_ends = route.domain_id != old.domain_id || (route.disable_send && !old.disable_send);
     Some(RouteRefresh::Upsert {
         session: *session,
-        route,
+        route: Box::new(route),
         lease_ends,
     })
 }

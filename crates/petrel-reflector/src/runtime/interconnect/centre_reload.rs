@@ -103,8 +103,8 @@ impl CentreReload {
                     if lease_ends {
                         devices.leases.release_session(node, session.session_id);
                     }
-                    let published = devices.put_route(node, route.clone()).is_ok()
-                        && matches!(routes.upsert(sender, now, node, route), Ok(true));
+                    let published = devices.put_route(node, (*route).clone()).is_ok()
+                        && matches!(routes.upsert(sender, now, node, *route), Ok(true));
                     if published {
                         counters.reload_route_upserts.fetch_add(1, Relaxed);
                     } else {

@@ -39,6 +39,12 @@ pub async fn centre_identity(
     Ok(TlsIdentity::from_stored(&kept)?)
 }
 
+impl From<IdentityError> for super::super::server_error::ServerError {
+    fn from(e: IdentityError) -> Self {
+        Self::Tls(Box::new(e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::super::store::harness::on_every_backend;
@@ -61,11 +67,5 @@ mod tests {
         let e = centre_identity(&files, &store).await.unwrap_err();
         assert!(e.to_string().contains("/nonexistent/centre.pem"), "{e}");
         store.close().await;
-    }
-}
-
-impl From<IdentityError> for super::super::server_error::ServerError {
-    fn from(e: IdentityError) -> Self {
-        Self::Tls(Box::new(e))
     }
 }
