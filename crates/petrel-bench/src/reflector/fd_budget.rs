@@ -4,7 +4,7 @@
 //! device, more than one process's open-files limit allows on many hosts).
 //!
 //! The soft `RLIMIT_NOFILE` is raised to the hard one (capped at
-//! [`MAX_NOFILE`] when the hard limit is unlimited); a generator may hold
+//! `MAX_NOFILE` (2^20) when the hard limit is unlimited); a generator may hold
 //! that many descriptors less [`HEADROOM`] (standard streams, epoll
 //! instances, the parent's pipes). Devices are split into contiguous ranges
 //! of equal size (the last one shorter), as few as the budget allows.

@@ -1,11 +1,11 @@
 //! One load-generator process of a split stage (`petrel bench
-//! reflector-generator`, started by [`super::generator_pool`]): it holds a
+//! reflector-generator`, started by the generator pool (`generator_pool.rs`)): it holds a
 //! contiguous range of the stage's devices, each on its own socket and
 //! 127.x.y.z address (draarl-v1 §7), logs them in with heartbeats through
 //! the entry the driver gave each, keeps them heartbeating, receives on
 //! them (`receive`, two epoll threads) and sends the rounds of the speakers
 //! in its range on the schedule the driver starts (`schedule`). It speaks
-//! the line protocol of [`super::generator_wire`] on stdin/stdout and dies
+//! the line protocol of `generator_wire.rs` on stdin/stdout and dies
 //! with the driver (`PR_SET_PDEATHSIG`), or when its stdin closes.
 
 use std::io::{BufRead, Write};
@@ -32,7 +32,7 @@ const MAX_DEVICES: usize = 20_000;
 
 /// Runs one generator on this process's stdin and stdout until the driver
 /// says stop (or closes stdin); a failure is also reported to the driver as
-/// [`Report::Failed`].
+/// a `failed` report.
 ///
 /// # Errors
 /// [`LoadError`] when the spec is invalid, a socket fails, or the driver
