@@ -119,12 +119,30 @@ fn centre_counter(server: &ServerHandle, name: &str) -> u64 {
         .1
 }
 
+/// Waits (≤ 10 s) until the centre's background writer has stored `n`
+/// device-session entries (§3.9: what a restarted centre reconfirms from).
+async fn entries_stored(env: &Env, n: usize) {
+    let store = support::open_cheap(&env.db).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let stored = store.session_entries(64).await.unwrap().len();
+        if stored >= n {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{stored} of {n} session entries stored after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    store.close().await;
+}
+
 /// Stops `server`, waits until both edges lost it, and starts a new centre
 /// process on the same addresses and store (a new cluster epoch, §6.3).
 async fn restart(env: &Env, server: ServerHandle, edges: [&EdgeServer; 2]) -> ServerHandle {
     let (udp, control) = (server.local_addr(), server.control_addr().unwrap());
-    // Let the entries reach the store (written in the background).
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    entries_stored(env, 4).await;
     server.shutdown().await;
     for e in edges {
         e.wait_for_state(RECONNECT, |s| matches!(s, LinkState::Disconnected(_)))
@@ -231,8 +249,7 @@ fn an_account_disabled_while_the_centre_was_down_is_refused_at_reconfirmation() 
                     .callsign_str()
                     .is_some_and(|c| !c.is_empty()));
             }
-            // Let the entries reach the store (written in the background).
-            tokio::time::sleep(Duration::from_millis(800)).await;
+            entries_stored(env, 3).await;
             let (udp, control) = (server.local_addr(), server.control_addr().unwrap());
             server.shutdown().await;
             for e in [&ea, &eb] {
