@@ -3,7 +3,8 @@
 //! `ServerHandle` centre and an `EdgeServer` edge, both with loopback not
 //! exempt, and devices on their own 127.0.0.x addresses. The centre caps
 //! an account's endpoints over its direct sessions and every edge's
-//! together and refuses one more with the single node's reject; a new
+//! together and refuses one more, through an edge or directly, with the
+//! single node's reject; a new
 //! endpoint at the edge receives fan-out only once heard again after
 //! `receive_after_ms`; an ICMP port unreachable read on the edge's socket
 //! ends the session there.
@@ -124,6 +125,12 @@ fn the_account_cap_counts_direct_and_edge_sessions_together() {
             // reject (code 3, too_many_devices).
             let third = Device::new(53, "alice", 3, PW).await;
             let data = login_answer(&third, at).await;
+            assert_eq!(data[0], 3, "{data:?}");
+            assert_eq!(&data[1..], b"too_many_devices");
+            // And so is a third directly on the centre: a direct login
+            // counts the account's edge sessions too.
+            let fourth = Device::new(55, "alice", 4, PW).await;
+            let data = login_answer(&fourth, server.local_addr()).await;
             assert_eq!(data[0], 3, "{data:?}");
             assert_eq!(&data[1..], b"too_many_devices");
             // Another account is not affected.

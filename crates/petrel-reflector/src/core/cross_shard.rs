@@ -169,18 +169,20 @@ pub struct Membership {
 }
 
 impl Membership {
-    /// Admits `key` at `addr`, heard at `now`, under the caps of `policy`
-    /// ([`EndpointCaps::claim`]). Returns the device evicted to make room,
-    /// and its group if that changed: the device stops receiving at once
-    /// and stays counted online until its shard ends its session.
+    /// Admits `key` at `addr`, heard at `now`, under the caps of `policy`,
+    /// with `elsewhere` endpoints of its account held on other nodes
+    /// ([`EndpointCaps::claim_counting`]). Returns the device evicted to make
+    /// room, and its group if that changed: the device stops receiving at
+    /// once and stays counted online until its shard ends its session.
     pub fn claim(
         &mut self,
         key: DeviceKey,
         addr: SocketAddr,
         policy: &EndpointPolicy,
         now: Instant,
+        elsewhere: usize,
     ) -> Result<Option<(DeviceKey, Option<i64>)>, EndpointLimit> {
-        let evicted = self.caps.claim(key, addr, policy, now)?;
+        let evicted = self.caps.claim_counting(key, addr, policy, now, elsewhere)?;
         Ok(evicted.map(|victim| (victim, self.stop_receiving(victim))))
     }
 
@@ -615,7 +617,7 @@ impl CrossShard for LocalTables {
         policy: &EndpointPolicy,
         now: Instant,
     ) -> Result<EndpointClaim, EndpointLimit> {
-        let Some((victim, group)) = self.membership.claim(key, addr, policy, now)? else {
+        let Some((victim, group)) = self.membership.claim(key, addr, policy, now, 0)? else {
             return Ok(EndpointClaim::default());
         };
         Ok(EndpointClaim {

@@ -66,6 +66,22 @@ impl EndpointCaps {
         policy: &EndpointPolicy,
         now: Instant,
     ) -> Result<Option<DeviceKey>, EndpointLimit> {
+        self.claim_counting(key, addr, policy, now, 0)
+    }
+
+    /// [`claim`](Self::claim), with `elsewhere` counted endpoints of the
+    /// account held on other nodes (a centre's edges; draarl-interconnect
+    /// §3.8), so that the account cap holds over the whole cluster. The
+    /// prefix cap stays local: a prefix's endpoints on another node are that
+    /// node's to bound.
+    pub fn claim_counting(
+        &mut self,
+        key: DeviceKey,
+        addr: SocketAddr,
+        policy: &EndpointPolicy,
+        now: Instant,
+        elsewhere: usize,
+    ) -> Result<Option<DeviceKey>, EndpointLimit> {
         if let Some(h) = self.held.get_mut(&key).filter(|h| h.addr == addr) {
             h.heard = now;
             return Ok(None);
@@ -78,7 +94,8 @@ impl EndpointCaps {
                 Some(h) if h.counted => (1, SourcePrefix::of(h.addr.ip()) == prefix),
                 _ => (0, false),
             };
-            let account = self.per_account.get(&key.0).copied().unwrap_or(0) - own_account;
+            let account =
+                self.per_account.get(&key.0).copied().unwrap_or(0) - own_account + elsewhere;
             if account >= policy.max_per_account {
                 return Err(EndpointLimit::Account);
             }
@@ -228,6 +245,32 @@ mod tests {
         assert_eq!(c.claim((2, 1), a("203.0.113.2:1000"), &p, t), Ok(None));
         c.release((1, 2));
         assert_eq!(c.claim((1, 3), a("203.0.113.1:1000"), &p, t), Ok(None));
+    }
+
+    #[test]
+    fn endpoints_held_elsewhere_count_against_the_account_cap() {
+        let p = policy(3, 100);
+        let mut c = EndpointCaps::default();
+        let t = at(0);
+        // Two of the account's endpoints are on an edge: one fits here.
+        assert_eq!(
+            c.claim_counting((1, 1), a("192.0.2.1:1"), &p, t, 2),
+            Ok(None)
+        );
+        assert_eq!(
+            c.claim_counting((1, 2), a("192.0.2.2:1"), &p, t, 2),
+            Err(EndpointLimit::Account)
+        );
+        // The device already held here moves without counting itself.
+        assert_eq!(
+            c.claim_counting((1, 1), a("192.0.2.3:1"), &p, t, 2),
+            Ok(None)
+        );
+        // With the edge sessions gone, the account has room again.
+        assert_eq!(
+            c.claim_counting((1, 2), a("192.0.2.2:1"), &p, t, 0),
+            Ok(None)
+        );
     }
 
     #[test]

@@ -15,13 +15,17 @@
 //! `routes` and `edge_routes` exactly when `owners` holds it.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::codec::interconnect::messages::DeviceRoute;
 use crate::codec::interconnect::NodeId;
 use crate::core::interconnect::{
-    ControlRef, DeviceOwners, EdgeRoutes, LeaseTable, OwnedSession, RouteLimitError,
-    SessionEntries, MAX_DEVICE_SESSIONS_PER_NODE, MAX_SESSION_ENTRIES, SESSION_RECOVERY_WINDOW,
+    ControlRef, DeviceIdentity, DeviceOwners, EdgeRoutes, LeaseTable, OwnedSession,
+    RouteLimitError, SessionEntries, MAX_DEVICE_SESSIONS_PER_NODE, MAX_SESSION_ENTRIES,
+    SESSION_RECOVERY_WINDOW,
 };
+use crate::model::DeviceKey;
+use crate::runtime::shared_tables::EndpointsElsewhere;
 
 /// Receive domains kept per route (§7 `MaxRxDomainsPerRoute`).
 pub const MAX_RX_DOMAINS_PER_ROUTE: usize = 64;
@@ -44,6 +48,22 @@ pub struct CentreDevices {
     pub leases: LeaseTable,
     /// The device-session entries kept across a restart (§3.9, §6.2).
     pub entries: SessionEntries,
+}
+
+/// The edge sessions of each account, as the account cap of a direct
+/// login on the centre counts them (the cap holds over the centre and its
+/// edges, as it does for a login through an edge: `centre_device_auth`).
+#[derive(Debug)]
+pub struct EdgeEndpoints(pub Arc<Mutex<CentreDevices>>);
+
+impl EndpointsElsewhere for EdgeEndpoints {
+    fn of_account_except(&self, key: DeviceKey) -> usize {
+        let devices = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        devices.owners.of_account_except(DeviceIdentity {
+            owner_id: key.0,
+            ssid: key.1,
+        })
+    }
 }
 
 impl Default for CentreDevices {

@@ -33,7 +33,7 @@ use super::super::fanout::FanoutEngine;
 use super::super::shared_tables::SharedTables;
 use super::super::wall_clock::unix_ms;
 use super::centre_device_auth::CentreStore;
-use super::centre_devices::CentreDevices;
+use super::centre_devices::{CentreDevices, EdgeEndpoints};
 use super::centre_directory::CentreDirectory;
 use super::centre_stats::ControlServerStats;
 use super::centre_tables::CentreTables;
@@ -113,6 +113,11 @@ impl CentreRelay {
         stop: Arc<AtomicBool>,
     ) -> std::io::Result<(Arc<Self>, JoinHandle<()>)> {
         let (doorbell, rung) = mpsc::sync_channel(1);
+        parts
+            .shared
+            .count_endpoints_elsewhere(Arc::new(EdgeEndpoints(Arc::clone(
+                &parts.tables.devices,
+            ))));
         let relay = Arc::new(Self {
             data: parts.data,
             control_stats: parts.control_stats,

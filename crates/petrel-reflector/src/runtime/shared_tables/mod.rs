@@ -22,7 +22,7 @@
 
 use std::net::SocketAddr;
 use std::ops::DerefMut;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::Instant;
 
 use crate::core::{
@@ -40,6 +40,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Endpoints that accounts hold on other nodes: a centre's edge sessions
+/// (draarl-interconnect §3.8), which the account cap of a direct login
+/// counts with the endpoints held here.
+pub trait EndpointsElsewhere: Send + Sync + std::fmt::Debug {
+    /// Endpoints of `key`'s account held on other nodes, other than `key`'s
+    /// own (a direct login ends that device's session elsewhere). Takes
+    /// only its own locks, and none of [`SharedTables`]'s.
+    fn of_account_except(&self, key: DeviceKey) -> usize;
+}
+
 /// The tables shared by every shard; each shard holds a clone of the `Arc`
 /// (which implements [`CrossShard`]).
 #[derive(Debug)]
@@ -49,6 +59,8 @@ pub struct SharedTables {
     membership: Mutex<Membership>,
     logins: Mutex<LoginGuard>,
     ghosts: Mutex<GhostRegistry>,
+    /// Set once on a centre; a single node counts only its own endpoints.
+    elsewhere: OnceLock<Arc<dyn EndpointsElsewhere>>,
 }
 
 impl SharedTables {
@@ -62,7 +74,15 @@ impl SharedTables {
             membership: Mutex::new(Membership::default()),
             logins: Mutex::new(LoginGuard::new(cfg, now)),
             ghosts: Mutex::new(GhostRegistry::new(GhostLimits::of(cfg))),
+            elsewhere: OnceLock::new(),
         }
+    }
+
+    /// Makes the endpoint caps of direct logins count the accounts'
+    /// endpoints on other nodes as well (a centre with edges). Only the
+    /// first call has an effect: a node has one set of edges.
+    pub fn count_endpoints_elsewhere(&self, elsewhere: Arc<dyn EndpointsElsewhere>) {
+        let _first = self.elsewhere.set(elsewhere);
     }
 
     /// The app-session registry. Release it before invalidating snapshots
@@ -188,7 +208,13 @@ impl CrossShard for Arc<SharedTables> {
         policy: &EndpointPolicy,
         now: Instant,
     ) -> Result<EndpointClaim, EndpointLimit> {
-        let claimed = lock(&self.membership).claim(key, addr, policy, now)?;
+        // Counted before the membership lock is taken: the centre's tables
+        // take that lock while holding theirs.
+        let elsewhere = self
+            .elsewhere
+            .get()
+            .map_or(0, |e| e.of_account_except(key));
+        let claimed = lock(&self.membership).claim(key, addr, policy, now, elsewhere)?;
         let Some((victim, group)) = claimed else {
             return Ok(EndpointClaim::default());
         };
