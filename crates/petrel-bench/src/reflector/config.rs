@@ -87,6 +87,15 @@ pub enum LoadError {
     /// Devices did not authenticate.
     #[error("{0} devices failed to log in")]
     Login(usize),
+    /// Devices did not authenticate through a stage's nodes; `counters`
+    /// names each node's nonzero login counters, to say where they stopped.
+    #[error("{failed} devices failed to log in (login counters per node: {counters})")]
+    NodeLogin {
+        /// Devices that were not logged in.
+        failed: usize,
+        /// `node: name=value …; node: …`.
+        counters: String,
+    },
 }
 
 impl LoadConfig {

@@ -2,7 +2,7 @@
 //! their sockets, and their login by heartbeat (draarl-v1 §7.2).
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use petrel_reflector::codec::{decode, encode, Header, PacketType};
@@ -136,17 +136,49 @@ pub(super) fn login(d: &Device) -> bool {
 /// Threads logging devices in at once.
 const LOGIN_THREADS: usize = 8;
 
+/// Starts the logins of the login threads no faster than a set rate: the
+/// k-th starts `k / rate` seconds after the first.
+#[derive(Debug)]
+struct LoginPacer {
+    start: Instant,
+    gap: Duration,
+    next: AtomicU32,
+}
+
+impl LoginPacer {
+    fn new(per_s: u32) -> Self {
+        Self {
+            start: Instant::now(),
+            gap: Duration::from_secs(1) / per_s.max(1),
+            next: AtomicU32::new(0),
+        }
+    }
+
+    /// Waits for the next login's turn.
+    fn wait(&self) {
+        let due = self.start + self.gap * self.next.fetch_add(1, Relaxed);
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
+    }
+}
+
 /// Logs in every device of `devices` from `LOGIN_THREADS` threads; how many
 /// failed to log in.
 pub(super) fn login_all(devices: &[Device]) -> usize {
     let accepted: Vec<AtomicBool> = devices.iter().map(|_| AtomicBool::new(false)).collect();
-    login_all_marking(devices, &accepted)
+    login_all_marking(devices, &accepted, None)
 }
 
 /// [`login_all`], setting `accepted[i]` once device `i` is logged in
-/// (`accepted` has one flag per device).
-pub(super) fn login_all_marking(devices: &[Device], accepted: &[AtomicBool]) -> usize {
+/// (`accepted` has one flag per device), starting at most `per_s` logins a
+/// second when given.
+pub(super) fn login_all_marking(
+    devices: &[Device],
+    accepted: &[AtomicBool],
+    per_s: Option<u32>,
+) -> usize {
     let per = devices.len().div_ceil(LOGIN_THREADS).max(1);
+    let pacer = per_s.map(LoginPacer::new);
+    let pacer = pacer.as_ref();
     std::thread::scope(|s| {
         let handles: Vec<_> = devices
             .chunks(per)
@@ -156,6 +188,9 @@ pub(super) fn login_all_marking(devices: &[Device], accepted: &[AtomicBool]) -> 
                     c.iter()
                         .zip(flags)
                         .filter(|(d, flag)| {
+                            if let Some(p) = pacer {
+                                p.wait();
+                            }
                             let ok = login(d);
                             flag.store(ok, Relaxed);
                             !ok

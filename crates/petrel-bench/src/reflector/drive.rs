@@ -62,7 +62,7 @@ pub(super) fn drive(
         .collect::<Result<_, LoadError>>()?;
     let receipts = probe.receipts();
     let t0 = Instant::now();
-    let failed = login_keeping_alive(&devices);
+    let failed = login_keeping_alive(&devices, None);
     if failed > 0 {
         return Err(LoadError::Login(failed));
     }

@@ -106,7 +106,7 @@ fn run(input: &mut impl BufRead, out: &mut impl Write) -> Result<(), LoadError> 
             Ok(d)
         })
         .collect::<Result<_, LoadError>>()?;
-    let failed = login_keeping_alive(&devices);
+    let failed = login_keeping_alive(&devices, spec.login_per_s);
     for d in &devices {
         d.sock.set_nonblocking(true)?;
     }
@@ -270,6 +270,7 @@ mod tests {
             warmup_rounds: 8,
             measured_rounds: 10,
             receipts: None,
+            login_per_s: None,
         }
     }
 

@@ -42,6 +42,15 @@ use crate::record::reflector_cluster::GeneratorStage;
 
 /// How long the devices may take to log in, all generators together.
 const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
+/// Logins the generators of a stage start per second, together. An edge
+/// forwards at most 450 a second to the centre (`DeviceAuthPPSPerNode`,
+/// draarl-interconnect §7); a login it does not forward is answered at
+/// the device's next heartbeat, 2.5 s later, and after four unanswered
+/// ones the device counts as failed (draarl-v1 §7.2). The reference's tool
+/// is paced by its 32 workers waiting on the server's answers; ours are
+/// answered faster than an edge may forward, so they are paced to stay
+/// under one edge's share whatever the layout.
+const STAGE_LOGINS_PER_S: u32 = 400;
 /// How far ahead of a phase's first round the driver names its instant, so
 /// every child has the command before it is due.
 const LEAD: Duration = Duration::from_millis(200);
@@ -278,6 +287,7 @@ pub(super) fn drive_split(
     let stage = unix_ns();
     let rounds = measured_rounds(cfg);
     let receipts = probe.receipts();
+    let n_generators = u32::try_from(ranges.len()).unwrap_or(u32::MAX).max(1);
     let specs = ranges
         .iter()
         .map(|r| GeneratorSpec {
@@ -295,6 +305,7 @@ pub(super) fn drive_split(
             warmup_rounds: WARMUP_ROUNDS,
             measured_rounds: rounds,
             receipts: receipts.map(|r| r.shape()),
+            login_per_s: Some((STAGE_LOGINS_PER_S / n_generators).max(1)),
         })
         .collect();
     let t0 = Instant::now();
@@ -307,7 +318,7 @@ pub(super) fn drive_split(
         .into_iter()
         .sum();
     if failed > 0 {
-        return Err(LoadError::Login(failed));
+        return Err(probe.login_failure(failed));
     }
     let connect_per_s = cfg.devices as f64 / t0.elapsed().as_secs_f64();
     let host_load_1m = load_avg_1m().unwrap_or(0.0);
@@ -487,6 +498,7 @@ mod tests {
             warmup_rounds: 8,
             measured_rounds: 1,
             receipts: None,
+            login_per_s: None,
         }
     }
 

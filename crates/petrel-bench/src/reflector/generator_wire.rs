@@ -52,6 +52,8 @@ pub(super) struct GeneratorSpec {
     pub measured_rounds: u64,
     /// The stage's receipts, if it keeps them.
     pub receipts: Option<ReceiptShape>,
+    /// Logins it starts per second at most (`None`: as fast as answered).
+    pub login_per_s: Option<u32>,
 }
 
 /// Driver → generator.
@@ -168,6 +170,7 @@ mod tests {
                 first_round: 8,
                 rounds: 16,
             }),
+            login_per_s: Some(200),
         };
         let mut text = line_of(&spec).unwrap();
         text += &line_of(&Command::Measure { at_unix_ns: 5 }).unwrap();

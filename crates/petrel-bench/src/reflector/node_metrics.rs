@@ -159,6 +159,25 @@ impl MetricsReading {
     }
 }
 
+/// Words in the names of the counters that say where logins stopped.
+const LOGIN_WORDS: [&str; 6] = ["auth", "login", "reject", "refus", "pending", "budget"];
+
+/// The nonzero counters of `reading` that say where logins stopped (names
+/// holding one of [`LOGIN_WORDS`]) as `name=value …`, or `none`.
+pub fn login_counters(reading: &MetricsReading) -> String {
+    let found: Vec<String> = reading
+        .increases_since(&MetricsReading::default())
+        .into_iter()
+        .filter(|(name, _)| LOGIN_WORDS.iter().any(|w| series_base(name).contains(w)))
+        .map(|(name, v)| format!("{name}={v}"))
+        .collect();
+    if found.is_empty() {
+        "none".to_owned()
+    } else {
+        found.join(" ")
+    }
+}
+
 /// The series name without its labels.
 fn series_base(name: &str) -> &str {
     name.split('{').next().unwrap_or(name)
@@ -258,6 +277,19 @@ not_a_number_total x
         assert_eq!(get("petrel_reflector_session_logins_total"), Some(2));
         // Gauges are not counters.
         assert_eq!(get("petrel_reflector_fanout_queue_high_water"), None);
+    }
+
+    #[test]
+    fn login_counters_name_the_nonzero_ones() {
+        let m = MetricsReading::parse(AFTER);
+        let c = login_counters(&m);
+        assert!(c.contains("petrel_reflector_session_logins_total="), "{c}");
+        assert!(
+            c.contains("petrel_reflector_edge_session_auth_pending_drops_total=9"),
+            "{c}"
+        );
+        assert!(!c.contains("fanout"), "{c}");
+        assert_eq!(login_counters(&MetricsReading::default()), "none");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use petrel_sys::proc::{
 
 use super::cluster_layout::receivers;
 use super::loss_attribution::{attribute, NodeDrops};
-use super::node_metrics::{drop_increases, node_drops, MetricsReading};
+use super::node_metrics::{drop_increases, login_counters, node_drops, MetricsReading};
 use super::receipts::FrameReceipts;
 use super::stage_probe::StageProbe;
 use super::LoadError;
@@ -247,5 +247,18 @@ impl StageProbe for NodeProbe {
         let r = self.read()?;
         *self.last.lock().unwrap_or_else(PoisonError::into_inner) = Some(r);
         Ok(())
+    }
+
+    fn login_failure(&self, failed: usize) -> LoadError {
+        let counters = self
+            .nodes
+            .iter()
+            .map(|n| match MetricsReading::fetch(n.http) {
+                Ok(m) => format!("{}: {}", n.name, login_counters(&m)),
+                Err(e) => format!("{}: /metrics {e}", n.name),
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        LoadError::NodeLogin { failed, counters }
     }
 }

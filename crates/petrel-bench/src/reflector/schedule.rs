@@ -84,14 +84,15 @@ pub(super) fn heartbeat_loop(
 /// the devices already logged in keep heartbeating, as real devices do: a
 /// login phase longer than the reflector's 20 s session timeout (logins
 /// proxied through edges are slower) must not time out the first devices
-/// before the stage's own heartbeats start. How many failed to log in.
-pub(super) fn login_keeping_alive(devices: &[Device]) -> usize {
+/// before the stage's own heartbeats start. At most `per_s` logins start a
+/// second when given. How many failed to log in.
+pub(super) fn login_keeping_alive(devices: &[Device], per_s: Option<u32>) -> usize {
     let accepted: Vec<AtomicBool> = devices.iter().map(|_| AtomicBool::new(false)).collect();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
         let (accepted, done) = (&accepted, &done);
         s.spawn(move || heartbeat_loop(devices, done, Some(accepted)));
-        let failed = login_all_marking(devices, accepted);
+        let failed = login_all_marking(devices, accepted, per_s);
         done.store(true, Relaxed);
         failed
     })

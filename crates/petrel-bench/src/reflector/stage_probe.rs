@@ -45,6 +45,11 @@ pub(super) trait StageProbe: Sync {
     fn end(&self) -> Result<(), LoadError> {
         Ok(())
     }
+
+    /// The error for `failed` devices that did not log in.
+    fn login_failure(&self, failed: usize) -> LoadError {
+        LoadError::Login(failed)
+    }
 }
 
 /// A stage with nothing added.

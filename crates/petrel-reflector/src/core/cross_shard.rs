@@ -182,7 +182,9 @@ impl Membership {
         now: Instant,
         elsewhere: usize,
     ) -> Result<Option<(DeviceKey, Option<i64>)>, EndpointLimit> {
-        let evicted = self.caps.claim_counting(key, addr, policy, now, elsewhere)?;
+        let evicted = self
+            .caps
+            .claim_counting(key, addr, policy, now, elsewhere)?;
         Ok(evicted.map(|victim| (victim, self.stop_receiving(victim))))
     }
 

@@ -55,6 +55,16 @@ use super::control_send::{reliable, ControlSend};
 use super::outbound::MessageIds;
 use super::route_projection::{Projection, MAX_DEVICE_SESSIONS_PER_NODE};
 
+/// DeviceAuth requests the edge sends per second at most, with
+/// [`DEVICE_AUTH_BURST`] banked: any one second then holds at most 500, the
+/// centre's `DeviceAuthPPSPerNode` (§7), whose windows the edge's clock
+/// does not share. The centre drops requests over its budget without an
+/// answer, and the edge would hold such a login pending for
+/// [`PENDING_AUTH_TIMEOUT`], ignoring the device's retries meanwhile; a
+/// login the edge does not send is retried at the device's next heartbeat.
+pub const DEVICE_AUTH_PER_S: u32 = 450;
+/// See [`DEVICE_AUTH_PER_S`].
+pub const DEVICE_AUTH_BURST: u32 = 50;
 /// A pending DeviceAuth request expires after this long (§3.8).
 pub const PENDING_AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default `DeviceSessionTimeoutSeconds` (§2, §3.8: 20 s, 5–300).
@@ -336,6 +346,9 @@ pub struct EdgeSessionCounters {
     pub auth_prefix_drops: u64,
     /// Logins not proxied: their identity spent its budget.
     pub auth_identity_drops: u64,
+    /// Logins not proxied: the edge spent the centre's DeviceAuth budget
+    /// ([`DEVICE_AUTH_PER_S`]); the device's next heartbeat tries again.
+    pub auth_rate_drops: u64,
     /// Grants refused: the account holds `max_per_account` endpoints here.
     pub account_endpoint_limit_rejects: u64,
     /// Grants refused: the source /24 (/64) is full and the account holds
@@ -373,6 +386,8 @@ pub struct EdgeSessions {
     caps: EndpointCaps,
     prefix_budget: BucketTable<SourcePrefix>,
     identity_budget: BucketTable<String>,
+    /// DeviceAuth requests toward the centre (one key).
+    node_budget: BucketTable<()>,
     counters: EdgeSessionCounters,
 }
 
@@ -406,6 +421,11 @@ impl EdgeSessions {
                 b.identity_per_min,
                 b.identity_burst,
                 b.table_max,
+            ),
+            node_budget: BucketTable::per_min(
+                DEVICE_AUTH_PER_S.saturating_mul(60),
+                DEVICE_AUTH_BURST,
+                1,
             ),
             cfg,
             sessions: HashMap::new(),
@@ -495,6 +515,10 @@ impl EdgeSessions {
             self.drop_pending(id);
             self.counters.auth_expired += 1;
         }
+        if !self.node_budget.has_token(&(), now) {
+            self.counters.auth_rate_drops += 1;
+            return None;
+        }
         if !self.cfg.endpoints.exempt(addr) {
             self.prefix_budget.sweep(now);
             self.identity_budget.sweep(now);
@@ -509,6 +533,7 @@ impl EdgeSessions {
             }
             self.prefix_budget.take(prefix, now);
         }
+        self.node_budget.take((), now);
         if self.pending.len() >= self.cfg.max_pending.max(1) {
             if let Some(oldest) = self
                 .pending

@@ -109,8 +109,8 @@ pub use device_owners::{
 };
 pub use device_sessions_edge::{
     identity_key, removal_reason, AuthBudgetConfig, AuthOutcome, EdgeSessionCounters, EdgeSessions,
-    EdgeSessionsConfig, LocalDeviceSession, Removal, SwapError, Touch, DEVICE_SESSION_TIMEOUT,
-    GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
+    EdgeSessionsConfig, LocalDeviceSession, Removal, SwapError, Touch, DEVICE_AUTH_BURST,
+    DEVICE_AUTH_PER_S, DEVICE_SESSION_TIMEOUT, GRANT_RENEW_BEFORE, PENDING_AUTH_TIMEOUT,
 };
 pub use edge_device_ingest::GHOST_UNSUPPORTED;
 pub use edge_devices::{

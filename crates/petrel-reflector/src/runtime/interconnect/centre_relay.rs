@@ -115,9 +115,7 @@ impl CentreRelay {
         let (doorbell, rung) = mpsc::sync_channel(1);
         parts
             .shared
-            .count_endpoints_elsewhere(Arc::new(EdgeEndpoints(Arc::clone(
-                &parts.tables.devices,
-            ))));
+            .count_endpoints_elsewhere(Arc::new(EdgeEndpoints(Arc::clone(&parts.tables.devices))));
         let relay = Arc::new(Self {
             data: parts.data,
             control_stats: parts.control_stats,

@@ -244,6 +244,7 @@ fn session_pairs(c: &EdgeSessionCounters) -> Vec<(&'static str, u64)> {
         ("removed", c.removed),
         ("auth_prefix_drops", c.auth_prefix_drops),
         ("auth_identity_drops", c.auth_identity_drops),
+        ("auth_rate_drops", c.auth_rate_drops),
         (
             "account_endpoint_limit_rejects",
             c.account_endpoint_limit_rejects,

@@ -210,10 +210,7 @@ impl CrossShard for Arc<SharedTables> {
     ) -> Result<EndpointClaim, EndpointLimit> {
         // Counted before the membership lock is taken: the centre's tables
         // take that lock while holding theirs.
-        let elsewhere = self
-            .elsewhere
-            .get()
-            .map_or(0, |e| e.of_account_except(key));
+        let elsewhere = self.elsewhere.get().map_or(0, |e| e.of_account_except(key));
         let claimed = lock(&self.membership).claim(key, addr, policy, now, elsewhere)?;
         let Some((victim, group)) = claimed else {
             return Ok(EndpointClaim::default());

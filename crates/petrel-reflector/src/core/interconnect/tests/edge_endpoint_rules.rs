@@ -312,3 +312,44 @@ fn proxied_logins_are_budgeted_per_source_prefix_and_per_identity() {
             .is_some());
     }
 }
+
+#[test]
+fn proxied_logins_stay_within_the_centres_device_auth_budget() {
+    let t0 = crate::test_clock::origin();
+    let mut ids = MessageIds::new();
+    let hb = heartbeat("x", 1);
+    // Exempt sources too: the budget is the centre's, not the source's.
+    let mut e = EdgeSessions::new(EdgeSessionsConfig::default());
+    let mut try_at = |e: &mut EdgeSessions, at: Instant, n: u32, from: u32| {
+        (from..from + n)
+            .filter(|i| {
+                let who = format!("bench{i}-1");
+                e.request_auth(&mut ids, at, &who, addr("127.0.0.1:9"), "ip", &hb)
+                    .is_some()
+            })
+            .count() as u32
+    };
+    // A burst sends DEVICE_AUTH_BURST at once, and no more, without holding
+    // the refused ones pending (their next heartbeat tries again).
+    assert_eq!(try_at(&mut e, t0, 80, 0), DEVICE_AUTH_BURST);
+    assert_eq!(
+        e.counters().auth_rate_drops,
+        80 - u64::from(DEVICE_AUTH_BURST)
+    );
+    assert_eq!(e.pending(), DEVICE_AUTH_BURST as usize);
+    // Requests all through the next second: at most the centre's 500 of
+    // them are sent (the refill and the banked burst).
+    let second = t0 + Duration::from_secs(1);
+    let sent: u32 = (0..1_000u32)
+        .map(|ms| {
+            try_at(
+                &mut e,
+                second + Duration::from_millis(u64::from(ms)),
+                1,
+                10_000 + ms,
+            )
+        })
+        .sum();
+    assert!(sent <= 500, "{sent}");
+    assert!(sent >= DEVICE_AUTH_PER_S, "{sent}");
+}
