@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use petrel_reflector::codec::{decode, encode, Header, PacketType};
+use petrel_reflector::codec::{decode, encode, encode_into, Header, PacketType};
 use petrel_sys::socket::{set_buffers, BufferRequest, OnRefusal};
 
 use super::LoadError;
@@ -99,6 +99,24 @@ pub(super) fn make_device(i: usize, server: SocketAddr) -> Result<Device, LoadEr
         downlink_reserved: 0,
         receipt_row: 0,
     })
+}
+
+/// Encodes `d`'s voice packet of round `k` into `packet`, after writing the
+/// stage id `stage_id`, the round and the send time (Unix ns) into
+/// `payload` behind its marker (draarl-v1 §7.3).
+pub(super) fn encode_voice(
+    d: &Device,
+    payload: &mut [u8],
+    stage_id: u64,
+    k: u64,
+    packet: &mut Vec<u8>,
+) -> Result<(), LoadError> {
+    payload[8..16].copy_from_slice(&stage_id.to_be_bytes());
+    payload[16..24].copy_from_slice(&k.to_be_bytes());
+    payload[24..32].copy_from_slice(&unix_ns().to_be_bytes());
+    let mut h = d.header.clone();
+    h.packet_type = PacketType::Voice;
+    encode_into(&h, payload, packet).map_err(|e| LoadError::Invalid(e.to_string()))
 }
 
 /// Heartbeats until one is answered with a callsign: up to 4 unanswered

@@ -6,12 +6,11 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use petrel_reflector::codec::{encode_into, PacketType};
 use petrel_sys::proc::{load_avg_1m, rss_bytes};
 
 use super::apps::{self, in_group};
 use super::cpu::{cpu_between, CpuSample};
-use super::device::{make_device, unix_ns, Device, MARKER};
+use super::device::{encode_voice, make_device, unix_ns, Device, MARKER};
 use super::receive::{self, Tally, RECV_THREAD};
 use super::schedule::{heartbeat_loop, login_keeping_alive, Schedule};
 use super::stage_probe::StageProbe;
@@ -197,13 +196,7 @@ pub(super) fn drive(
             let stage_id = if k < WARMUP_ROUNDS { 0 } else { stage };
             for &g in &speakers {
                 let d = &devices[g];
-                payload[8..16].copy_from_slice(&stage_id.to_be_bytes());
-                payload[16..24].copy_from_slice(&k.to_be_bytes());
-                payload[24..32].copy_from_slice(&unix_ns().to_be_bytes());
-                let mut h = d.header.clone();
-                h.packet_type = PacketType::Voice;
-                encode_into(&h, &payload, &mut packet)
-                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
+                encode_voice(d, &mut payload, stage_id, k, &mut packet)?;
                 if d.sock.send(&packet).is_ok() && k >= WARMUP_ROUNDS {
                     if let Some(r) = receipts {
                         r.mark_sent(g, k);
@@ -256,11 +249,41 @@ pub(super) fn drive(
     }
     let tally = all;
     let expected: u64 = expected_kind.iter().sum();
-    let received = tally.received;
+    let mut r = LoadResult {
+        process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
+        server_rss_mb: server_pid
+            .and_then(rss_bytes)
+            .map(|b| b as f64 / (1024.0 * 1024.0)),
+        server_process: if server_pid.is_some() {
+            "child"
+        } else {
+            "in-process"
+        }
+        .to_owned(),
+        connect_per_s,
+        host_load_1m,
+        by_kind: if kinds.len() > 1 { kinds } else { Vec::new() },
+        ..stage_result(cfg, sent, expected, &tally)
+    };
+    if let Some((a, b)) = samples {
+        cpu_between(&mut r, &a, &b);
+    }
+    Ok(r)
+}
+
+/// A stage's delivery figures from its sends, the datagrams its receivers
+/// were owed and what they received; the process and host fields default.
+pub(super) fn stage_result(
+    cfg: &LoadConfig,
+    sent: u64,
+    expected: u64,
+    tally: &Tally,
+) -> LoadResult {
     let hist = &tally.hist;
     let measure_s = (cfg.duration_s as f64).max(1e-9);
     let packet_bytes = 90 + cfg.payload;
-    let mut r = LoadResult {
+    let received = tally.received;
+    LoadResult {
         clients: cfg.devices,
         groups: cfg.groups,
         packet_bytes,
@@ -276,26 +299,9 @@ pub(super) fn drive(
         latency_p95_ms: hist.value_at_quantile(0.95) as f64 / 1000.0,
         latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
         latency_max_ms: hist.max() as f64 / 1000.0,
-        process_rss_mb: rss_bytes(pid).unwrap_or(0) as f64 / (1024.0 * 1024.0),
-        server_rss_mb: server_pid
-            .and_then(rss_bytes)
-            .map(|b| b as f64 / (1024.0 * 1024.0)),
-        server_process: if server_pid.is_some() {
-            "child"
-        } else {
-            "in-process"
-        }
-        .to_owned(),
-        connect_per_s,
-        host_load_1m,
         recv_errors: tally.recv_errors,
-        by_kind: if kinds.len() > 1 { kinds } else { Vec::new() },
         ..LoadResult::default()
-    };
-    if let Some((a, b)) = samples {
-        cpu_between(&mut r, &a, &b);
     }
-    Ok(r)
 }
 
 /// The loss and latency of one kind of receiver.

@@ -13,10 +13,8 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use petrel_reflector::codec::{encode_into, PacketType};
-
 use super::apps::in_group;
-use super::device::{make_device, unix_ns, Device, MARKER};
+use super::device::{encode_voice, make_device, unix_ns, Device, MARKER};
 use super::drive::RECEIVER_THREADS;
 use super::fd_budget::raise_nofile;
 use super::generator_wire::{
@@ -232,13 +230,7 @@ impl Sender<'_> {
             }
             for &g in &speakers {
                 let d = &self.devices[g - spec.first];
-                payload[8..16].copy_from_slice(&stage_id.to_be_bytes());
-                payload[16..24].copy_from_slice(&k.to_be_bytes());
-                payload[24..32].copy_from_slice(&unix_ns().to_be_bytes());
-                let mut h = d.header.clone();
-                h.packet_type = PacketType::Voice;
-                encode_into(&h, &payload, &mut packet)
-                    .map_err(|e| LoadError::Invalid(e.to_string()))?;
+                encode_voice(d, &mut payload, stage_id, k, &mut packet)?;
                 if d.sock.send(&packet).is_ok() && measured {
                     if let Some(r) = self.receipts {
                         r.mark_sent(g, k);

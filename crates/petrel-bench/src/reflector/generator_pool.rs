@@ -30,7 +30,7 @@ use petrel_sys::proc::{load_avg_1m, peak_rss_bytes_of, rss_bytes, threads_cpu_ns
 
 use super::cpu::{cpu_between, CpuSample};
 use super::device::unix_ns;
-use super::drive::{loss_pct, measured_rounds, Target, WARMUP_ROUNDS};
+use super::drive::{measured_rounds, stage_result, Target, WARMUP_ROUNDS};
 use super::fd_budget::{self, devices_per_generator, raise_nofile};
 use super::generator_wire::{
     line_of, read_message, Command, GeneratorSpec, GeneratorTally, Report,
@@ -380,7 +380,7 @@ pub(super) fn drive_split(
     let (sent, expected) = sends
         .iter()
         .fold((0, 0), |(s, e), (s2, e2)| (s + s2, e + e2));
-    let mut r = result(cfg, sent, expected, &tally);
+    let mut r = stage_result(cfg, sent, expected, &tally);
     r.connect_per_s = connect_per_s;
     r.host_load_1m = host_load_1m;
     r.process_rss_mb = generators.iter().map(|g| g.rss_mb).sum();
@@ -413,33 +413,6 @@ fn absorb(tally: &mut Tally, t: &GeneratorTally) {
     tally.wrong_reserved += t.wrong_reserved;
     for &(value, count) in &t.latency_us {
         tally.hist.saturating_record_n(value, count);
-    }
-}
-
-/// The stage's figures from the summed sends and the merged tally.
-fn result(cfg: &LoadConfig, sent: u64, expected: u64, tally: &Tally) -> LoadResult {
-    let hist = &tally.hist;
-    let measure_s = (cfg.duration_s as f64).max(1e-9);
-    let packet_bytes = 90 + cfg.payload;
-    let received = tally.received;
-    LoadResult {
-        clients: cfg.devices,
-        groups: cfg.groups,
-        packet_bytes,
-        interval_ms: cfg.interval_ms,
-        sent,
-        expected,
-        received,
-        loss_pct: loss_pct(expected, received),
-        output_pps: received as f64 / measure_s,
-        output_mbps: received as f64 * packet_bytes as f64 * 8.0 / measure_s / 1e6,
-        latency_avg_ms: hist.mean() / 1000.0,
-        latency_p50_ms: hist.value_at_quantile(0.50) as f64 / 1000.0,
-        latency_p95_ms: hist.value_at_quantile(0.95) as f64 / 1000.0,
-        latency_p99_ms: hist.value_at_quantile(0.99) as f64 / 1000.0,
-        latency_max_ms: hist.max() as f64 / 1000.0,
-        recv_errors: tally.recv_errors,
-        ..LoadResult::default()
     }
 }
 
