@@ -34,6 +34,7 @@ const FRAME_DROPS: &[&str] = &[
     "ingress_rate_limit_drops",
     "ingress_queue_full_drops",
     "session_floor_busy_drops",
+    "session_floor_talk_limit_cuts",
     "session_floor_holdoff_drops",
     "session_send_ban_drops",
     "session_non_forwarding_drops",
@@ -290,6 +291,14 @@ not_a_number_total x
         );
         assert!(!c.contains("fanout"), "{c}");
         assert_eq!(login_counters(&MetricsReading::default()), "none");
+    }
+
+    #[test]
+    fn a_talker_cut_at_the_talk_limit_loses_that_frame() {
+        assert_eq!(
+            drop_kind("petrel_reflector_session_floor_talk_limit_cuts_total"),
+            Some(DropKind::Frame)
+        );
     }
 
     #[test]
