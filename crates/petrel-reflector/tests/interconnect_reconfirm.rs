@@ -14,110 +14,19 @@
 #[macro_use]
 mod support;
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use petrel_reflector::codec::PacketType;
 use petrel_reflector::core::interconnect::LinkState;
-use petrel_reflector::model::{Backend, InterconnectConfig, NodeToken, ServerConfig};
-use petrel_reflector::runtime::interconnect::{add_edge_node, EdgeServer};
+use petrel_reflector::runtime::interconnect::EdgeServer;
 use petrel_reflector::runtime::server::ServerHandle;
 
-use support::edge_devices::{bound, edge_config, frame, ready_edge, Device};
+use support::cluster::{
+    bound_edge, centre, centre_config, centre_counter, frames, on_sqlite, talk, PW, QUIET,
+    RECONNECT, SETTLE, USERS,
+};
+use support::edge_devices::{bound, Device};
 use support::Env;
-
-const PW: &str = "Secret12";
-/// Reconnecting takes up to the 5 s backoff cap plus confirmation and the
-/// snapshot (§6.1).
-const RECONNECT: Duration = Duration::from_secs(30);
-const USERS: [(&str, &str, u32); 5] = [
-    ("alice", "BA1AA", 4_600_001),
-    ("bob", "BA1BB", 4_600_002),
-    ("carol", "BA1CC", 4_600_003),
-    ("dave", "BA1DD", 4_600_004),
-    ("erin", "BA1EE", 4_600_005),
-];
-const QUIET: Duration = Duration::from_millis(150);
-const SETTLE: Duration = Duration::from_millis(600);
-
-fn centre_config(env: &Env, udp: SocketAddr, control: SocketAddr) -> ServerConfig {
-    ServerConfig {
-        listen: udp,
-        interconnect: InterconnectConfig {
-            enabled: true,
-            control_listen: control,
-            ..InterconnectConfig::default()
-        },
-        ..support::udp_config(&env.db)
-    }
-}
-
-/// A centre over `env`'s store with [`USERS`] and the edges `nodes`.
-async fn centre(env: &Env, nodes: &[&str]) -> (ServerHandle, Vec<NodeToken>) {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let store = support::open_cheap(&env.db).await;
-    support::add_users(
-        &store,
-        USERS
-            .iter()
-            .map(|(n, c, d)| support::account(n, (*c).to_owned(), *d, PW)),
-    )
-    .await;
-    let mut tokens = Vec::new();
-    for n in nodes {
-        let ic = centre_config(env, loopback, loopback).interconnect;
-        tokens.push(add_edge_node(&store, Some(n), &ic).await.unwrap());
-    }
-    store.close().await;
-    let server = ServerHandle::start(centre_config(env, loopback, loopback))
-        .await
-        .unwrap();
-    (server, tokens)
-}
-
-/// A ready edge of `server` whose UDP address the centre has bound.
-async fn bound_edge(server: &ServerHandle, token: &NodeToken) -> EdgeServer {
-    let e = ready_edge(edge_config(
-        server.control_addr().unwrap(),
-        server.local_addr(),
-        &token.credential,
-        token.pin.unwrap(),
-        Duration::from_secs(15),
-    ))
-    .await;
-    bound(
-        &server.control_server().unwrap().data_plane(),
-        token.credential.node_id(),
-    )
-    .await;
-    e
-}
-
-fn on_sqlite(name: &str, body: impl FnOnce(&Env)) {
-    support::run(Backend::Sqlite, name, body).expect("SQLite is always available");
-}
-
-async fn talk(d: &Device, to: SocketAddr, frames: impl IntoIterator<Item = u8>) {
-    for n in frames {
-        d.send(to, PacketType::Voice, &frame(n)).await;
-        tokio::time::sleep(Duration::from_millis(120)).await;
-    }
-}
-
-fn frames(r: std::ops::RangeInclusive<u8>) -> Vec<Vec<u8>> {
-    r.map(frame).collect()
-}
-
-/// The centre's interconnect counter `name` (without prefix and suffix).
-fn centre_counter(server: &ServerHandle, name: &str) -> u64 {
-    let stats = server.stats();
-    let snap = stats.interconnect_voice.expect("a centre");
-    snap.counters
-        .iter()
-        .find(|(n, _)| n == name)
-        .unwrap_or_else(|| panic!("no counter {name}"))
-        .1
-}
 
 /// Waits (≤ 10 s) until the centre's background writer has stored `n`
 /// device-session entries (§3.9: what a restarted centre reconfirms from).

@@ -142,11 +142,14 @@ pub fn frames(r: std::ops::RangeInclusive<u8>) -> Vec<Vec<u8>> {
 }
 
 /// The centre's interconnect counter `name` (`/metrics` without its
-/// prefix), 0 when absent.
+/// prefix); panics when `server` is no centre or has no such counter, so
+/// a misspelt name cannot pass as 0.
 pub fn centre_counter(server: &ServerHandle, name: &str) -> u64 {
-    server
-        .stats()
-        .interconnect_voice
-        .and_then(|v| v.counters.into_iter().find(|(n, _)| n == name))
-        .map_or(0, |(_, v)| v)
+    let stats = server.stats();
+    let snap = stats.interconnect_voice.expect("a centre");
+    snap.counters
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no counter {name}"))
+        .1
 }
