@@ -5,8 +5,9 @@
 //!
 //! ```text
 //!  Type 1/2 from an unknown identity, a new address or an expired grant
-//!    ─▶ request_auth: source /24 (/64) budget ─▶ identity budget ─▶ one pending per
-//!       "<username>-<ssid>", 5 s ─▶ DeviceAuth (raw datagram + IP)   (over a budget: counted drop)
+//!    ─▶ request_auth: one pending per "<username>-<ssid>" and address, 5 s ─▶ the centre's
+//!       budget (450/s) ─▶ source /24 (/64) budget ─▶ identity-per-/24 budget
+//!       ─▶ DeviceAuth (raw datagram + IP)   (over a budget: counted drop)
 //!  DeviceAuth response ─▶ success + grant ─▶ another identity on the same UDP endpoint: refused, reported
 //!                        │                  endpoint caps (account, /24): refused as a single node
 //!                        │                  refuses (code 3), reported; a full /24 may evict instead
@@ -112,17 +113,25 @@ pub mod removal_reason {
 /// bucket in a bounded table that evicts its least recently used entry).
 /// Defaults: a single node's per-prefix Argon2 budget (120 per minute,
 /// 20 at once) per source /24 or /64, and 6 per minute, 5 at once, per
-/// identity, over all sources (a link box retries every 5 s heartbeat).
+/// identity from each source /24 or /64 (a link box retries every 5 s
+/// heartbeat), so that logins forged for an identity from one network do
+/// not lock that device out from another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AuthBudgetConfig {
     /// Requests per minute per source prefix.
     pub prefix_per_min: u32,
     /// Requests a source prefix may send at once.
     pub prefix_burst: u32,
-    /// Requests per minute per identity `"<username>-<ssid>"`.
+    /// Requests per minute per identity `"<username>-<ssid>"` and source
+    /// prefix.
     pub identity_per_min: u32,
-    /// Requests one identity may send at once.
+    /// Requests one identity may send at once from one source prefix.
     pub identity_burst: u32,
+    /// Requests per second toward the centre, all sources together
+    /// ([`DEVICE_AUTH_PER_S`]).
+    pub centre_per_s: u32,
+    /// Requests toward the centre at once ([`DEVICE_AUTH_BURST`]).
+    pub centre_burst: u32,
     /// Entries of each table.
     pub table_max: usize,
 }
@@ -134,6 +143,8 @@ impl Default for AuthBudgetConfig {
             prefix_burst: 20,
             identity_per_min: 6,
             identity_burst: 5,
+            centre_per_s: DEVICE_AUTH_PER_S,
+            centre_burst: DEVICE_AUTH_BURST,
             table_max: 65_536,
         }
     }
@@ -381,11 +392,16 @@ pub struct EdgeSessions {
     by_id: HashMap<u64, String>,
     by_addr: HashMap<SocketAddr, String>,
     pending: HashMap<u64, PendingAuth>,
-    pending_by_identity: HashMap<String, u64>,
+    /// The pending request of each identity at each source address: a
+    /// request forged from another address does not hold a device's own.
+    pending_by_source: HashMap<(String, SocketAddr), u64>,
     control_session: u64,
     caps: EndpointCaps,
     prefix_budget: BucketTable<SourcePrefix>,
-    identity_budget: BucketTable<String>,
+    /// Keyed by source /24 (/64) and identity, as the centre's per-user
+    /// budget: forged logins from one network cannot lock a device out of
+    /// another.
+    identity_budget: BucketTable<(SourcePrefix, String)>,
     /// DeviceAuth requests toward the centre (one key).
     node_budget: BucketTable<()>,
     counters: EdgeSessionCounters,
@@ -422,17 +438,13 @@ impl EdgeSessions {
                 b.identity_burst,
                 b.table_max,
             ),
-            node_budget: BucketTable::per_min(
-                DEVICE_AUTH_PER_S.saturating_mul(60),
-                DEVICE_AUTH_BURST,
-                1,
-            ),
+            node_budget: BucketTable::per_min(b.centre_per_s.saturating_mul(60), b.centre_burst, 1),
             cfg,
             sessions: HashMap::new(),
             by_id: HashMap::new(),
             by_addr: HashMap::new(),
             pending: HashMap::new(),
-            pending_by_identity: HashMap::new(),
+            pending_by_source: HashMap::new(),
             control_session: 0,
             counters: EdgeSessionCounters::default(),
         }
@@ -482,15 +494,16 @@ impl EdgeSessions {
 
     fn drop_pending(&mut self, request_id: u64) -> Option<PendingAuth> {
         let p = self.pending.remove(&request_id)?;
-        self.pending_by_identity.remove(&p.identity);
+        self.pending_by_source.remove(&(p.identity.clone(), p.addr));
         Some(p)
     }
 
     /// Proxies a Type 1/2 datagram of `identity` from `addr` (real client
     /// IP `source_ip`) to the centre at `now` (§3.8): the DeviceAuth
     /// request with the entire raw datagram; `None` (counted) while a
-    /// request for that identity is pending, when `addr`'s /24 (/64) or
-    /// the identity spent its budget ([`AuthBudgetConfig`]; exempt
+    /// request for that identity from `addr` is pending, when the edge
+    /// spent the centre's budget, or when `addr`'s /24 (/64) or the
+    /// identity from that network spent its budget ([`AuthBudgetConfig`]; exempt
     /// sources are not budgeted).
     /// The caller checks first that new authentications are allowed (link
     /// ready, §6.1).
@@ -503,7 +516,8 @@ impl EdgeSessions {
         source_ip: &str,
         packet: &[u8],
     ) -> Option<ControlSend> {
-        if let Some(id) = self.pending_by_identity.get(identity).copied() {
+        let source = (identity.to_owned(), addr);
+        if let Some(id) = self.pending_by_source.get(&source).copied() {
             let live = self
                 .pending
                 .get(&id)
@@ -527,7 +541,10 @@ impl EdgeSessions {
                 self.counters.auth_prefix_drops += 1;
                 return None;
             }
-            if !self.identity_budget.take(identity.to_owned(), now) {
+            if !self
+                .identity_budget
+                .take((prefix, identity.to_owned()), now)
+            {
                 self.counters.auth_identity_drops += 1;
                 return None;
             }
@@ -556,8 +573,7 @@ impl EdgeSessions {
                 header: codec::decode(packet).ok().map(|p| p.header),
             },
         );
-        self.pending_by_identity
-            .insert(identity.to_owned(), request_id);
+        self.pending_by_source.insert(source, request_id);
         self.counters.auth_requests += 1;
         let req = DeviceAuthRequest {
             request_id,
@@ -976,7 +992,7 @@ impl EdgeSessions {
     pub fn detach(&mut self) {
         self.counters.auth_expired += self.pending.len() as u64;
         self.pending.clear();
-        self.pending_by_identity.clear();
+        self.pending_by_source.clear();
         for s in self.sessions.values_mut() {
             s.renew = None;
         }

@@ -67,7 +67,7 @@ impl Edge {
     pub(super) fn ready() -> Self {
         let t0 = crate::test_clock::origin();
         let mut e = Edge {
-            d: EdgeDevices::new(EdgeDevicesConfig::default()),
+            d: EdgeDevices::new(unpaced()),
             link: EdgeLink::new(GRACE, 64),
             ids: MessageIds::new(),
             t0,
@@ -153,6 +153,14 @@ impl Edge {
         };
         assert_eq!((t.dst, t.payload.as_slice()), (src, &b"centre-reply"[..]));
     }
+}
+
+/// The default edge, less the pacing of logins toward the centre: the
+/// tests log many devices in at one instant.
+fn unpaced() -> EdgeDevicesConfig {
+    let mut cfg = EdgeDevicesConfig::default();
+    cfg.sessions.auth_budget.centre_burst = u32::MAX;
+    cfg
 }
 
 pub(super) fn a(n: u8) -> SocketAddr {

@@ -280,10 +280,11 @@ fn proxied_logins_are_budgeted_per_source_prefix_and_per_identity() {
         .request_auth(&mut ids, t0, "user-99", at, "ip", &hb)
         .is_none());
     assert_eq!(e.counters().auth_prefix_drops, 1);
-    // One identity from many networks: 5 at once, then its budget is spent.
+    // One identity from one network: 5 at once, then its budget there is
+    // spent.
     let mut sent = 0;
     for n in 0..10u8 {
-        let at = addr(&format!("192.0.{n}.1:1"));
+        let at = addr(&format!("192.0.7.{}:1", n + 1));
         if let Some(send) = e.request_auth(&mut ids, t0, "ivan-42", at, "ip", &hb) {
             sent += 1;
             let failed = DeviceAuthResponse {
@@ -295,13 +296,17 @@ fn proxied_logins_are_budgeted_per_source_prefix_and_per_identity() {
     }
     assert_eq!(sent, 5);
     assert_eq!(e.counters().auth_identity_drops, 5);
-    // Another identity still gets through; the budgets refill (6 a minute).
+    // The same identity from another network is not locked out by them,
+    // nor is another identity; the budgets refill (6 a minute).
+    assert!(e
+        .request_auth(&mut ids, t0, "ivan-42", addr("192.0.60.1:1"), "ip", &hb)
+        .is_some());
     assert!(e
         .request_auth(&mut ids, t0, "carol-1", addr("192.0.50.1:1"), "ip", &hb)
         .is_some());
     let later = t0 + Duration::from_secs(10);
     assert!(e
-        .request_auth(&mut ids, later, "ivan-42", addr("192.0.60.1:1"), "ip", &hb)
+        .request_auth(&mut ids, later, "ivan-42", addr("192.0.7.99:1"), "ip", &hb)
         .is_some());
     // Exempt sources are not budgeted.
     let mut lo = EdgeSessions::new(EdgeSessionsConfig::default());
@@ -352,4 +357,27 @@ fn proxied_logins_stay_within_the_centres_device_auth_budget() {
         .sum();
     assert!(sent <= 500, "{sent}");
     assert!(sent >= DEVICE_AUTH_PER_S, "{sent}");
+}
+
+#[test]
+fn a_login_forged_from_another_address_does_not_hold_the_devices_own() {
+    let t0 = crate::test_clock::origin();
+    let mut ids = MessageIds::new();
+    let hb = heartbeat("x", 1);
+    let mut e = EdgeSessions::new(policy(8, 32));
+    let forged = addr("203.0.113.9:1");
+    let real = addr("198.51.100.7:1");
+    assert!(e
+        .request_auth(&mut ids, t0, "bob-45", forged, "ip", &hb)
+        .is_some());
+    // The forged request is pending: the real device's is sent all the same.
+    assert!(e
+        .request_auth(&mut ids, t0, "bob-45", real, "ip", &hb)
+        .is_some());
+    // Its own retry while its request is pending is not.
+    assert!(e
+        .request_auth(&mut ids, t0, "bob-45", real, "ip", &hb)
+        .is_none());
+    assert_eq!(e.counters().auth_pending_drops, 1);
+    assert_eq!(e.pending(), 2);
 }
