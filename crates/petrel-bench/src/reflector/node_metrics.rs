@@ -164,7 +164,8 @@ impl MetricsReading {
 const LOGIN_WORDS: [&str; 6] = ["auth", "login", "reject", "refus", "pending", "budget"];
 
 /// The nonzero counters of `reading` that say where logins stopped (names
-/// holding one of [`LOGIN_WORDS`]) as `name=value …`, or `none`.
+/// holding `auth`, `login`, `reject`, `refus`, `pending` or `budget`) as
+/// `name=value …`, or `none`.
 pub fn login_counters(reading: &MetricsReading) -> String {
     let found: Vec<String> = reading
         .increases_since(&MetricsReading::default())
