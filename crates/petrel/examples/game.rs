@@ -2,8 +2,9 @@
 //! sends one small input message per tick (its move), the server applies every
 //! input it has and sends each client the whole world state once per tick.
 //!
-//! Run with `cargo run -p petrel --example game` (16 clients, 50 ticks of 20 ms,
-//! about one second). The tuning is the one the guide gives for games: small
+//! Run with `cargo run -p petrel --example game` (16 clients, 50 ticks of 20 ms:
+//! one second of play, then a few seconds while the server's closes wait for
+//! the clients' acknowledgements). The tuning is the one the guide gives for games: small
 //! windows (a tick's messages are few and small, and the receive-buffer budget
 //! reserves `2 × rcv_wnd × mtu` bytes per connection), and a fixed FEC group of
 //! 2 data + 1 parity, which protects sparse traffic at once instead of after a
@@ -113,8 +114,14 @@ async fn serve(endpoint: Endpoint) -> Result<u32, Error> {
             conn.send(state.clone()).await?;
         }
     }
-    for conn in &players {
-        conn.close().await?;
+    // Close every connection at once: each close waits for the peer's
+    // acknowledgement, so one after another would take 16 round trips of it.
+    let mut closes = tokio::task::JoinSet::new();
+    for conn in players {
+        closes.spawn(async move { conn.close().await });
+    }
+    while let Some(closed) = closes.join_next().await {
+        closed??;
     }
     Ok(tick)
 }
@@ -151,7 +158,9 @@ async fn play(server: std::net::SocketAddr, id: u16) -> Result<Played, Error> {
     while let Ok(Some(msg)) = conn.recv().await {
         last = decode_state(&msg).ok_or("malformed state")?;
     }
-    inputs.await?;
+    // The server closed the game: inputs still due go nowhere (a send to a
+    // closed peer waits for window space until the idle timeout).
+    inputs.abort();
     let stats = conn.stats();
     let recovered = stats.fec.map_or(0, |f| f.decoder.shards_recovered);
     let summary = format!(
