@@ -181,7 +181,16 @@ async fn run(db: &str) -> Result<Outcome, Error> {
     );
     let heard = packet.data.to_vec();
 
-    let stats = server.stats();
+    // The send path counts a batch once the kernel has taken it, which can be
+    // just after bob already read it: give the counter up to a second.
+    let mut stats = server.stats();
+    for _ in 0..100 {
+        if stats.fanout.sent > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        stats = server.stats();
+    }
     println!(
         "online {}, fan-out frames accepted {}, datagrams sent {}",
         stats.online, stats.fanout.frames_accepted, stats.fanout.sent
