@@ -36,7 +36,7 @@
 //! prefix and per identity before they are proxied, so forged sources
 //! cannot fill the centre's shared Argon2 line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -1026,44 +1026,56 @@ impl EdgeSessions {
             .collect()
     }
 
-    /// Replaces the session `old_id` / `old_epoch` by the reconfirmed
-    /// `grant` (§3.9: new id, epoch and expiry, through the attached
-    /// control session).
+    /// Replaces each session `(old_id, old_epoch)` of `swaps` by its
+    /// reconfirmed grant (§3.9: new id, epoch and expiry, through the
+    /// attached control session), all at once: a new id may be an old id of
+    /// the same batch, never the id of a session that keeps it.
     ///
     /// # Errors
-    /// [`SwapError`]; nothing changed.
-    pub fn swap_confirmed(
-        &mut self,
-        old_id: u64,
-        old_epoch: u64,
-        grant: DeviceGrant,
-    ) -> Result<(), SwapError> {
-        let identity = self
-            .by_id
-            .get(&old_id)
-            .filter(|i| {
-                self.sessions
-                    .get(*i)
-                    .is_some_and(|s| s.session_epoch() == old_epoch)
-            })
-            .cloned()
-            .ok_or(SwapError::Unknown)?;
-        let new_id = grant.route.session_id;
-        if identity_key(&grant.route.username, grant.route.ssid) != identity {
-            return Err(SwapError::IdentityChanged);
+    /// [`SwapError`] for the first swap that does not fit; nothing changed.
+    pub fn swap_confirmed(&mut self, swaps: Vec<(u64, u64, DeviceGrant)>) -> Result<(), SwapError> {
+        let leaving: HashSet<u64> = swaps.iter().map(|(id, _, _)| *id).collect();
+        if leaving.len() != swaps.len() {
+            return Err(SwapError::Unknown);
         }
-        if new_id == 0 || (new_id != old_id && self.by_id.contains_key(&new_id)) {
-            return Err(SwapError::IdInUse);
+        let mut arriving = HashSet::with_capacity(swaps.len());
+        let mut identities = Vec::with_capacity(swaps.len());
+        for (old_id, old_epoch, grant) in &swaps {
+            let identity = self
+                .by_id
+                .get(old_id)
+                .filter(|i| {
+                    self.sessions
+                        .get(*i)
+                        .is_some_and(|s| s.session_epoch() == *old_epoch)
+                })
+                .cloned()
+                .ok_or(SwapError::Unknown)?;
+            if identity_key(&grant.route.username, grant.route.ssid) != identity {
+                return Err(SwapError::IdentityChanged);
+            }
+            let new_id = grant.route.session_id;
+            if new_id == 0
+                || !arriving.insert(new_id)
+                || (self.by_id.contains_key(&new_id) && !leaving.contains(&new_id))
+            {
+                return Err(SwapError::IdInUse);
+            }
+            identities.push(identity);
+        }
+        for id in &leaving {
+            self.by_id.remove(id);
         }
         let control_session = self.control_session;
-        let Some(s) = self.sessions.get_mut(&identity) else {
-            return Err(SwapError::Unknown);
-        };
-        s.grant = grant;
-        s.renew = None;
-        s.control_session = control_session;
-        self.by_id.remove(&old_id);
-        self.by_id.insert(new_id, identity);
+        for ((_, _, grant), identity) in swaps.into_iter().zip(identities) {
+            let new_id = grant.route.session_id;
+            if let Some(s) = self.sessions.get_mut(&identity) {
+                s.grant = grant;
+                s.renew = None;
+                s.control_session = control_session;
+            }
+            self.by_id.insert(new_id, identity);
+        }
         Ok(())
     }
 

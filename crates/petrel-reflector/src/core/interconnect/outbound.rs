@@ -20,9 +20,14 @@ use super::data_plane::{DataPlane, Role};
 use super::node_session::NodeSession;
 use super::transmit::{Outbound, Path};
 
-/// The MessageID counter (§3.4): one per process, from 1, never 0, shared
-/// by every envelope the process sends (UDP and TLS; at the centre also
-/// device session ids and snapshot ids).
+/// The MessageID counter (§3.4): one per process, never 0, shared by every
+/// envelope the process sends (UDP and TLS; at the centre also device
+/// session ids and snapshot ids). An edge counts from 1 as §3.4 says; a
+/// centre starts where the previous process cannot have reached
+/// ([`MessageIds::after_start`]), because a restarted centre that counted
+/// from 1 again would mint device session ids still held by the edges'
+/// unconfirmed sessions, and §3.9 fails a reconfirmation whose grant reuses
+/// an active id.
 #[derive(Debug, Clone)]
 pub struct MessageIds {
     next: u64,
@@ -38,6 +43,16 @@ impl MessageIds {
     /// A counter whose first id is 1.
     pub fn new() -> Self {
         Self { next: 1 }
+    }
+
+    /// A counter for a process started at `start_unix_ms`: its first id is
+    /// `start_unix_ms · 2²⁰`, so a later start begins above every id an
+    /// earlier one issued unless that one minted more than 2²⁰ ids per
+    /// millisecond of its life (the wall clock until the year 2527 fits).
+    pub fn after_start(start_unix_ms: u64) -> Self {
+        Self {
+            next: start_unix_ms.saturating_mul(1 << 20).max(1),
+        }
     }
 
     /// The next id (1, 2, …; skips 0 should it ever wrap).

@@ -220,20 +220,13 @@ impl EdgeReconfirm {
                 return fail(counters, "reconfirmation answer names other sessions");
             }
         }
+        // Refused sessions go first and the swaps happen together, so a new
+        // id may be one this answer frees (§3.9: only an id still active
+        // afterwards fails the attempt).
+        let mut swaps = Vec::with_capacity(resp.results.len());
         for r in resp.results {
             match r.grant.filter(|_| r.success) {
-                Some(grant) => {
-                    if devices
-                        .sessions
-                        .swap_confirmed(r.session_id, r.session_epoch, grant)
-                        .is_err()
-                    {
-                        return fail(counters, "a reconfirmed grant does not fit its session");
-                    }
-                    devices.receivers.remove(r.session_id);
-                    devices.speaker.release_session(r.session_id);
-                    counters.confirmed += 1;
-                }
+                Some(grant) => swaps.push((r.session_id, r.session_epoch, grant)),
                 None => {
                     if let Some(removal) = devices.sessions.remove_unconfirmed(r.session_id) {
                         devices.removed(removal);
@@ -241,6 +234,15 @@ impl EdgeReconfirm {
                     }
                 }
             }
+        }
+        let old_ids: Vec<u64> = swaps.iter().map(|(id, _, _)| *id).collect();
+        if devices.sessions.swap_confirmed(swaps).is_err() {
+            return fail(counters, "a reconfirmed grant does not fit its session");
+        }
+        for id in old_ids {
+            devices.receivers.remove(id);
+            devices.speaker.release_session(id);
+            counters.confirmed += 1;
         }
         Some(self.next(ids, now, counters))
     }

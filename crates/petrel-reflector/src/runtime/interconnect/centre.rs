@@ -306,7 +306,9 @@ impl ControlServer {
                 max_nodes: cfg.max_nodes,
                 ..DataPlaneConfig::default()
             }))),
-            ids: Arc::new(Mutex::new(MessageIds::new())),
+            ids: Arc::new(Mutex::new(MessageIds::after_start(
+                u64::try_from(unix_ms()).unwrap_or(1),
+            ))),
             limits: DataLimits {
                 soft_pps: cfg.control_soft_pps_per_node,
                 hard_pps: cfg.control_hard_pps_per_node,
