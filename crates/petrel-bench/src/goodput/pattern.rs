@@ -11,17 +11,25 @@ fn word(index: u64) -> [u8; 8] {
     (z ^ (z >> 31)).to_le_bytes()
 }
 
-/// Fills `buf` with the stream's bytes starting at `offset`.
+/// Fills `buf` with the stream's bytes starting at `offset`: byte-wise up to the
+/// first word boundary and after the last, a word at a time in between.
 pub(crate) fn fill(offset: u64, buf: &mut [u8]) {
-    let mut at = offset;
-    let mut rest = buf;
-    while !rest.is_empty() {
-        let skip = (at % 8) as usize;
-        let take = rest.len().min(8 - skip);
-        let (head, tail) = rest.split_at_mut(take);
-        head.copy_from_slice(&word(at / 8)[skip..skip + take]);
-        at += take as u64;
-        rest = tail;
+    let head = buf.len().min(((8 - offset % 8) % 8) as usize);
+    let (first, rest) = buf.split_at_mut(head);
+    fill_bytes(offset, first);
+    let mut at = offset + head as u64;
+    let mut words = rest.chunks_exact_mut(8);
+    for w in &mut words {
+        w.copy_from_slice(&word(at / 8));
+        at += 8;
+    }
+    fill_bytes(at, words.into_remainder());
+}
+
+/// [`fill`] one byte at a time.
+fn fill_bytes(offset: u64, buf: &mut [u8]) {
+    for (at, b) in (offset..).zip(buf) {
+        *b = word(at / 8)[(at % 8) as usize];
     }
 }
 
@@ -42,24 +50,33 @@ pub(crate) struct Verifier {
 }
 
 impl Verifier {
-    /// Checks `data` as the next bytes of the stream.
+    /// Checks `data` as the next bytes of the stream: byte-wise up to the first
+    /// word boundary and after the last, a word at a time in between (a word that
+    /// differs is then counted byte by byte).
     pub(crate) fn check(&mut self, data: &[u8]) {
-        let mut at = self.received;
-        let mut rest = data;
-        while !rest.is_empty() {
-            let expected = word(at / 8);
-            let skip = (at % 8) as usize;
-            let take = rest.len().min(8 - skip);
-            let mismatched = expected[skip..skip + take]
-                .iter()
-                .zip(&rest[..take])
-                .filter(|(e, g)| e != g)
-                .count();
-            self.mismatched += mismatched as u64;
-            at += take as u64;
-            rest = &rest[take..];
+        let head = data.len().min(((8 - self.received % 8) % 8) as usize);
+        let (first, rest) = data.split_at(head);
+        self.check_bytes(first);
+        let mut words = rest.chunks_exact(8);
+        for got in &mut words {
+            let expected = word(self.received / 8);
+            if got != expected {
+                self.mismatched += expected.iter().zip(got).filter(|(e, g)| e != g).count() as u64;
+            }
+            self.received += 8;
         }
-        self.received = at;
+        self.check_bytes(words.remainder());
+    }
+
+    /// [`Verifier::check`] one byte at a time.
+    fn check_bytes(&mut self, data: &[u8]) {
+        for g in data {
+            let at = self.received;
+            if word(at / 8)[(at % 8) as usize] != *g {
+                self.mismatched += 1;
+            }
+            self.received += 1;
+        }
     }
 }
 
@@ -80,6 +97,20 @@ mod tests {
                 at += c;
             }
             prop_assert_eq!(v, Verifier { received: offset + total as u64, mismatched: 0 });
+        }
+
+        #[test]
+        fn word_wise_fill_and_check_match_the_byte_wise_ones(offset in 0u64..1 << 40, len in 0usize..200, flips in proptest::collection::btree_set(0usize..200, 0..12)) {
+            let mut bytes = vec![0; len];
+            fill_bytes(offset, &mut bytes);
+            prop_assert_eq!(&chunk(offset, len), &bytes);
+            let flips: Vec<usize> = flips.into_iter().filter(|f| *f < len).collect();
+            for f in &flips {
+                bytes[*f] ^= 0x5a;
+            }
+            let mut v = Verifier { received: offset, mismatched: 0 };
+            v.check(&bytes);
+            prop_assert_eq!(v, Verifier { received: offset + len as u64, mismatched: flips.len() as u64 });
         }
     }
 
