@@ -94,3 +94,45 @@ fn ten_percent_loss_uses_max_parity_and_recovers_most_groups() {
     // every group is repaired (P(>4 of 12 lost) ≈ 0.4 %).
     assert!(delivered > 31_500, "{delivered}");
 }
+
+/// Parity shards the adaptive encoder adds to one full group of `sizes`
+/// datagrams once a 10 % loss report has raised its parity to the maximum, and
+/// whether the byte cap lowered it.
+fn parity_of_group(sizes: [usize; 8]) -> (u64, u64) {
+    use petrel_proto::fec::LossReport;
+    let cfg = FecConfig {
+        scheme: FecScheme::ADAPTIVE_DEFAULT,
+        ..FecConfig::default()
+    };
+    let mut enc = FecEncoder::new(&cfg, Framing::Native).unwrap();
+    let now = Instant::now();
+    enc.handle_loss_report(
+        now,
+        &LossReport {
+            expected: 1000,
+            received: 900,
+        },
+    );
+    assert_eq!(enc.current_parity(), 4);
+    for (i, len) in sizes.into_iter().enumerate() {
+        enc.push(now, &vec![i as u8; len]).unwrap();
+    }
+    let mut out = Vec::new();
+    while enc.poll_transmit(now, &mut out) {}
+    let s = enc.stats();
+    (s.parity_shards_sent, s.parity_capped)
+}
+
+/// Parity bytes never exceed the group's data bytes: a full group of
+/// requests and acks (half the shards tiny) keeps its 4 parity shards — a
+/// cap at half the data bytes cut it to 2, which at 5 % loss left groups
+/// unrepaired — while a group of one request among seven acks gets one.
+#[test]
+fn the_byte_cap_keeps_parity_within_the_data_bytes() {
+    assert_eq!(parity_of_group([1000; 8]), (4, 0));
+    assert_eq!(
+        parity_of_group([1000, 20, 1000, 20, 1000, 20, 1000, 20]),
+        (4, 0)
+    );
+    assert_eq!(parity_of_group([1000, 20, 20, 20, 20, 20, 20, 20]), (1, 1));
+}

@@ -418,14 +418,14 @@ impl FecEncoder {
         self.stats.tx_queue_dropped = self.queue.dropped();
     }
 
-    /// Parity for this group after the caps: parity bytes ≤ 50 % of data bytes
+    /// Parity for this group after the caps: parity bytes ≤ data bytes
     /// (adaptive only: fixed means fixed; not for a group closed early for
     /// sparse traffic, whose few bytes the idle link carries anyway) and the
     /// whole group within the budget.
     fn capped_parity(&self, g: &OpenGroup, sparse: bool) -> u8 {
         let mut p = usize::from(g.parity);
         match &self.policy {
-            Some(_) if !sparse => p = p.min(g.data_bytes / (2 * g.max_len)),
+            Some(_) if !sparse => p = p.min(g.data_bytes / g.max_len),
             _ => {}
         }
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
