@@ -95,10 +95,10 @@ fn ten_percent_loss_uses_max_parity_and_recovers_most_groups() {
     assert!(delivered > 31_500, "{delivered}");
 }
 
-/// Parity shards the adaptive encoder adds to one full group of `sizes`
-/// datagrams once a 10 % loss report has raised its parity to the maximum, and
-/// whether the byte cap lowered it.
-fn parity_of_group(sizes: [usize; 8]) -> (u64, u64) {
+/// Parity shards the adaptive encoder adds to each of `groups` (full groups,
+/// one after another) once a 10 % loss report has raised its parity to the
+/// maximum.
+fn parities(groups: &[[usize; 8]]) -> Vec<u64> {
     use petrel_proto::fec::LossReport;
     let cfg = FecConfig {
         scheme: FecScheme::ADAPTIVE_DEFAULT,
@@ -114,25 +114,42 @@ fn parity_of_group(sizes: [usize; 8]) -> (u64, u64) {
         },
     );
     assert_eq!(enc.current_parity(), 4);
-    for (i, len) in sizes.into_iter().enumerate() {
-        enc.push(now, &vec![i as u8; len]).unwrap();
-    }
     let mut out = Vec::new();
-    while enc.poll_transmit(now, &mut out) {}
-    let s = enc.stats();
-    (s.parity_shards_sent, s.parity_capped)
+    let mut sent = 0;
+    groups
+        .iter()
+        .map(|sizes| {
+            for (i, len) in sizes.iter().enumerate() {
+                enc.push(now, &vec![i as u8; *len]).unwrap();
+            }
+            while enc.poll_transmit(now, &mut out) {}
+            let total = enc.stats().parity_shards_sent;
+            let this = total - sent;
+            sent = total;
+            this
+        })
+        .collect()
 }
 
-/// Parity bytes never exceed the group's data bytes: a full group of
+const FULL: [usize; 8] = [1000; 8];
+const MIXED: [usize; 8] = [1000, 20, 1000, 20, 1000, 20, 1000, 20];
+const ACKS: [usize; 8] = [1000, 20, 20, 20, 20, 20, 20, 20];
+
+/// Parity bytes stay within the data bytes over the stream: a full group of
 /// requests and acks (half the shards tiny) keeps its 4 parity shards — a
-/// cap at half the data bytes cut it to 2, which at 5 % loss left groups
-/// unrepaired — while a group of one request among seven acks gets one.
+/// cap at half of each group's data bytes cut it to 2, which at 5 % loss
+/// left groups unrepaired — and a group of one request among seven acks
+/// borrows what the groups before it left, while a stream of such groups
+/// alone gets one parity shard each.
 #[test]
-fn the_byte_cap_keeps_parity_within_the_data_bytes() {
-    assert_eq!(parity_of_group([1000; 8]), (4, 0));
-    assert_eq!(
-        parity_of_group([1000, 20, 1000, 20, 1000, 20, 1000, 20]),
-        (4, 0)
-    );
-    assert_eq!(parity_of_group([1000, 20, 20, 20, 20, 20, 20, 20]), (1, 1));
+fn parity_bytes_stay_within_the_data_bytes_of_the_stream() {
+    assert_eq!(parities(&[FULL]), [4]);
+    assert_eq!(parities(&[MIXED]), [4]);
+    assert_eq!(parities(&[ACKS]), [1]);
+    assert_eq!(parities(&[FULL, ACKS, ACKS]), [4, 4, 2]);
+    let long = parities(&[ACKS; 40]);
+    assert!(long.iter().all(|&p| (1..=2).contains(&p)), "{long:?}");
+    // 40 groups of 1156 data bytes (2-byte length prefixes included) buy
+    // 46 parity shards of 1002 bytes at most.
+    assert!(long.iter().sum::<u64>() <= 46, "{long:?}");
 }

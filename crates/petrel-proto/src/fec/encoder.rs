@@ -35,6 +35,12 @@ struct OpenGroup {
     data_bytes: usize,
 }
 
+/// Most parity credit an adaptive encoder saves up, bytes (see
+/// [`FecEncoder`]'s `parity_credit`): about four full groups of 1400-byte
+/// shards, so an ack-heavy group can borrow what the groups before it did not
+/// spend, while a long quiet spell buys no parity burst.
+const PARITY_CREDIT_MAX: usize = 48 * 1024;
+
 /// Weight of the newest inter-datagram gap in the smoothed gap (1/8, as RFC
 /// 6298's `alpha`).
 const GAP_WEIGHT: f64 = 1.0 / 8.0;
@@ -67,6 +73,10 @@ pub struct FecEncoder {
     /// Smoothed gap between pushed datagrams, seconds; each sample is capped at
     /// `4·group_wait` so one idle period does not hide a burst that follows.
     gap_s: f64,
+    /// Adaptive only: data bytes of closed groups not yet matched by parity
+    /// bytes (at most [`PARITY_CREDIT_MAX`]); a group's parity may spend it, so
+    /// parity bytes stay within the data bytes over the stream, not per group.
+    parity_credit: usize,
     stats: EncoderStats,
 }
 
@@ -144,6 +154,7 @@ impl FecEncoder {
             nonce: 0x9E37_79B9_7F4A_7C15,
             last_push: None,
             gap_s: 0.0,
+            parity_credit: 0,
             stats: EncoderStats::default(),
         })
     }
@@ -418,19 +429,25 @@ impl FecEncoder {
         self.stats.tx_queue_dropped = self.queue.dropped();
     }
 
-    /// Parity for this group after the caps: parity bytes ≤ data bytes
-    /// (adaptive only: fixed means fixed; not for a group closed early for
-    /// sparse traffic, whose few bytes the idle link carries anyway) and the
-    /// whole group within the budget.
-    fn capped_parity(&self, g: &OpenGroup, sparse: bool) -> u8 {
+    /// Parity for this group after the caps: parity bytes ≤ the data bytes of
+    /// the stream so far (adaptive only: fixed means fixed; not for a group
+    /// closed early for sparse traffic, whose few bytes the idle link carries
+    /// anyway) and the whole group within the budget. An adaptive group adds
+    /// its data bytes to the parity credit and its parity spends from it: a
+    /// group of one request among seven acks may borrow what the full groups
+    /// before it left, and a stream of such groups alone gets one parity shard
+    /// each.
+    fn capped_parity(&mut self, g: &OpenGroup, sparse: bool) -> u8 {
         let mut p = usize::from(g.parity);
-        match &self.policy {
-            Some(_) if !sparse => p = p.min(g.data_bytes / g.max_len),
-            _ => {}
-        }
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
+        p = p.min(budget_shards);
+        if self.policy.is_some() && !sparse {
+            self.parity_credit = (self.parity_credit + g.data_bytes).min(PARITY_CREDIT_MAX);
+            p = p.min(self.parity_credit / g.max_len);
+            self.parity_credit -= p * g.max_len;
+        }
         // p ≤ g.parity, a u8.
-        p.min(budget_shards) as u8
+        p as u8
     }
 
     fn close_group(&mut self) {

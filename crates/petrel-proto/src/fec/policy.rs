@@ -27,11 +27,12 @@
 //!    parity in [`LOWER_AFTER`] consecutive reports *and* at least [`MIN_DWELL`]
 //!    after the previous change, so a loss rate near a threshold does not make it
 //!    flap. Every change is counted.
-//! 5. The encoder then caps each group's parity so parity bytes stay ≤ the group's
-//!    data bytes (each parity shard is as long as the group's longest shard, so a
-//!    group of one request among seven acks gets one parity shard, not four; groups
-//!    closed early for sparse traffic are exempt: their bytes are few by
-//!    definition) and the group fits the memory budget (see
+//! 5. The encoder then caps each group's parity so parity bytes stay ≤ the data
+//!    bytes of the stream (a credit each group's data bytes fill and its parity
+//!    spends; each parity shard is as long as the group's longest shard, so a
+//!    stream of groups of one request among seven acks gets one parity shard each,
+//!    not four; groups closed early for sparse traffic are exempt: their bytes are
+//!    few by definition) and the group fits the memory budget (see
 //!    [`super::FecEncoder`]). At zero loss the policy asks for no parity, and a
 //!    group without parity adds no wait.
 
