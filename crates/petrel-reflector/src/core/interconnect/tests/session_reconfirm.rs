@@ -284,6 +284,17 @@ fn edge_with(n: u8) -> Edge {
     e
 }
 
+/// The user name of `e`'s session `id`.
+fn user_of(e: &Edge, id: u64) -> String {
+    e.d.sessions()
+        .by_session_id(id)
+        .unwrap()
+        .grant
+        .route
+        .username
+        .clone()
+}
+
 fn batch(step: &ConfirmStep) -> ConfirmRequest {
     let ConfirmStep::Send(send) = step else {
         panic!("{step:?}")
@@ -344,15 +355,6 @@ fn the_edge_confirms_in_batches_swaps_ids_and_removes_refused_sessions() {
         .handle_response(&mut e.d, &mut e.ids, now, other, &mut c)
         .is_none());
     // First batch: every item but the first confirmed with id + 1000.
-    let user_of = |e: &Edge, id: u64| {
-        e.d.sessions()
-            .by_session_id(id)
-            .unwrap()
-            .grant
-            .route
-            .username
-            .clone()
-    };
     let results: Vec<ConfirmResult> = first
         .sessions
         .iter()
@@ -444,15 +446,6 @@ fn a_bad_answer_or_silence_fails_the_attempt() {
         (a.unwrap(), batch(&step))
     };
     let mut c = EdgeConfirmCounters::default();
-    let user_of = |e: &Edge, id: u64| {
-        e.d.sessions()
-            .by_session_id(id)
-            .unwrap()
-            .grant
-            .route
-            .username
-            .clone()
-    };
     // A missing result.
     let mut e = edge_with(2);
     let (mut at, req) = start(&mut e, &mut c);
@@ -557,22 +550,7 @@ fn a_new_id_may_be_one_the_same_answer_frees() {
     let mut items = req.sessions.clone();
     items.sort_by_key(|i| i.session_id);
     let [x, y, z] = [&items[0], &items[1], &items[2]];
-    let (ux, uy) = (
-        e.d.sessions()
-            .by_session_id(x.session_id)
-            .unwrap()
-            .grant
-            .route
-            .username
-            .clone(),
-        e.d.sessions()
-            .by_session_id(y.session_id)
-            .unwrap()
-            .grant
-            .route
-            .username
-            .clone(),
-    );
+    let (ux, uy) = (user_of(&e, x.session_id), user_of(&e, y.session_id));
     // x takes z's id (z refused, listed after x), y takes x's old id.
     let r = ConfirmResponse {
         request_id: req.request_id,
@@ -585,17 +563,8 @@ fn a_new_id_may_be_one_the_same_answer_frees() {
     let step = at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c);
     assert_eq!(step, Some(ConfirmStep::Done));
     assert_eq!(e.d.sessions().len(), 2);
-    let s = |id| {
-        e.d.sessions()
-            .by_session_id(id)
-            .unwrap()
-            .grant
-            .route
-            .username
-            .clone()
-    };
-    assert_eq!(s(z.session_id), ux);
-    assert_eq!(s(x.session_id), uy);
+    assert_eq!(user_of(&e, z.session_id), ux);
+    assert_eq!(user_of(&e, x.session_id), uy);
     assert!(e.d.sessions().by_session_id(y.session_id).is_none());
     assert_eq!(
         (c.confirmed, c.session_reconfirm_rejected, c.failed),
