@@ -11,7 +11,8 @@ pub struct EncoderStats {
     pub parity_shards_sent: u64,
     /// Groups closed with at least one parity shard.
     pub groups_encoded: u64,
-    /// Groups whose parity was lowered by the byte cap (parity ≤ the stream's data bytes) or the memory budget.
+    /// Groups whose parity was lowered by the byte cap (parity ≤ the stream's
+    /// data bytes) or the memory budget.
     pub parity_capped: u64,
     /// Groups closed before full or before `group_wait` because the shared
     /// retained-memory budget ([`super::FecBudget`]) had no room for the next shard
