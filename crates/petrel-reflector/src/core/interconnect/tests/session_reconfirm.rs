@@ -600,3 +600,373 @@ fn without_bit_7_every_session_is_dropped_and_reported() {
         .count();
     assert_eq!(reports, 3);
 }
+
+// ---- atk29: adversarial batches for `EdgeSessions::swap_confirmed` and
+// `EdgeReconfirm::handle_response` (the centre's answer is authenticated,
+// but its content is checked, not trusted).
+
+/// Every session as (identity, session id, epoch), sorted.
+fn snapshot(e: &Edge) -> Vec<(String, u64, u64)> {
+    let mut v: Vec<_> =
+        e.d.sessions()
+            .iter()
+            .map(|s| (s.identity.clone(), s.session_id(), s.session_epoch()))
+            .collect();
+    v.sort();
+    v
+}
+
+/// by_id and sessions agree: every session is found by its id, and every
+/// id in `0..=probe` that finds a session finds one holding that id.
+fn assert_consistent(e: &Edge, probe: u64) {
+    let s = e.d.sessions();
+    for x in s.iter() {
+        let found = s
+            .by_session_id(x.session_id())
+            .expect("session not in by_id");
+        assert_eq!(found.identity, x.identity);
+    }
+    let mut hits = 0;
+    for id in 0..=probe {
+        if let Some(x) = s.by_session_id(id) {
+            assert_eq!(x.session_id(), id, "stale by_id entry {id}");
+            hits += 1;
+        }
+    }
+    assert_eq!(hits, s.len(), "by_id entries vs sessions");
+}
+
+/// The items of `e`'s sessions, sorted by id.
+fn items_of(e: &Edge) -> Vec<ConfirmItem> {
+    let mut v = e.d.sessions().confirm_items(e.t0, WALL);
+    v.sort_by_key(|i| i.session_id);
+    v
+}
+
+/// A swap of `it` to `new_id` under `it`'s own user.
+fn swap(e: &Edge, it: &ConfirmItem, new_id: u64) -> (u64, u64, DeviceGrant) {
+    let grant = confirmed(it, new_id, &user_of(e, it.session_id)).grant;
+    (it.session_id, it.session_epoch, grant.unwrap())
+}
+
+#[test]
+fn atk29_swap_batches_apply_all_or_nothing() {
+    let mut e = edge_with(5);
+    let it = items_of(&e);
+    let ids: Vec<u64> = it.iter().map(|i| i.session_id).collect();
+    assert_eq!(ids, [11, 12, 13, 14, 15]);
+    let before = snapshot(&e);
+    let expect_err = |e: &mut Edge, swaps, err| {
+        assert_eq!(e.d.sessions.swap_confirmed(swaps), Err(err));
+        assert_eq!(snapshot(e), before);
+        assert_consistent(e, 3000);
+    };
+    // Empty batch: nothing to do.
+    assert_eq!(e.d.sessions.swap_confirmed(Vec::new()), Ok(()));
+    assert_eq!(snapshot(&e), before);
+    // Duplicate old ids (same and different new ids).
+    let s = vec![swap(&e, &it[0], 1011), swap(&e, &it[0], 1011)];
+    expect_err(&mut e, s, SwapError::Unknown);
+    let s = vec![swap(&e, &it[0], 1011), swap(&e, &it[0], 1012)];
+    expect_err(&mut e, s, SwapError::Unknown);
+    // Two new ids alike.
+    let s = vec![swap(&e, &it[0], 77), swap(&e, &it[1], 77)];
+    expect_err(&mut e, s, SwapError::IdInUse);
+    // A new id of a session outside the batch, last in the batch.
+    let s = vec![
+        swap(&e, &it[0], 1011),
+        swap(&e, &it[1], 1012),
+        swap(&e, &it[2], 15),
+    ];
+    expect_err(&mut e, s, SwapError::IdInUse);
+    // A new id of zero in the middle.
+    let s = vec![
+        swap(&e, &it[0], 1011),
+        swap(&e, &it[1], 0),
+        swap(&e, &it[2], 1013),
+    ];
+    expect_err(&mut e, s, SwapError::IdInUse);
+    // An unknown old id / a stale epoch in the middle.
+    let mut g = swap(&e, &it[1], 1012);
+    g.0 = 999;
+    let s = vec![swap(&e, &it[0], 1011), g, swap(&e, &it[2], 1013)];
+    expect_err(&mut e, s, SwapError::Unknown);
+    let mut g = swap(&e, &it[1], 1012);
+    g.1 += 1;
+    let s = vec![swap(&e, &it[0], 1011), g, swap(&e, &it[2], 1013)];
+    expect_err(&mut e, s, SwapError::Unknown);
+    // A grant changing identity in the middle: another user's name, or the
+    // same user with another ssid, or another session's identity.
+    for (user, ssid) in [("mallory", 1), ("u1", 2), ("u0", 1)] {
+        let mut g = swap(&e, &it[1], 1012);
+        g.2.route.username = user.into();
+        g.2.route.ssid = ssid;
+        let s = vec![swap(&e, &it[0], 1011), g, swap(&e, &it[2], 1013)];
+        expect_err(&mut e, s, SwapError::IdentityChanged);
+    }
+    // A chain whose last link lands on a session that keeps its id.
+    let s = vec![
+        swap(&e, &it[0], 12),
+        swap(&e, &it[1], 13),
+        swap(&e, &it[2], 14),
+    ];
+    expect_err(&mut e, s, SwapError::IdInUse);
+    // Valid: a 2-cycle, a 3-cycle, and one keeping its id, together.
+    let (u0, u1, u2, u3, u4) = (
+        user_of(&e, 11),
+        user_of(&e, 12),
+        user_of(&e, 13),
+        user_of(&e, 14),
+        user_of(&e, 15),
+    );
+    let s = vec![
+        swap(&e, &it[0], 12),
+        swap(&e, &it[1], 11),
+        swap(&e, &it[2], 14),
+        swap(&e, &it[3], 15),
+        swap(&e, &it[4], 13),
+    ];
+    assert_eq!(e.d.sessions.swap_confirmed(s), Ok(()));
+    assert_consistent(&e, 3000);
+    assert_eq!(e.d.sessions().len(), 5);
+    assert_eq!(
+        [11, 12, 13, 14, 15].map(|id| user_of(&e, id)),
+        [u1, u0, u4, u2, u3]
+    );
+    // Its own id again: allowed, epoch moves on.
+    let it = items_of(&e);
+    let s = vec![swap(&e, &it[0], 11)];
+    assert_eq!(e.d.sessions.swap_confirmed(s), Ok(()));
+    assert_consistent(&e, 3000);
+}
+
+/// Random batches over a small id space against a model: on error nothing
+/// changes, on success exactly the swaps are applied; no panic either way.
+#[test]
+fn atk29_random_swap_batches_match_the_model() {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(29);
+    let (mut oks, mut errs) = (0, 0);
+    for round in 0..400 {
+        let mut e = edge_with(6);
+        for _step in 0..4 {
+            let it = items_of(&e);
+            let before = snapshot(&e);
+            let n = rng.gen_range(0..=it.len() + 1);
+            let mut swaps = Vec::new();
+            for _ in 0..n {
+                let src = &it[rng.gen_range(0..it.len())];
+                // New ids from a small pool so they collide often.
+                let new_id = match rng.gen_range(0..10) {
+                    0 => 0,
+                    1..=5 => it[rng.gen_range(0..it.len())].session_id,
+                    _ => rng.gen_range(1..=20) + 1000,
+                };
+                let mut s = swap(&e, src, new_id);
+                match rng.gen_range(0..20) {
+                    0 => s.1 += 1,
+                    1 => s.2.route.ssid = 9,
+                    2 => s.0 = 5000,
+                    _ => {}
+                }
+                swaps.push(s);
+            }
+            // The model.
+            let live: std::collections::HashMap<u64, (String, u64)> = before
+                .iter()
+                .map(|(i, id, ep)| (*id, (i.clone(), *ep)))
+                .collect();
+            let olds: std::collections::HashSet<u64> = swaps.iter().map(|s| s.0).collect();
+            let news: std::collections::HashSet<u64> =
+                swaps.iter().map(|s| s.2.route.session_id).collect();
+            let ok = olds.len() == swaps.len()
+                && news.len() == swaps.len()
+                && swaps.iter().all(|(old, ep, g)| {
+                    let nid = g.route.session_id;
+                    live.get(old).is_some_and(|(ident, e)| {
+                        e == ep && *ident == identity_key(&g.route.username, g.route.ssid)
+                    }) && nid != 0
+                        && (!live.contains_key(&nid) || olds.contains(&nid))
+                });
+            let mut expected = before.clone();
+            if ok {
+                expected = before
+                    .iter()
+                    .map(|(ident, id, ep)| {
+                        swaps
+                            .iter()
+                            .find(|s| s.0 == *id)
+                            .map_or((ident.clone(), *id, *ep), |s| {
+                                (ident.clone(), s.2.route.session_id, s.2.route.session_epoch)
+                            })
+                    })
+                    .collect();
+                expected.sort();
+            }
+            let got = e.d.sessions.swap_confirmed(swaps.clone());
+            assert_eq!(got.is_ok(), ok, "round {round}: {swaps:?}");
+            if ok {
+                oks += 1;
+            } else {
+                errs += 1;
+            }
+            assert_eq!(snapshot(&e), if ok { expected } else { before });
+            assert_consistent(&e, 3000);
+        }
+    }
+    assert!(oks > 100 && errs > 100, "{oks} {errs}");
+}
+
+/// Through `handle_response`: answers that fail leave every swap undone
+/// and the tables consistent; cycles and all-refused answers succeed.
+#[test]
+fn atk29_adversarial_answers_through_handle_response() {
+    let start = |e: &mut Edge, c: &mut EdgeConfirmCounters| {
+        let (a, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, e.t0, WALL, 600, c);
+        let mut req = batch(&step);
+        req.sessions.sort_by_key(|i| i.session_id);
+        (a.unwrap(), req)
+    };
+    let mut c = EdgeConfirmCounters::default();
+
+    // A cycle a→b, b→a, c→c.
+    let mut e = edge_with(3);
+    let (mut at, req) = start(&mut e, &mut c);
+    let [x, y, z] = [&req.sessions[0], &req.sessions[1], &req.sessions[2]];
+    let (ux, uy, uz) = (
+        user_of(&e, x.session_id),
+        user_of(&e, y.session_id),
+        user_of(&e, z.session_id),
+    );
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: vec![
+            confirmed(x, y.session_id, &ux),
+            confirmed(y, x.session_id, &uy),
+            confirmed(z, z.session_id, &uz),
+        ],
+    };
+    let step = at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c);
+    assert_eq!(step, Some(ConfirmStep::Done));
+    assert_eq!(user_of(&e, y.session_id), ux);
+    assert_eq!(user_of(&e, x.session_id), uy);
+    assert_eq!(user_of(&e, z.session_id), uz);
+    assert_consistent(&e, 3000);
+
+    // Every item refused: an empty list of swaps.
+    let mut e = edge_with(3);
+    let (mut at, req) = start(&mut e, &mut c);
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: req.sessions.iter().map(refused).collect(),
+    };
+    let step = at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c);
+    assert_eq!(step, Some(ConfirmStep::Done));
+    assert!(e.d.sessions().is_empty());
+    assert_consistent(&e, 3000);
+
+    // The same id refused and confirmed; the same id confirmed twice.
+    for twice_confirmed in [false, true] {
+        let mut e = edge_with(3);
+        let failed = c.failed;
+        let (mut at, req) = start(&mut e, &mut c);
+        let before = snapshot(&e);
+        let [x, y, _] = [&req.sessions[0], &req.sessions[1], &req.sessions[2]];
+        let ux = user_of(&e, x.session_id);
+        let uy = user_of(&e, y.session_id);
+        let second = if twice_confirmed {
+            confirmed(x, 2000, &ux)
+        } else {
+            refused(x)
+        };
+        let r = ConfirmResponse {
+            request_id: req.request_id,
+            results: vec![confirmed(x, 1000, &ux), confirmed(y, 1001, &uy), second],
+        };
+        assert!(matches!(
+            at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c),
+            Some(ConfirmStep::Failed(_))
+        ));
+        assert_eq!(c.failed, failed + 1);
+        assert_eq!(snapshot(&e), before);
+        assert_consistent(&e, 3000);
+    }
+
+    // A grant changing identity, a zero id, or an outside id after valid
+    // swaps and a refusal: no swap applied. (The refusal is applied
+    // before the swaps are checked, so the refused session is gone even
+    // though the attempt fails: see the report.)
+    for bad in 0..3 {
+        let mut e = edge_with(5);
+        let (mut at, req) = start(&mut e, &mut c);
+        let it = &req.sessions;
+        let before = snapshot(&e);
+        let u: Vec<String> = it.iter().map(|i| user_of(&e, i.session_id)).collect();
+        let last = match bad {
+            0 => confirmed(&it[3], 1014, "mallory"),
+            1 => confirmed(&it[3], 0, &u[3]),
+            _ => confirmed(&it[3], it[4].session_id, &u[3]),
+        };
+        let r = ConfirmResponse {
+            request_id: req.request_id,
+            results: vec![
+                confirmed(&it[0], it[1].session_id, &u[0]),
+                confirmed(&it[1], it[2].session_id, &u[1]),
+                refused(&it[2]),
+                last,
+                // it[4] keeps its id 15 (so it[3] → 15 collides).
+                confirmed(&it[4], 1015, &u[4]),
+            ],
+        };
+        let r = if bad == 2 {
+            let mut r = r;
+            r.results[4] = confirmed(&it[4], it[4].session_id, &u[4]);
+            r
+        } else {
+            r
+        };
+        let step = at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c);
+        assert!(
+            matches!(step, Some(ConfirmStep::Failed(_))),
+            "{bad}: {step:?}"
+        );
+        assert_consistent(&e, 3000);
+        // No swap applied: every surviving session has its old id/epoch.
+        let now = snapshot(&e);
+        let mut kept = before.clone();
+        kept.retain(|x| x.1 != it[2].session_id);
+        assert_eq!(now, kept, "{bad}: the refusal alone was applied");
+    }
+}
+
+/// A session that leaves the edge while its batch is outstanding (device
+/// timeout, revocation) makes the centre's confirmation of it fail the
+/// whole attempt (pre-existing; the edge reconnects and starts over).
+#[test]
+fn atk29_a_session_gone_mid_batch_fails_the_attempt() {
+    let mut e = edge_with(3);
+    let mut c = EdgeConfirmCounters::default();
+    let (at, step) = EdgeReconfirm::start(&mut e.d, &mut e.ids, e.t0, WALL, 600, &mut c);
+    let mut at = at.unwrap();
+    let req = batch(&step);
+    let users: Vec<String> = req
+        .sessions
+        .iter()
+        .map(|i| user_of(&e, i.session_id))
+        .collect();
+    let gone = req.sessions[0].session_id;
+    assert!(e.d.sessions.remove_unconfirmed(gone).is_some());
+    let r = ConfirmResponse {
+        request_id: req.request_id,
+        results: req
+            .sessions
+            .iter()
+            .zip(&users)
+            .map(|(i, u)| confirmed(i, i.session_id + 1000, u))
+            .collect(),
+    };
+    let step = at.handle_response(&mut e.d, &mut e.ids, e.t0, r, &mut c);
+    assert!(matches!(step, Some(ConfirmStep::Failed(_))), "{step:?}");
+    assert_eq!(e.d.sessions().len(), 2);
+    assert_consistent(&e, 3000);
+}
