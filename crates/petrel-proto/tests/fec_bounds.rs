@@ -25,9 +25,12 @@ fn transmit_queue_is_bounded() {
     for i in 0..300u32 {
         enc.push(t0, &i.to_le_bytes()).unwrap();
     }
-    // 300 data shards + 37 full groups × 2 parity queued, 256 kept.
+    // 300 data shards and the parity of the first 25 full groups (250
+    // entries) queued, 256 kept; the 12 groups that close on a full queue
+    // get no parity rather than push data out.
     let s = enc.stats();
-    assert_eq!(s.tx_queue_dropped, 300 + 74 - TX_QUEUE_LIMIT as u64);
+    assert_eq!(s.tx_queue_dropped, 300 + 50 - TX_QUEUE_LIMIT as u64);
+    assert_eq!(s.parity_capped, 12);
     let mut out = Vec::new();
     let mut n = 0;
     while enc.poll_transmit(t0, &mut out) {

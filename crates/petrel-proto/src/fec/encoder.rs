@@ -440,9 +440,17 @@ impl FecEncoder {
     fn capped_parity(&mut self, g: &OpenGroup, sparse: bool) -> u8 {
         let mut p = usize::from(g.parity);
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
-        p = p.min(budget_shards);
+        // Parity only takes room the transmit queue has (headers included), so
+        // it never pushes a queued data shard out of it.
+        let wire_len = g.max_len + self.framing.overhead();
+        let queue_shards = (self.budget.saturating_sub(self.queue.bytes()) / wire_len)
+            .min(TX_QUEUE_LIMIT.saturating_sub(self.queue.len()));
+        p = p.min(budget_shards).min(queue_shards);
         if self.policy.is_some() && !sparse {
-            self.parity_credit = (self.parity_credit + g.data_bytes).min(PARITY_CREDIT_MAX);
+            // The group's own data bytes always count in full, so shards too
+            // long for the saved-up credit still get parity up to their size.
+            let cap = PARITY_CREDIT_MAX.max(g.data_bytes);
+            self.parity_credit = (self.parity_credit + g.data_bytes).min(cap);
             p = p.min(self.parity_credit / g.max_len);
             self.parity_credit -= p * g.max_len;
         }

@@ -75,6 +75,11 @@ impl DatagramQueue {
         self.queue.is_empty()
     }
 
+    /// Datagrams queued.
+    pub fn len(&self) -> usize {
+        self.queue.len()
+    }
+
     /// Bytes queued.
     pub fn bytes(&self) -> usize {
         self.bytes
