@@ -91,7 +91,7 @@ impl Connection {
                 if !st.session.can_send(msg.len()) {
                     return None;
                 }
-                match st.session.send(&msg) {
+                match st.session.send_bytes(msg.clone()) {
                     Ok(()) => Some(Ok(())),
                     Err(SendError::QueueFull) => None,
                     Err(e) => Some(Err(ConnectionError::from_send(e))),

@@ -164,24 +164,46 @@ impl Kcp {
     /// [`SendError::QueueFull`] when its segments do not fit under `send_queue_limit`
     /// (wait for acks and retry); [`SendError::Dead`] after a dead link.
     pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
+        let count = self.admit(msg.len())?;
+        self.snd.push_message(msg, self.mss, count);
+        self.stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// [`Kcp::send`] for a message the application holds as [`Bytes`]: a message of
+    /// more than one segment is not copied — its segments are slices of `msg`, whose
+    /// buffer then stays allocated until the last of them is acknowledged — while a
+    /// one-segment message is copied as by `send`, so a small slice never pins the
+    /// large buffer it may come from.
+    ///
+    /// # Errors
+    /// As [`Kcp::send`].
+    pub fn send_bytes(&mut self, msg: Bytes) -> Result<(), SendError> {
+        let count = self.admit(msg.len())?;
+        if count == 1 {
+            self.snd.push_message(&msg, self.mss, count);
+        } else {
+            self.snd.push_shared(msg, self.mss, count);
+        }
+        self.stats.messages_sent += 1;
+        Ok(())
+    }
+
+    /// Checks a message of `len` bytes against the limits; returns its segment count.
+    fn admit(&mut self, len: usize) -> Result<usize, SendError> {
         if self.error.is_some() {
             return Err(SendError::Dead);
         }
         let max = self.max_message_size();
-        if msg.len() > max {
-            return Err(SendError::MessageTooLarge {
-                len: msg.len(),
-                max,
-            });
+        if len > max {
+            return Err(SendError::MessageTooLarge { len, max });
         }
-        let count = self.fragments(msg.len());
+        let count = self.fragments(len);
         if self.snd.queue.len() + count > self.config.send_queue_limit {
             self.stats.send_queue_full += 1;
             return Err(SendError::QueueFull);
         }
-        self.snd.push_message(msg, self.mss, count);
-        self.stats.messages_sent += 1;
-        Ok(())
+        Ok(count)
     }
 
     /// Whether a message of `len` bytes would be accepted by `send` now.
@@ -529,5 +551,33 @@ mod tests {
         assert!(received == messages);
         assert_eq!(a.pending_segments(), 0);
         assert!(a.snd.snd_una < 100, "wrapped past zero");
+    }
+
+    /// `send_bytes` shares a multi-segment message's buffer (its queued segments are
+    /// slices of it) and copies a one-segment message; both arrive as sent.
+    #[test]
+    fn send_bytes_shares_long_messages_and_copies_short_ones() {
+        let t0 = Instant::now();
+        let mut a = Kcp::new(9, KcpConfig::default(), t0).unwrap();
+        let mut b = Kcp::new(9, KcpConfig::default(), t0).unwrap();
+        let long = Bytes::from((0..5000u32).map(|i| (i % 251) as u8).collect::<Vec<u8>>());
+        let short = Bytes::from(vec![7u8; 40]);
+        a.send_bytes(long.clone()).unwrap();
+        a.send_bytes(short.clone()).unwrap();
+        let inside = |p: &Bytes, m: &Bytes| {
+            let range = m.as_ptr() as usize..m.as_ptr() as usize + m.len();
+            range.contains(&(p.as_ptr() as usize))
+        };
+        let segments: Vec<&Bytes> = a.snd.queue.iter().map(|q| &q.payload).collect();
+        assert_eq!(segments.len(), long.len().div_ceil(a.mss) + 1);
+        let (last, long_segments) = segments.split_last().unwrap();
+        assert!(long_segments.iter().all(|p| inside(p, &long)));
+        assert!(!inside(last, &short), "a one-segment message is copied");
+        let mut out = Vec::new();
+        while a.poll_transmit(t0, &mut out) {
+            b.input(t0, &out).unwrap();
+        }
+        assert_eq!(b.recv(), Some(long));
+        assert_eq!(b.recv(), Some(short));
     }
 }

@@ -5,17 +5,26 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-/// In-order payload bytes are copied into chunks of this size, so a received segment
+/// Queued payload bytes live in chunks of at least this size, so a received segment
 /// costs no allocation of its own once earlier chunks have been released by the
-/// application. Out-of-order segments get their own allocation instead: held in the
-/// buffer for long, each would pin a whole chunk (a peer choosing the order could make
-/// 64 KiB of memory out of every 1 KiB segment).
+/// application. Out-of-order segments get their own allocation until they are in
+/// order: held in the buffer for long, each would pin a whole chunk (a peer choosing
+/// the order could make 64 KiB of memory out of every 1 KiB segment).
 const ARENA_CHUNK: usize = 64 * 1024;
 
+/// A segment received ahead of `rcv_nxt`, waiting for the gap before it.
 #[derive(Debug)]
 struct RecvSeg {
     frg: u8,
     payload: Bytes,
+}
+
+/// An in-order segment the application has not read yet; its bytes are in
+/// [`RecvBuffer::arena`], after those of the segments queued before it.
+#[derive(Debug, Clone, Copy)]
+struct Queued {
+    frg: u8,
+    len: usize,
 }
 
 /// What happened to a received data segment.
@@ -33,6 +42,12 @@ pub(crate) enum Insert {
 }
 
 /// Receive buffers bounded by `rcv_wnd` segments each.
+///
+/// A segment's payload is copied once, from the datagram into `arena`, when it
+/// comes in order; the queued segments' bytes lie there back to back, so a message
+/// of many segments is split off the arena's front without being copied again.
+/// (Only a segment that arrived early is copied twice: into its own buffer, then
+/// into the arena once the gap before it closes.)
 #[derive(Debug)]
 pub(crate) struct RecvBuffer {
     rcv_wnd: usize,
@@ -40,7 +55,8 @@ pub(crate) struct RecvBuffer {
     /// Slot `i` holds segment `rcv_nxt + i`, if received.
     buf: VecDeque<Option<RecvSeg>>,
     /// In-order segments the application has not read yet.
-    queue: VecDeque<RecvSeg>,
+    queue: VecDeque<Queued>,
+    /// The payload bytes of `queue`, in order.
     arena: BytesMut,
 }
 
@@ -77,12 +93,18 @@ impl RecvBuffer {
         u16::try_from(self.rcv_wnd.saturating_sub(self.queue.len())).unwrap_or(u16::MAX)
     }
 
-    fn copy(&mut self, payload: &[u8]) -> Bytes {
-        if self.arena.capacity() < payload.len() {
+    /// Appends segment `rcv_nxt` to the queue and its bytes to the arena.
+    fn enqueue(&mut self, frg: u8, payload: &[u8]) {
+        if self.arena.capacity() - self.arena.len() < payload.len() {
+            // A new chunk (the bytes of a partly received message move with it).
             self.arena.reserve(payload.len().max(ARENA_CHUNK));
         }
         self.arena.extend_from_slice(payload);
-        self.arena.split().freeze()
+        self.queue.push_back(Queued {
+            frg,
+            len: payload.len(),
+        });
+        self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
     }
 
     pub(crate) fn insert(&mut self, sn: u32, frg: u8, payload: &[u8]) -> Insert {
@@ -100,15 +122,17 @@ impl RecvBuffer {
         if self.buf.get(offset).is_some_and(Option::is_some) {
             return Insert::Duplicate;
         }
-        if self.buf.len() <= offset {
-            self.buf.resize_with(offset + 1, || None);
-        }
-        let payload = if offset == 0 {
-            self.copy(payload)
+        if offset == 0 && self.queue.len() < self.rcv_wnd {
+            // In order with room in the queue: straight into the arena.
+            self.buf.pop_front();
+            self.enqueue(frg, payload);
         } else {
-            Bytes::copy_from_slice(payload)
-        };
-        self.buf[offset] = Some(RecvSeg { frg, payload });
+            if self.buf.len() <= offset {
+                self.buf.resize_with(offset + 1, || None);
+            }
+            let payload = Bytes::copy_from_slice(payload);
+            self.buf[offset] = Some(RecvSeg { frg, payload });
+        }
         self.advance();
         Insert::Accepted
     }
@@ -121,8 +145,7 @@ impl RecvBuffer {
                 _ => break,
             }
             if let Some(Some(seg)) = self.buf.pop_front() {
-                self.queue.push_back(seg);
-                self.rcv_nxt = self.rcv_nxt.wrapping_add(1);
+                self.enqueue(seg.frg, &seg.payload);
             }
         }
     }
@@ -144,18 +167,8 @@ impl RecvBuffer {
         }
         let was_full = self.queue.len() >= self.rcv_wnd;
         let count = usize::from(self.queue.front()?.frg) + 1;
-        let message = if count == 1 {
-            self.queue.pop_front()?.payload
-        } else {
-            let total: usize = self.queue.iter().take(count).map(|s| s.payload.len()).sum();
-            if self.arena.capacity() < total {
-                self.arena.reserve(total.max(ARENA_CHUNK));
-            }
-            for seg in self.queue.drain(..count) {
-                self.arena.extend_from_slice(&seg.payload);
-            }
-            self.arena.split().freeze()
-        };
+        let total: usize = self.queue.drain(..count).map(|s| s.len).sum();
+        let message = self.arena.split_to(total).freeze();
         self.advance();
         Some((message, was_full))
     }
@@ -192,5 +205,41 @@ mod tests {
         assert_eq!((&m[..], was_full), (&b"x"[..], true));
         assert_eq!(r.free_window(), 0);
         assert_eq!(r.insert(3, 2, b"w"), Insert::Undeliverable);
+    }
+
+    #[test]
+    fn in_order_messages_are_slices_of_one_chunk() {
+        let mut r = RecvBuffer::new(64);
+        for (sn, frg) in [(0, 2), (1, 1), (2, 0), (3, 1), (4, 0)] {
+            assert_eq!(r.insert(sn, frg, &[sn as u8; 1000]), Insert::Accepted);
+        }
+        let (a, _) = r.pop_message().unwrap();
+        let (b, _) = r.pop_message().unwrap();
+        assert_eq!((a.len(), b.len()), (3000, 2000));
+        assert_eq!(a.as_ptr() as usize + a.len(), b.as_ptr() as usize);
+        assert!(a[..1000].iter().all(|&x| x == 0) && a[2000..].iter().all(|&x| x == 2));
+    }
+
+    #[test]
+    fn messages_across_chunks_and_gaps_reassemble() {
+        // 3 messages of 90 segments × 1000 B (each over one chunk), arriving with
+        // every 7th segment late.
+        let mut r = RecvBuffer::new(512);
+        let segs: Vec<(u32, u8)> = (0..270u32).map(|sn| (sn, 89 - (sn % 90) as u8)).collect();
+        let (late, early): (Vec<_>, Vec<_>) = segs.iter().partition(|(sn, _)| sn % 7 == 3);
+        for (sn, frg) in early.iter().chain(&late) {
+            let byte = (sn % 251) as u8;
+            assert_eq!(r.insert(*sn, *frg, &[byte; 1000]), Insert::Accepted);
+        }
+        for m in 0..3u32 {
+            let (msg, _) = r.pop_message().unwrap();
+            assert_eq!(msg.len(), 90_000);
+            for (i, seg) in msg.chunks(1000).enumerate() {
+                let sn = m * 90 + i as u32;
+                assert!(seg.iter().all(|&x| x == (sn % 251) as u8), "sn {sn}");
+            }
+        }
+        assert!(r.pop_message().is_none());
+        assert_eq!(r.rcv_nxt(), 270);
     }
 }

@@ -87,7 +87,13 @@ impl SendBuffer {
             self.arena.reserve(msg.len().max(ARENA_CHUNK));
         }
         self.arena.extend_from_slice(msg);
-        let mut data = self.arena.split().freeze();
+        let data = self.arena.split().freeze();
+        self.push_shared(data, mss, count);
+    }
+
+    /// [`SendBuffer::push_message`] without the copy: the fragments are slices of
+    /// `data` (which stays allocated until its last fragment is acked).
+    pub(crate) fn push_shared(&mut self, mut data: Bytes, mss: usize, count: usize) {
         for i in (0..count).rev() {
             let take = data.len().min(mss);
             let payload = data.split_to(take);

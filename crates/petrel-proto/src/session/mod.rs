@@ -227,6 +227,14 @@ impl Session {
         self.kcp.send(msg)
     }
 
+    /// [`Session::send`] without copying `msg` (see `Kcp::send_bytes`).
+    ///
+    /// # Errors
+    /// As [`Session::send`].
+    pub fn send_bytes(&mut self, msg: Bytes) -> Result<(), SendError> {
+        self.kcp.send_bytes(msg)
+    }
+
     /// Next complete in-order message, if any.
     pub fn recv(&mut self) -> Option<Bytes> {
         self.kcp.recv()
