@@ -580,4 +580,47 @@ mod tests {
         assert_eq!(b.recv(), Some(long));
         assert_eq!(b.recv(), Some(short));
     }
+
+    /// The cached retransmission floor is never later than the earliest timer in the
+    /// window (a late one would delay a retransmission), and a timeout scan makes
+    /// it exact. Lossy exchange, every 5th datagram dropped each way.
+    #[test]
+    fn the_resend_floor_is_never_late_and_a_scan_makes_it_exact() {
+        let t0 = Instant::now();
+        let mut a = Kcp::new(3, KcpConfig::default(), t0).unwrap();
+        let mut b = Kcp::new(3, KcpConfig::default(), t0).unwrap();
+        let exact = |k: &Kcp| k.snd.buf.iter().filter_map(|s| s.resend_at).min();
+        for i in 0..40u8 {
+            a.send(&vec![i; 3000]).unwrap();
+        }
+        let (mut out, mut n, mut now) = (Vec::new(), 0u32, t0);
+        let mut scans = 0;
+        while a.pending_segments() > 0 && now < t0 + Duration::from_secs(20) {
+            now += Duration::from_millis(5);
+            while a.poll_transmit(now, &mut out) {
+                n += 1;
+                if n % 5 != 0 {
+                    b.input(now, &out).unwrap();
+                }
+            }
+            while b.recv().is_some() {}
+            while b.poll_transmit(now, &mut out) {
+                n += 1;
+                if n % 5 != 0 {
+                    a.input(now, &out).unwrap();
+                }
+            }
+            if let Some(earliest) = exact(&a) {
+                assert!(a.snd.earliest_resend().is_some_and(|f| f <= earliest));
+            }
+            if a.poll_timeout().is_some_and(|t| t <= now) {
+                a.handle_timeout(now);
+                scans += 1;
+                assert_eq!(a.snd.earliest_resend(), exact(&a).filter(|_| !a.snd.buf.is_empty()));
+            }
+        }
+        assert_eq!(a.pending_segments(), 0, "{:?}", a.stats());
+        assert!(scans > 0 && a.stats().retransmissions_timeout > 0, "{:?}", a.stats());
+        assert_eq!(a.poll_timeout(), None, "idle once everything is acked");
+    }
 }

@@ -182,10 +182,14 @@ impl Kcp {
                 }
             }
             self.stats.segments_sent += 1;
+            let resend_at = seg.resend_at;
             let mut event =
                 SentEvent::new(now, seg.wire_len, self.snd.in_flight_bytes, seg.xmit > 1);
             event.app_limited = app_limited;
             self.cc.on_sent(&event);
+            if let Some(at) = resend_at {
+                self.snd.lower_resend_floor(at);
+            }
         }
         // Out of data below the windows: what goes out until this is delivered cannot
         // measure the path's bandwidth (draft-ietf-ccwg-bbr, "app-limited").
@@ -217,9 +221,14 @@ impl Kcp {
             self.probe_wait = (self.probe_wait * 2).min(MAX_RTO);
             self.probe_at = Some(now + self.probe_wait);
         }
+        // The scan also finds the earliest timer left running.
+        let mut floor: Option<Instant> = None;
         for index in 0..self.snd.buf.len() {
             let seg = &mut self.snd.buf[index];
             if seg.acked || seg.due || seg.resend_at.is_none_or(|at| at > now) {
+                if let (false, false, Some(at)) = (seg.acked, seg.due, seg.resend_at) {
+                    floor = Some(floor.map_or(at, |f| f.min(at)));
+                }
                 continue;
             }
             let retransmissions = seg.xmit.saturating_sub(1);
@@ -258,6 +267,7 @@ impl Kcp {
             }
             self.cc.on_loss(&event);
         }
+        self.snd.set_resend_floor(floor);
     }
 
     /// Earliest instant at which [`Kcp::handle_timeout`] has work: a retransmission

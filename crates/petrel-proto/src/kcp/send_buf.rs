@@ -64,6 +64,11 @@ pub(crate) struct SendBuffer {
     /// Wire bytes of segments in `buf` sent and neither acked nor declared lost (a lost
     /// segment counts again once retransmitted).
     pub(crate) in_flight_bytes: u64,
+    /// No segment's `resend_at` is earlier: lowered whenever a timer is set, made
+    /// exact again by each timeout scan (`Kcp::handle_timeout`). A floor that is too
+    /// early costs one timer wake-up that finds nothing due; it saves a scan of the
+    /// whole window on every `poll_timeout`.
+    resend_floor: Option<Instant>,
     arena: BytesMut,
 }
 
@@ -76,6 +81,7 @@ impl SendBuffer {
             snd_nxt: 0,
             due: VecDeque::new(),
             in_flight_bytes: 0,
+            resend_floor: None,
             arena: BytesMut::new(),
         }
     }
@@ -206,6 +212,7 @@ impl SendBuffer {
                 seg.counted = true;
                 self.in_flight_bytes += seg.wire_len;
             }
+            self.lower_resend_floor(resend_at);
         }
     }
 
@@ -214,8 +221,22 @@ impl SendBuffer {
         self.buf.iter().filter(|s| !s.acked).count()
     }
 
-    /// Earliest retransmission deadline in the window.
+    /// A segment's retransmission timer was set to `at`.
+    pub(crate) fn lower_resend_floor(&mut self, at: Instant) {
+        self.resend_floor = Some(self.resend_floor.map_or(at, |floor| floor.min(at)));
+    }
+
+    /// The exact earliest retransmission deadline, from a scan of the window.
+    pub(crate) fn set_resend_floor(&mut self, floor: Option<Instant>) {
+        self.resend_floor = floor;
+    }
+
+    /// Earliest retransmission deadline in the window, or earlier (see
+    /// `resend_floor`); `None` when no segment is in the window.
     pub(crate) fn earliest_resend(&self) -> Option<Instant> {
-        self.buf.iter().filter_map(|s| s.resend_at).min()
+        if self.buf.is_empty() {
+            return None;
+        }
+        self.resend_floor
     }
 }
