@@ -96,8 +96,10 @@ impl RecvBuffer {
     /// Appends segment `rcv_nxt` to the queue and its bytes to the arena.
     fn enqueue(&mut self, frg: u8, payload: &[u8]) {
         if self.arena.capacity() - self.arena.len() < payload.len() {
-            // A new chunk (the bytes of a partly received message move with it).
-            self.arena.reserve(payload.len().max(ARENA_CHUNK));
+            // A new chunk; the queued bytes move with it, so it is at least as large
+            // as they are: a long message's bytes are moved O(1) times each.
+            let queued = self.arena.len();
+            self.arena.reserve(payload.len().max(ARENA_CHUNK).max(queued));
         }
         self.arena.extend_from_slice(payload);
         self.queue.push_back(Queued {
