@@ -616,11 +616,18 @@ mod tests {
             if a.poll_timeout().is_some_and(|t| t <= now) {
                 a.handle_timeout(now);
                 scans += 1;
-                assert_eq!(a.snd.earliest_resend(), exact(&a).filter(|_| !a.snd.buf.is_empty()));
+                assert_eq!(
+                    a.snd.earliest_resend(),
+                    exact(&a).filter(|_| !a.snd.buf.is_empty())
+                );
             }
         }
         assert_eq!(a.pending_segments(), 0, "{:?}", a.stats());
-        assert!(scans > 0 && a.stats().retransmissions_timeout > 0, "{:?}", a.stats());
+        assert!(
+            scans > 0 && a.stats().retransmissions_timeout > 0,
+            "{:?}",
+            a.stats()
+        );
         assert_eq!(a.poll_timeout(), None, "idle once everything is acked");
     }
 }

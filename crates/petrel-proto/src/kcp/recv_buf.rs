@@ -99,7 +99,8 @@ impl RecvBuffer {
             // A new chunk; the queued bytes move with it, so it is at least as large
             // as they are: a long message's bytes are moved O(1) times each.
             let queued = self.arena.len();
-            self.arena.reserve(payload.len().max(ARENA_CHUNK).max(queued));
+            self.arena
+                .reserve(payload.len().max(ARENA_CHUNK).max(queued));
         }
         self.arena.extend_from_slice(payload);
         self.queue.push_back(Queued {
