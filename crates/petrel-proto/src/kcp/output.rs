@@ -163,6 +163,7 @@ impl Kcp {
                 self.rate
                     .on_sent(now, prior_in_flight, self.snd.in_flight_bytes),
             );
+            let resend_at;
             if seg.xmit == 1 {
                 seg.rto = self.rtt.rto();
                 // Outside nodelay mode the reference adds rto/8 to the first timer.
@@ -171,25 +172,23 @@ impl Kcp {
                 } else {
                     seg.rto / 8
                 };
-                seg.resend_at = Some(now + seg.rto + slack);
+                resend_at = now + seg.rto + slack;
                 self.stats.data_segments_sent += 1;
             } else {
-                seg.resend_at = Some(now + seg.rto);
+                resend_at = now + seg.rto;
                 if let Some(check) = self.timeout_check.as_mut() {
                     if check.sn == sn && check.retransmit_ts.is_none() {
                         check.retransmit_ts = Some(ts);
                     }
                 }
             }
+            seg.resend_at = Some(resend_at);
             self.stats.segments_sent += 1;
-            let resend_at = seg.resend_at;
             let mut event =
                 SentEvent::new(now, seg.wire_len, self.snd.in_flight_bytes, seg.xmit > 1);
             event.app_limited = app_limited;
             self.cc.on_sent(&event);
-            if let Some(at) = resend_at {
-                self.snd.lower_resend_floor(at);
-            }
+            self.snd.lower_resend_floor(resend_at);
         }
         // Out of data below the windows: what goes out until this is delivered cannot
         // measure the path's bandwidth (draft-ietf-ccwg-bbr, "app-limited").
