@@ -82,6 +82,41 @@ fn receive_side_bytes_are_bounded() {
 
 /// Moves every datagram between two connections for `steps` simulated milliseconds,
 /// delivering messages to `received`.
+/// A datagram of window updates carrying the given cumulative acks.
+fn unas(unas: &[u32]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for &una in unas {
+        let header = Header {
+            conv: CONV,
+            cmd: Command::WindowTell,
+            frg: 0,
+            wnd: 128,
+            ts: 0,
+            sn: 0,
+            una,
+            len: 0,
+        };
+        encode_segment(&header, &[], &mut out);
+    }
+    out
+}
+
+/// A `una` 2^31 or more ahead is behind in wrapping order and acks nothing, also
+/// after an earlier segment of the same datagram advanced the cumulative ack.
+#[test]
+fn a_una_half_the_sequence_space_ahead_acks_nothing() {
+    let t0 = Instant::now();
+    let mut kcp = Kcp::new(CONV, KcpConfig::default(), t0).unwrap();
+    for i in 0..10u8 {
+        kcp.send(&[i; 100]).unwrap();
+    }
+    let mut out = Vec::new();
+    while kcp.poll_transmit(t0, &mut out) {}
+    assert_eq!(kcp.pending_segments(), 10);
+    kcp.input(t0, &unas(&[1, 1 << 31, 2, 1 << 31])).unwrap();
+    assert_eq!(kcp.pending_segments(), 8);
+}
+
 fn run(a: &mut Kcp, b: &mut Kcp, t0: Instant, steps: u64, received: &mut Vec<Vec<u8>>) {
     let mut out = Vec::new();
     for ms in 1..=steps {

@@ -213,6 +213,19 @@ impl Kcp {
             && self.snd.queue.len() + self.fragments(len) <= self.config.send_queue_limit
     }
 
+    /// Whether the send queue holds at most half of `send_queue_limit`: the level
+    /// at which a runtime wakes writers blocked on a full queue, so that each wake
+    /// finds room for a run of messages rather than one (the rule of Linux's
+    /// `sk_stream_write_space`, which waits until half the queued bytes are free).
+    pub fn send_queue_low(&self) -> bool {
+        self.snd.queue.len() * 2 <= self.config.send_queue_limit
+    }
+
+    /// Whether [`recv`](Self::recv) would return a message now.
+    pub fn has_message(&self) -> bool {
+        self.rcv.has_message()
+    }
+
     /// Next complete in-order message, if any.
     pub fn recv(&mut self) -> Option<Bytes> {
         let (message, was_full) = self.rcv.pop_message()?;
@@ -277,6 +290,11 @@ impl Kcp {
         self.stats.bytes_received += datagram.len() as u64;
         // Highest sn acked in this datagram and the latest send time among those acks.
         let mut max_ack: Option<(u32, Instant)> = None;
+        // Every sn below this is acked already. Segments stay in the window until the
+        // datagram is done (so a later ACK in it still finds its segment and gives an
+        // RTT sample); this keeps each `una` from walking the prefix again: a datagram
+        // of n ACKs sharing one `una` costs O(n), not O(n²).
+        let mut una_applied = self.snd.snd_una;
         for seg in segments(datagram).flatten() {
             let h = seg.header;
             self.stats.segments_received += 1;
@@ -295,7 +313,7 @@ impl Kcp {
                     max_ack = Some((sn, latest.max(sent)));
                 }
             }
-            self.on_una(h.una, now);
+            self.on_una(h.una, &mut una_applied, now);
             match h.cmd {
                 Command::Push => self.on_push(h.sn, h.ts, h.frg, seg.payload, now),
                 Command::WindowAsk => self.tell_pending = true,
@@ -324,15 +342,20 @@ impl Kcp {
     }
 
     /// Cumulative ack: everything below `una` arrived.
-    fn on_una(&mut self, una: u32, now: Instant) {
-        let ahead = una.wrapping_sub(self.snd.snd_una) as i32;
-        if ahead <= 0 {
+    fn on_una(&mut self, una: u32, applied: &mut u32, now: Instant) {
+        // Not ahead of what is acked (an old or stale `una`, or one 2^31 or more
+        // ahead, which in wrapping order is behind): nothing to do.
+        if (una.wrapping_sub(self.snd.snd_una) as i32) <= 0
+            || (una.wrapping_sub(*applied) as i32) <= 0
+        {
             return;
         }
-        let count = (ahead as usize).min(self.snd.buf.len());
-        for index in 0..count {
+        let from = applied.wrapping_sub(self.snd.snd_una) as usize;
+        let to = (una.wrapping_sub(self.snd.snd_una) as usize).min(self.snd.buf.len());
+        for index in from..to {
             self.acked(index, None, now);
         }
+        *applied = una;
     }
 
     /// Selective ack of `sn`, echoing our transmission's `ts`. Returns when the

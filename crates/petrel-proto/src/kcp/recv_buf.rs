@@ -5,9 +5,8 @@ use std::collections::VecDeque;
 
 use bytes::{Bytes, BytesMut};
 
-/// Queued payload bytes live in chunks of at least this size, so a received segment
-/// costs no allocation of its own once earlier chunks have been released by the
-/// application. Out-of-order segments get their own allocation until they are in
+/// Queued payload bytes live in chunks of this size, so an in-order segment costs
+/// no allocation of its own. Out-of-order segments get their own allocation until they are in
 /// order: held in the buffer for long, each would pin a whole chunk (a peer choosing
 /// the order could make 64 KiB of memory out of every 1 KiB segment).
 const ARENA_CHUNK: usize = 64 * 1024;
@@ -20,7 +19,7 @@ struct RecvSeg {
 }
 
 /// An in-order segment the application has not read yet; its bytes are in
-/// [`RecvBuffer::arena`], after those of the segments queued before it.
+/// [`RecvBuffer::chunks`], after those of the segments queued before it.
 #[derive(Debug, Clone, Copy)]
 struct Queued {
     frg: u8,
@@ -43,11 +42,18 @@ pub(crate) enum Insert {
 
 /// Receive buffers bounded by `rcv_wnd` segments each.
 ///
-/// A segment's payload is copied once, from the datagram into `arena`, when it
-/// comes in order; the queued segments' bytes lie there back to back, so a message
-/// of many segments is split off the arena's front without being copied again.
-/// (Only a segment that arrived early is copied twice: into its own buffer, then
-/// into the arena once the gap before it closes.)
+/// A segment's payload is copied once, from the datagram into the last of
+/// `chunks`, when it comes in order; the queued segments' bytes lie there back to
+/// back, so a message within one chunk is split off its front without being copied
+/// again. A message that spans chunks is copied once more, into a buffer of its own
+/// size (so its bytes move O(1) times, however long it is); a segment that arrived
+/// early is also copied twice: into its own buffer, then into a chunk once the gap
+/// before it closes.
+///
+/// Memory: the chunks hold the queued bytes plus less than one chunk (the unused
+/// tail of the last, and under one segment's payload at the end of each other), so
+/// the queue side stays near `rcv_wnd × max_segment_payload` and an idle connection
+/// keeps at most one chunk.
 #[derive(Debug)]
 pub(crate) struct RecvBuffer {
     rcv_wnd: usize,
@@ -56,8 +62,8 @@ pub(crate) struct RecvBuffer {
     buf: VecDeque<Option<RecvSeg>>,
     /// In-order segments the application has not read yet.
     queue: VecDeque<Queued>,
-    /// The payload bytes of `queue`, in order.
-    arena: BytesMut,
+    /// The payload bytes of `queue`, in order; new bytes go to the last chunk.
+    chunks: VecDeque<BytesMut>,
 }
 
 impl RecvBuffer {
@@ -68,7 +74,7 @@ impl RecvBuffer {
             rcv_nxt: 0,
             buf: VecDeque::new(),
             queue: VecDeque::new(),
-            arena: BytesMut::new(),
+            chunks: VecDeque::new(),
         }
     }
 
@@ -93,16 +99,18 @@ impl RecvBuffer {
         u16::try_from(self.rcv_wnd.saturating_sub(self.queue.len())).unwrap_or(u16::MAX)
     }
 
-    /// Appends segment `rcv_nxt` to the queue and its bytes to the arena.
+    /// Appends segment `rcv_nxt` to the queue and its bytes to the last chunk.
     fn enqueue(&mut self, frg: u8, payload: &[u8]) {
-        if self.arena.capacity() - self.arena.len() < payload.len() {
-            // A new chunk; the queued bytes move with it, so it is at least as large
-            // as they are: a long message's bytes are moved O(1) times each.
-            let queued = self.arena.len();
-            self.arena
-                .reserve(payload.len().max(ARENA_CHUNK).max(queued));
+        match self.chunks.back_mut() {
+            Some(last) if last.capacity() - last.len() >= payload.len() => {
+                last.extend_from_slice(payload);
+            }
+            _ => {
+                let mut chunk = BytesMut::with_capacity(ARENA_CHUNK.max(payload.len()));
+                chunk.extend_from_slice(payload);
+                self.chunks.push_back(chunk);
+            }
         }
-        self.arena.extend_from_slice(payload);
         self.queue.push_back(Queued {
             frg,
             len: payload.len(),
@@ -126,7 +134,7 @@ impl RecvBuffer {
             return Insert::Duplicate;
         }
         if offset == 0 && self.queue.len() < self.rcv_wnd {
-            // In order with room in the queue: straight into the arena.
+            // In order with room in the queue: straight into the last chunk.
             self.buf.pop_front();
             self.enqueue(frg, payload);
         } else {
@@ -171,15 +179,38 @@ impl RecvBuffer {
         let was_full = self.queue.len() >= self.rcv_wnd;
         let count = usize::from(self.queue.front()?.frg) + 1;
         let total: usize = self.queue.drain(..count).map(|s| s.len).sum();
-        let message = self.arena.split_to(total).freeze();
-        if self.arena.is_empty() && self.arena.capacity() > ARENA_CHUNK {
-            // A burst grew the arena past one chunk; once it drains, let it go (the
-            // messages split off it keep their bytes) rather than hold that memory
-            // for an idle connection.
-            self.arena = BytesMut::new();
-        }
+        let message = self.take_bytes(total);
         self.advance();
         Some((message, was_full))
+    }
+
+    /// Removes the first `total` queued bytes: a slice of the first chunk if it holds
+    /// them all, else a copy gathered from the chunks they span. Drained chunks are
+    /// dropped, but for the last, whose unused tail takes the next segments.
+    fn take_bytes(&mut self, total: usize) -> Bytes {
+        let within_first = self.chunks.front().is_some_and(|c| c.len() >= total);
+        let message = if within_first {
+            self.chunks
+                .front_mut()
+                .map_or_else(Bytes::new, |c| c.split_to(total).freeze())
+        } else {
+            let mut gathered = BytesMut::with_capacity(total);
+            while gathered.len() < total {
+                let Some(chunk) = self.chunks.front_mut() else {
+                    break;
+                };
+                let take = chunk.len().min(total - gathered.len());
+                gathered.extend_from_slice(&chunk.split_to(take));
+                if chunk.is_empty() && self.chunks.len() > 1 {
+                    self.chunks.pop_front();
+                }
+            }
+            gathered.freeze()
+        };
+        while self.chunks.len() > 1 && self.chunks.front().is_some_and(BytesMut::is_empty) {
+            self.chunks.pop_front();
+        }
+        message
     }
 }
 
@@ -202,10 +233,10 @@ mod tests {
 
     proptest! {
         /// Any arrival order, with duplicates, delivers every message intact and in
-        /// order; the arena holds exactly the queued bytes, and after the queue
-        /// drains it holds no more than one chunk.
+        /// order; the chunks hold exactly the queued bytes, as few chunks as those
+        /// bytes need, and after the queue drains no more than one chunk.
         #[test]
-        fn any_arrival_order_reassembles_and_the_arena_stays_bounded(
+        fn any_arrival_order_reassembles_and_the_chunks_stay_bounded(
             rcv_wnd in 1u16..64,
             lens in prop::collection::vec(0usize..3000, 1..200),
             cuts in prop::collection::vec(0usize..64, 1..16),
@@ -229,7 +260,13 @@ mod tests {
                     r.insert(sn as u32, frgs[sn], &payload(sn));
                 }
                 let queued: usize = r.queue.iter().map(|q| q.len).sum();
-                prop_assert_eq!(r.arena.len(), queued);
+                prop_assert_eq!(r.chunks.iter().map(BytesMut::len).sum::<usize>(), queued);
+                // Every chunk but the first and the last is more than full but for
+                // one payload (< 3000 bytes).
+                prop_assert!(
+                    r.chunks.len() <= 2 + queued / (ARENA_CHUNK - 3000),
+                    "{} chunks for {queued} bytes", r.chunks.len()
+                );
                 if step % 3 == 0 {
                     if let Some((m, _)) = r.pop_message() {
                         delivered.extend_from_slice(&m);
@@ -239,7 +276,9 @@ mod tests {
             // Then the rest in order (a full queue always holds a whole message).
             while (r.rcv_nxt() as usize) < lens.len() {
                 if r.free_window() == 0 {
+                    // Reading may move buffered segments in: look at rcv_nxt again.
                     delivered.extend_from_slice(&r.pop_message().unwrap().0);
+                    continue;
                 }
                 let sn = r.rcv_nxt() as usize;
                 prop_assert_eq!(r.insert(sn as u32, frgs[sn], &payload(sn)), Insert::Accepted);
@@ -250,7 +289,7 @@ mod tests {
             prop_assert!(r.queue.is_empty());
             let expected: Vec<u8> = (0..lens.len()).flat_map(payload).collect();
             prop_assert_eq!(delivered, expected);
-            prop_assert!(r.arena.capacity() <= ARENA_CHUNK, "{}", r.arena.capacity());
+            prop_assert!(r.chunks.len() <= 1, "{} chunks kept when drained", r.chunks.len());
         }
     }
 

@@ -235,6 +235,16 @@ impl Session {
         self.kcp.send_bytes(msg)
     }
 
+    /// Whether the send queue is down to half its limit (see `Kcp::send_queue_low`).
+    pub fn send_queue_low(&self) -> bool {
+        self.kcp.send_queue_low()
+    }
+
+    /// Whether [`Session::recv`] would return a message now.
+    pub fn has_message(&self) -> bool {
+        self.kcp.has_message()
+    }
+
     /// Next complete in-order message, if any.
     pub fn recv(&mut self) -> Option<Bytes> {
         self.kcp.recv()
