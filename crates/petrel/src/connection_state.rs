@@ -151,6 +151,8 @@ impl ConnState {
         Settled {
             ended: self.end.is_some(),
             rearm,
+            readable: self.session.has_message() || self.session.peer_closing(),
+            writable: self.session.send_queue_low(),
         }
     }
 
@@ -169,6 +171,10 @@ impl ConnState {
 struct Settled {
     ended: bool,
     rearm: bool,
+    /// A reader would get something: a message, or the end of the peer's stream.
+    readable: bool,
+    /// The send queue is down to half its limit (`Session::send_queue_low`).
+    writable: bool,
 }
 
 impl ConnShared {
@@ -215,8 +221,8 @@ impl ConnShared {
 
     /// Runs `f` on the state, marks the connection dirty (whatever `f` queued is sent
     /// by the driver) and wakes the timer task if its deadline moved earlier.
-    /// Application waiters are woken when the connection ended or when `wake_app`
-    /// says `f` may have made a message readable or freed queue space.
+    /// Application waiters are woken when the connection ended, or, when `wake_app`
+    /// says `f` came from the network or a timer, those that would now make progress.
     pub(crate) fn with_state<R>(
         self: &Arc<Self>,
         wake_app: bool,
@@ -231,12 +237,20 @@ impl ConnShared {
         result
     }
 
+    /// Wakes whoever the change `settled` describes concerns. Readers wake only for
+    /// a complete message (not for every datagram of one); writers only once the
+    /// send queue is down to half its limit, which happens when the driver moves
+    /// queued segments into the window, so `poll_transmits` wakes them too. Both
+    /// tests are levels, not edges: a waiter that registered before the state
+    /// changed is woken by the first call that finds the level, so none is lost.
     fn wake(&self, settled: &Settled, wake_app: bool) {
         if settled.ended || settled.rearm {
             self.timer.notify_one();
         }
-        if settled.ended || wake_app {
+        if settled.ended || (wake_app && settled.readable) {
             self.readable.notify_waiters();
+        }
+        if settled.ended || (wake_app && settled.writable) {
             self.writable.notify_waiters();
         }
     }
@@ -256,7 +270,13 @@ impl ConnShared {
         }
         let settled = st.settle();
         drop(st);
-        self.wake(&settled, false);
+        // Polling moved queued segments into the window: writers may have room
+        // (readers were woken by the input that completed their message).
+        let settled = Settled {
+            readable: false,
+            ..settled
+        };
+        self.wake(&settled, true);
         n
     }
 

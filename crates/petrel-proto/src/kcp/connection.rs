@@ -20,6 +20,10 @@ use super::stats::KcpStats;
 const INITIAL_RMT_WND: u16 = 128;
 /// Most fragments per message: `frg` is one byte, and 255 keeps the count in a byte.
 const MAX_FRAGMENTS: usize = 255;
+/// Free send-queue segments at which blocked writers are woken (see
+/// [`Kcp::send_queue_low`]): 64 × 1376 B ≈ 88 KB at the default mtu, a few of the
+/// messages a bulk sender writes, small enough to stay in a core's cache until sent.
+pub const WRITE_WAKE_ROOM: usize = 64;
 /// The mss of a 1500-byte Ethernet path over IPv4 (1500 − 20 − 8 − 24 bytes). Segments
 /// up to this size are accepted whatever our own mtu, so peers configured with another
 /// mtu (the legacy servers use 1400, kcptun 1350) interoperate.
@@ -213,12 +217,16 @@ impl Kcp {
             && self.snd.queue.len() + self.fragments(len) <= self.config.send_queue_limit
     }
 
-    /// Whether the send queue holds at most half of `send_queue_limit`: the level
-    /// at which a runtime wakes writers blocked on a full queue, so that each wake
-    /// finds room for a run of messages rather than one (the rule of Linux's
-    /// `sk_stream_write_space`, which waits until half the queued bytes are free).
+    /// Whether the send queue has room for [`WRITE_WAKE_ROOM`] segments (or half
+    /// of `send_queue_limit`, if that is less): the level at which a runtime wakes
+    /// writers blocked on a full queue, so that each wake finds room for a run of
+    /// messages rather than one segment, while what they queue is still in cache
+    /// when it goes out (after Linux's `sk_stream_write_space`, which also waits
+    /// for free space in proportion rather than waking per freed packet).
     pub fn send_queue_low(&self) -> bool {
-        self.snd.queue.len() * 2 <= self.config.send_queue_limit
+        let limit = self.config.send_queue_limit;
+        let room = limit.saturating_sub(self.snd.queue.len());
+        room >= WRITE_WAKE_ROOM.min(limit / 2).max(1)
     }
 
     /// Whether [`recv`](Self::recv) would return a message now.

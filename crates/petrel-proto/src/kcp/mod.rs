@@ -76,7 +76,7 @@ pub use config::{
     ConfigError, KcpConfig, KcpPreset, UnknownPreset, MAX_MTU, MAX_RTO, MIN_MTU, NODELAY_MIN_RTO,
     NORMAL_MIN_RTO,
 };
-pub use connection::Kcp;
+pub use connection::{Kcp, WRITE_WAKE_ROOM};
 pub use error::{InputError, KcpError, SendError};
 pub use segment::{peek_conv, DecodeError, HEADER_LEN};
 pub use stats::KcpStats;
