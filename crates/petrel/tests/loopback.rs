@@ -282,6 +282,54 @@ async fn full_send_queue_makes_send_wait_and_loses_nothing() {
     sender.await.unwrap();
 }
 
+/// Writers are woken at a level of free queue room (`WRITE_WAKE_ROOM`, or half the
+/// limit), not for every freed segment. A message that needs more room than that
+/// level must still get through: here each needs 7 of the 8 queue slots, and the
+/// wake level is 4.
+#[tokio::test]
+async fn a_message_larger_than_the_wake_level_is_not_stranded() {
+    let kcp = petrel::KcpConfig {
+        send_queue_limit: 8,
+        ..Default::default()
+    };
+    let (server, addr) = echo_server(EndpointConfig {
+        kcp,
+        ..EndpointConfig::server()
+    })
+    .await;
+    let client = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            kcp,
+            ..EndpointConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let conn = client.connect(addr).await.unwrap();
+    let accepted = server.accept().await.unwrap();
+    let sender = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            for i in 0..300u32 {
+                conn.send(message(i, 9000)).await.unwrap();
+            }
+        })
+    };
+    for i in 0..300u32 {
+        let got = tokio::time::timeout(Duration::from_secs(10), accepted.recv())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, message(i, 9000));
+    }
+    tokio::time::timeout(Duration::from_secs(5), sender)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
 #[tokio::test]
 async fn vanished_peer_is_reported_as_dead_link() {
     let kcp = petrel::KcpConfig {

@@ -34,33 +34,26 @@ fn word_of(table: &[u64], index: u64) -> [u8; 8] {
     (table[(index % TABLE_WORDS) as usize] ^ ((index / TABLE_WORDS) << 12)).to_le_bytes()
 }
 
-/// Fills `buf` with the stream's bytes starting at `offset`: byte-wise up to the
-/// first word boundary and after the last, a word at a time in between.
-pub(crate) fn fill(offset: u64, buf: &mut [u8]) {
-    let head = buf.len().min(((8 - offset % 8) % 8) as usize);
-    let (first, rest) = buf.split_at_mut(head);
-    fill_bytes(offset, first);
-    let mut at = offset + head as u64;
+/// Byte `at` of the stream.
+fn byte(at: u64) -> u8 {
+    word(at / 8)[(at % 8) as usize]
+}
+
+/// The stream's bytes `offset..offset + len` as a new buffer: byte-wise up to the
+/// first word boundary and after the last, a word at a time in between, each
+/// written once into the new allocation (no zeroing pass first).
+pub(crate) fn chunk(offset: u64, len: usize) -> Vec<u8> {
+    let mut buf = Vec::with_capacity(len);
+    let end = offset + len as u64;
+    let head_end = offset.next_multiple_of(8).min(end);
+    buf.extend((offset..head_end).map(byte));
     let table = &*TABLE;
-    let mut words = rest.chunks_exact_mut(8);
-    for w in &mut words {
-        w.copy_from_slice(&word_of(table, at / 8));
+    let mut at = head_end;
+    while end - at >= 8 {
+        buf.extend_from_slice(&word_of(table, at / 8));
         at += 8;
     }
-    fill_bytes(at, words.into_remainder());
-}
-
-/// [`fill`] one byte at a time.
-fn fill_bytes(offset: u64, buf: &mut [u8]) {
-    for (at, b) in (offset..).zip(buf) {
-        *b = word(at / 8)[(at % 8) as usize];
-    }
-}
-
-/// The stream's bytes `offset..offset + len` as a new buffer.
-pub(crate) fn chunk(offset: u64, len: usize) -> Vec<u8> {
-    let mut buf = vec![0; len];
-    fill(offset, &mut buf);
+    buf.extend((at..end).map(byte));
     buf
 }
 
@@ -97,7 +90,7 @@ impl Verifier {
     fn check_bytes(&mut self, data: &[u8]) {
         for g in data {
             let at = self.received;
-            if word(at / 8)[(at % 8) as usize] != *g {
+            if byte(at) != *g {
                 self.mismatched += 1;
             }
             self.received += 1;
@@ -126,8 +119,7 @@ mod tests {
 
         #[test]
         fn word_wise_fill_and_check_match_the_byte_wise_ones(offset in 0u64..1 << 40, len in 0usize..200, flips in proptest::collection::btree_set(0usize..200, 0..12)) {
-            let mut bytes = vec![0; len];
-            fill_bytes(offset, &mut bytes);
+            let mut bytes: Vec<u8> = (offset..offset + len as u64).map(byte).collect();
             prop_assert_eq!(&chunk(offset, len), &bytes);
             let flips: Vec<usize> = flips.into_iter().filter(|f| *f < len).collect();
             for f in &flips {
