@@ -48,12 +48,10 @@ pub(crate) fn chunk(offset: u64, len: usize) -> Vec<u8> {
     let head_end = offset.next_multiple_of(8).min(end);
     buf.extend((offset..head_end).map(byte));
     let table = &*TABLE;
-    let mut at = head_end;
-    while end - at >= 8 {
-        buf.extend_from_slice(&word_of(table, at / 8));
-        at += 8;
-    }
-    buf.extend((at..end).map(byte));
+    let words = (end - head_end) / 8;
+    let first = head_end / 8;
+    buf.extend((first..first + words).flat_map(|index| word_of(table, index)));
+    buf.extend((head_end + words * 8..end).map(byte));
     buf
 }
 
