@@ -76,6 +76,7 @@ impl Connection {
             let notified = shared.writable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
+            let _waiting = shared.writer_waits();
             let outcome = shared.with_state(false, |st| {
                 if let Some(end) = &st.end {
                     return Some(Err(end.clone()));

@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -86,6 +86,9 @@ pub(crate) struct ConnShared {
     pub(crate) readable: tokio::sync::Notify,
     /// Woken when send-queue space may have freed or the connection ended.
     pub(crate) writable: tokio::sync::Notify,
+    /// Writers between registering on `writable` and being woken (see
+    /// [`ConnShared::writer_waits`]); while none are, a freed queue wakes no one.
+    writers_waiting: AtomicUsize,
     /// Woken when the connection's earliest deadline moved earlier or it ended.
     pub(crate) timer: tokio::sync::Notify,
     pub(crate) io: Arc<EndpointIo>,
@@ -167,6 +170,15 @@ impl ConnState {
     }
 }
 
+/// A writer counted in [`ConnShared::writers_waiting`] until dropped.
+pub(crate) struct WriterWaiting<'a>(&'a ConnShared);
+
+impl Drop for WriterWaiting<'_> {
+    fn drop(&mut self) {
+        self.0.writers_waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 /// What [`ConnState::settle`] found.
 struct Settled {
     ended: bool,
@@ -193,6 +205,7 @@ impl ConnShared {
             state: Mutex::new(ConnState::new(session)),
             readable: tokio::sync::Notify::new(),
             writable: tokio::sync::Notify::new(),
+            writers_waiting: AtomicUsize::new(0),
             timer: tokio::sync::Notify::new(),
             io,
             home,
@@ -250,9 +263,19 @@ impl ConnShared {
         if settled.ended || (wake_app && settled.readable) {
             self.readable.notify_waiters();
         }
-        if settled.ended || (wake_app && settled.writable) {
+        // SeqCst on both sides: a writer counts itself before it checks the queue
+        // under the lock, so either it sees this change or this load sees it.
+        let writers = self.writers_waiting.load(Ordering::SeqCst) > 0;
+        if settled.ended || (wake_app && settled.writable && writers) {
             self.writable.notify_waiters();
         }
+    }
+
+    /// Counts a writer as waiting for queue room for as long as the returned guard
+    /// lives; take it before checking the queue, drop it once woken.
+    pub(crate) fn writer_waits(&self) -> WriterWaiting<'_> {
+        self.writers_waiting.fetch_add(1, Ordering::SeqCst);
+        WriterWaiting(self)
     }
 
     /// The driver's side: polls up to `slots.len()` datagrams from the session into
