@@ -227,12 +227,9 @@ async fn native_close_reaches_the_peer_after_its_data() {
         .unwrap();
 }
 
-#[tokio::test]
-async fn full_send_queue_makes_send_wait_and_loses_nothing() {
-    let kcp = petrel::KcpConfig {
-        send_queue_limit: 64,
-        ..Default::default()
-    };
+/// A server and a client endpoint with the same KCP settings, connected: the
+/// endpoints (keep them alive), the client's connection and the server's.
+async fn connected_pair(kcp: petrel::KcpConfig) -> (Endpoint, Endpoint, Connection, Connection) {
     let (server, addr) = echo_server(EndpointConfig {
         kcp,
         ..EndpointConfig::server()
@@ -249,6 +246,16 @@ async fn full_send_queue_makes_send_wait_and_loses_nothing() {
     .unwrap();
     let conn = client.connect(addr).await.unwrap();
     let accepted = server.accept().await.unwrap();
+    (server, client, conn, accepted)
+}
+
+#[tokio::test]
+async fn full_send_queue_makes_send_wait_and_loses_nothing() {
+    let kcp = petrel::KcpConfig {
+        send_queue_limit: 64,
+        ..Default::default()
+    };
+    let (_server, _client, conn, accepted) = connected_pair(kcp).await;
 
     // Nobody reads on the server: its receive window fills, the client's send queue fills,
     // and `send` must wait rather than fail or grow.
@@ -292,22 +299,7 @@ async fn a_message_larger_than_the_wake_level_is_not_stranded() {
         send_queue_limit: 8,
         ..Default::default()
     };
-    let (server, addr) = echo_server(EndpointConfig {
-        kcp,
-        ..EndpointConfig::server()
-    })
-    .await;
-    let client = Endpoint::bind(
-        localhost(),
-        EndpointConfig {
-            kcp,
-            ..EndpointConfig::default()
-        },
-    )
-    .await
-    .unwrap();
-    let conn = client.connect(addr).await.unwrap();
-    let accepted = server.accept().await.unwrap();
+    let (_server, _client, conn, accepted) = connected_pair(kcp).await;
     let sender = {
         let conn = conn.clone();
         tokio::spawn(async move {
