@@ -56,7 +56,7 @@ use crate::stats::EndpointCounters;
 /// Reads per `recvmmsg` once traffic fills smaller batches. Every read slot holds
 /// 64 KiB (a GRO train), so a driver starts with one slot — an endpoint that only
 /// ever sees a few datagrams costs what one receive buffer costs — and grows to
-/// this many the first time all [`RECV_ROUNDS`] reads of a round come back full.
+/// this many once [`RECV_ROUNDS`] one-slot reads in a row found a datagram.
 const RECV_BATCH: usize = 32;
 /// `recvmmsg` calls per round before the driver flushes what they called for.
 const RECV_ROUNDS: usize = 8;
@@ -101,8 +101,10 @@ struct Driver {
     router: Arc<Router>,
     shard: usize,
     recv: RecvBatch,
-    /// Reads per call of `recv`: 1 until a call fills it, then [`RECV_BATCH`].
+    /// Reads per call of `recv`: 1 until traffic keeps it full, then [`RECV_BATCH`].
     recv_batch: usize,
+    /// One-slot reads in a row that found a datagram (reset by an empty read).
+    full_single_reads: usize,
     send: SendBatch,
     /// The send batch: `filled` datagrams, each encoded into its own slot.
     slots: Vec<Vec<u8>>,
@@ -126,6 +128,7 @@ impl Driver {
             shard,
             recv: RecvBatch::new(1),
             recv_batch: 1,
+            full_single_reads: 0,
             send,
             // Empty until used: a slot grows to a datagram's size the first time
             // a flush reaches it, so a quiet endpoint (one of 10,000 raw-mode
@@ -195,7 +198,6 @@ impl Driver {
         let io = &router.io.shards[self.shard];
         let counters = &router.io.counters;
         let mut total = 0;
-        let mut full_rounds = 0;
         for _ in 0..RECV_ROUNDS {
             let recv = &mut self.recv;
             let reads = match io
@@ -203,7 +205,10 @@ impl Driver {
                 .try_io(Interest::READABLE, || recv.recv(&io.socket))
             {
                 Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return total,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    self.full_single_reads = 0;
+                    return total;
+                }
                 Err(e) => {
                     // ICMP errors surface here on some platforms; they say nothing
                     // about other peers, so count them and keep serving.
@@ -245,12 +250,18 @@ impl Driver {
             if reads < self.recv_batch {
                 return total;
             }
-            full_rounds += 1;
-        }
-        // Every round filled its batch: traffic is heavy, read in full batches.
-        if full_rounds == RECV_ROUNDS && self.recv_batch < RECV_BATCH {
-            self.recv = RecvBatch::new(RECV_BATCH);
-            self.recv_batch = RECV_BATCH;
+            if self.recv_batch == 1 {
+                // One slot says nothing about what is left: let the flush answer what
+                // was read first (a request-response peer's reply then leaves before
+                // the read that finds the socket empty, not after it). Traffic that
+                // keeps every such read full is heavy: read in full batches from now.
+                self.full_single_reads += 1;
+                if self.full_single_reads >= RECV_ROUNDS {
+                    self.recv = RecvBatch::new(RECV_BATCH);
+                    self.recv_batch = RECV_BATCH;
+                }
+                return total;
+            }
         }
         total
     }
