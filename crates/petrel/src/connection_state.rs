@@ -338,6 +338,9 @@ impl ConnShared {
     /// Asks for a graceful close: flush what is queued, then close the control plane.
     pub(crate) fn request_close(self: &Arc<Self>, now: Instant) {
         self.with_state(false, |st| st.session.close(now));
+        // Writers waiting for queue room on other clones now fail with `Closed`; the
+        // queue may never get room (a peer that does not read), so wake them here.
+        self.writable.notify_waiters();
     }
 
     /// Ends the connection at once (endpoint shut down).

@@ -322,6 +322,45 @@ async fn a_message_larger_than_the_wake_level_is_not_stranded() {
         .unwrap();
 }
 
+/// `close` on one clone ends the sends waiting on others for queue room, even when
+/// the peer is alive but never reads (so the queue never gets room).
+#[tokio::test]
+async fn close_ends_writers_waiting_for_room() {
+    let kcp = petrel::KcpConfig {
+        send_queue_limit: 1,
+        snd_wnd: 8,
+        rcv_wnd: 8,
+        ..Default::default()
+    };
+    let (_server, _client, conn, _accepted) = connected_pair(kcp).await;
+    let writers: Vec<_> = (0..3)
+        .map(|_| {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                loop {
+                    if let Err(e) = conn.send(message(0, 100)).await {
+                        return e;
+                    }
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        writers.iter().all(|w| !w.is_finished()),
+        "the queue must be full"
+    );
+    let closer = conn.clone();
+    tokio::spawn(async move { closer.close().await });
+    for writer in writers {
+        let err = tokio::time::timeout(Duration::from_secs(3), writer)
+            .await
+            .expect("a waiting writer was not woken by close")
+            .unwrap();
+        assert!(matches!(err, ConnectionError::Closed), "{err:?}");
+    }
+}
+
 #[tokio::test]
 async fn vanished_peer_is_reported_as_dead_link() {
     let kcp = petrel::KcpConfig {
