@@ -185,7 +185,7 @@ struct Settled {
     rearm: bool,
     /// A reader would get something: a message, or the end of the peer's stream.
     readable: bool,
-    /// The send queue is down to half its limit (`Session::send_queue_low`).
+    /// The send queue has room at the writers' wake level (`Session::send_queue_low`).
     writable: bool,
 }
 
@@ -251,8 +251,9 @@ impl ConnShared {
     }
 
     /// Wakes whoever the change `settled` describes concerns. Readers wake only for
-    /// a complete message (not for every datagram of one); writers only once the
-    /// send queue is down to half its limit, which happens when the driver moves
+    /// a complete message (not for every datagram of one); writers only while one
+    /// waits and the send queue has room at their wake level (`WRITE_WAKE_ROOM`
+    /// segments, or half the limit), which appears when the driver moves
     /// queued segments into the window, so `poll_transmits` wakes them too. Both
     /// tests are levels, not edges: a waiter that registered before the state
     /// changed is woken by the first call that finds the level, so none is lost.
