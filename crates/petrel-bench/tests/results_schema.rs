@@ -306,6 +306,7 @@ fn goodput_is_documented() {
             mtu_bytes: 1,
             snd_wnd_packets: 1,
             rcv_wnd_packets: 1,
+            stream_mode: true,
             socket_buffer_bytes: 1,
         },
         TransportSettings::Quic {

@@ -12,7 +12,9 @@ use crate::driver::EndpointGuard;
 use crate::error::ConnectionError;
 use crate::stats::ConnectionStats;
 
-/// A reliable, ordered, message-oriented connection (KCP message mode).
+/// A reliable, ordered connection: message-oriented (KCP message mode, the default),
+/// or a byte stream when `KcpConfig::stream` is set, where [`send`](Self::send)
+/// appends to the stream and [`recv`](Self::recv) returns the next ready piece of it.
 ///
 /// Cheap to clone; all clones share the connection. `send` and `recv` may run
 /// concurrently from different tasks. When the last clone is dropped without
@@ -105,7 +107,8 @@ impl Connection {
         }
     }
 
-    /// Receives the next message in order.
+    /// Receives the next message in order (stream mode: the next piece of the stream,
+    /// up to one 64 KiB receive chunk of whole segments).
     ///
     /// `Ok(None)` means the peer closed the connection gracefully and every message it sent
     /// has been received. `Err` says why the connection ended otherwise.

@@ -321,6 +321,7 @@ fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> Goodpu
             mtu_bytes: transfer::rudp::MTU,
             snd_wnd_packets: cfg.rudp_window,
             rcv_wnd_packets: cfg.rudp_window,
+            stream_mode: transfer::rudp::STREAM_MODE,
             socket_buffer_bytes: SOCKET_BUFFER,
         },
         GoodputTransport::Quic | GoodputTransport::Quinn => {

@@ -74,6 +74,10 @@ pub enum TransportSettings {
         snd_wnd_packets: u16,
         /// Receive window, packets.
         rcv_wnd_packets: u16,
+        /// Whether both ends ran KCP stream mode (`KcpConfig::stream`). Records
+        /// written before the field existed ran message mode.
+        #[serde(default)]
+        stream_mode: bool,
         /// `SO_SNDBUF`/`SO_RCVBUF` requested, bytes.
         socket_buffer_bytes: usize,
     },

@@ -71,6 +71,17 @@ pub struct KcpConfig {
     /// Most segments waiting in the send queue (not yet in the send window); `send`
     /// returns `QueueFull` above it. Default 4096.
     pub send_queue_limit: usize,
+    /// Stream mode (the reference's `kcp->stream`, kcp-go's `SetStreamMode`, which
+    /// kcptun turns on): the connection carries a byte stream, not messages. `send`
+    /// first fills the last queued segment up to `mss`, so every segment but the
+    /// newest is full and the datagrams of a bulk transfer are all the same size (one
+    /// GSO train each); every segment has `frg` 0, which any receiver delivers as it
+    /// comes. `recv` returns the in-order bytes that are ready, as one piece per
+    /// receive chunk, so the pieces are not the sender's writes. A receiver in stream
+    /// mode talks to a message-mode sender too (it just loses the boundaries); a
+    /// message-mode receiver of a stream-mode sender gets one message per segment.
+    /// Default false (message mode).
+    pub stream: bool,
 }
 
 impl Default for KcpConfig {
@@ -88,6 +99,7 @@ impl Default for KcpConfig {
             congestion: CongestionKind::None,
             controller: None,
             send_queue_limit: 4096,
+            stream: false,
         }
     }
 }
@@ -108,6 +120,7 @@ impl PartialEq for KcpConfig {
             congestion,
             controller,
             send_queue_limit,
+            stream,
         } = self;
         let same_controller = match (controller, other.controller) {
             (None, None) => true,
@@ -126,6 +139,7 @@ impl PartialEq for KcpConfig {
             && *congestion == other.congestion
             && same_controller
             && *send_queue_limit == other.send_queue_limit
+            && *stream == other.stream
     }
 }
 

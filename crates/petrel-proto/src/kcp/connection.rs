@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 
 use crate::cc::{AckEvent, CongestionController, DeliveryState, LossEvent, LossKind, Pacer};
 
@@ -155,10 +155,17 @@ impl Kcp {
         self.mss * self.max_fragments
     }
 
-    /// Segments for a message of `len` bytes; a zero-length message is one empty
-    /// segment, delivered as an empty message (as the reference does).
-    fn fragments(&self, len: usize) -> usize {
-        len.div_ceil(self.mss).max(1)
+    /// New segments a write of `len` bytes queues. Message mode: its fragments; a
+    /// zero-length message is one empty segment, delivered as an empty message (as the
+    /// reference does). Stream mode: what is left once the last queued segment is
+    /// full, so an empty write queues nothing.
+    fn new_segments(&self, len: usize) -> usize {
+        if self.config.stream {
+            len.saturating_sub(self.snd.tail_room(self.mss))
+                .div_ceil(self.mss)
+        } else {
+            len.div_ceil(self.mss).max(1)
+        }
     }
 
     /// Queues one message. It goes out on the next `poll_transmit` if the windows allow.
@@ -169,7 +176,13 @@ impl Kcp {
     /// (wait for acks and retry); [`SendError::Dead`] after a dead link.
     pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
         let count = self.admit(msg.len())?;
-        self.snd.push_message(msg, self.mss, count);
+        let msg = if self.config.stream {
+            &msg[self.snd.fill_tail(msg, self.mss)..]
+        } else {
+            msg
+        };
+        self.snd
+            .push_message(msg, self.mss, count, self.config.stream);
         self.stats.messages_sent += 1;
         Ok(())
     }
@@ -182,12 +195,17 @@ impl Kcp {
     ///
     /// # Errors
     /// As [`Kcp::send`].
-    pub fn send_bytes(&mut self, msg: Bytes) -> Result<(), SendError> {
+    pub fn send_bytes(&mut self, mut msg: Bytes) -> Result<(), SendError> {
         let count = self.admit(msg.len())?;
-        if count == 1 {
-            self.snd.push_message(&msg, self.mss, count);
-        } else {
-            self.snd.push_shared(msg, self.mss, count);
+        let stream = self.config.stream;
+        if stream {
+            let filled = self.snd.fill_tail(&msg, self.mss);
+            msg.advance(filled);
+        }
+        if count > 1 {
+            self.snd.push_shared(msg, self.mss, count, stream);
+        } else if count == 1 {
+            self.snd.push_message(&msg, self.mss, count, stream);
         }
         self.stats.messages_sent += 1;
         Ok(())
@@ -202,7 +220,7 @@ impl Kcp {
         if len > max {
             return Err(SendError::MessageTooLarge { len, max });
         }
-        let count = self.fragments(len);
+        let count = self.new_segments(len);
         if self.snd.queue.len() + count > self.config.send_queue_limit {
             self.stats.send_queue_full += 1;
             return Err(SendError::QueueFull);
@@ -214,7 +232,7 @@ impl Kcp {
     pub fn can_send(&self, len: usize) -> bool {
         self.error.is_none()
             && len <= self.max_message_size()
-            && self.snd.queue.len() + self.fragments(len) <= self.config.send_queue_limit
+            && self.snd.queue.len() + self.new_segments(len) <= self.config.send_queue_limit
     }
 
     /// Whether the send queue has room for [`WRITE_WAKE_ROOM`] segments (or half
@@ -234,9 +252,16 @@ impl Kcp {
         self.rcv.has_message()
     }
 
-    /// Next complete in-order message, if any.
+    /// Next complete in-order message, if any. In stream mode
+    /// ([`KcpConfig::stream`]): the next run of in-order bytes, every complete
+    /// message whose bytes lie in the receive chunk of the first (at least one
+    /// message; a piece of at most 64 KiB unless one message is longer).
     pub fn recv(&mut self) -> Option<Bytes> {
-        let (message, was_full) = self.rcv.pop_message()?;
+        let (message, was_full) = if self.config.stream {
+            self.rcv.pop_run()?
+        } else {
+            self.rcv.pop_message()?
+        };
         if was_full {
             // The peer saw a zero window; tell it the window reopened (`IKCP_ASK_TELL`).
             self.tell_pending = true;
@@ -610,6 +635,119 @@ mod tests {
         }
         assert_eq!(b.recv(), Some(long));
         assert_eq!(b.recv(), Some(short));
+    }
+
+    /// Stream mode, any write sizes, through `send` and `send_bytes`: every queued
+    /// segment but the newest is full and has `frg` 0; a stream-mode receiver gets the
+    /// bytes back in pieces of whole segments, and a message-mode receiver (the
+    /// reference's view of a stream-mode peer) one message per segment. The
+    /// application's buffers are never written to.
+    mod stream_mode {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn stream_config() -> KcpConfig {
+            KcpConfig {
+                stream: true,
+                snd_wnd: 1024,
+                rcv_wnd: 1024,
+                send_queue_limit: 1 << 16,
+                ..KcpConfig::default()
+            }
+        }
+
+        proptest! {
+            #[test]
+            fn writes_fill_segments_and_the_bytes_arrive_in_order(
+                writes in proptest::collection::vec((0usize..4000, any::<bool>()), 1..40),
+                receiver_streams in any::<bool>(),
+            ) {
+                let t0 = Instant::now();
+                let mut a = Kcp::new(3, stream_config(), t0).unwrap();
+                let mut b = Kcp::new(3, KcpConfig { stream: receiver_streams, ..stream_config() }, t0).unwrap();
+                let mut sent = Vec::new();
+                let mut held = Vec::new();
+                for (i, &(len, shared)) in writes.iter().enumerate() {
+                    let msg: Vec<u8> = (0..len).map(|j| (i * 7 + j) as u8).collect();
+                    sent.extend_from_slice(&msg);
+                    if shared {
+                        let msg = Bytes::from(msg);
+                        held.push((msg.clone(), msg.to_vec()));
+                        a.send_bytes(msg).unwrap();
+                    } else {
+                        a.send(&msg).unwrap();
+                    }
+                }
+                let queued: Vec<&crate::kcp::send_buf::Queued> = a.snd.queue.iter().collect();
+                if let Some((_, full)) = queued.split_last() {
+                    prop_assert!(full.iter().all(|q| q.payload.len() == a.mss && q.frg == 0));
+                }
+                prop_assert!(queued.iter().all(|q| q.frg == 0));
+                prop_assert_eq!(queued.len(), sent.len().div_ceil(a.mss));
+                let mut out = Vec::new();
+                let mut got = Vec::new();
+                let mut pieces = 0;
+                let mut now = t0;
+                for _ in 0..10_000 {
+                    while a.poll_transmit(now, &mut out) {
+                        b.input(now, &out).unwrap();
+                    }
+                    while b.poll_transmit(now, &mut out) {
+                        a.input(now, &out).unwrap();
+                    }
+                    while let Some(piece) = b.recv() {
+                        if !receiver_streams {
+                            prop_assert!(piece.len() <= a.mss, "one message per segment");
+                        }
+                        pieces += 1;
+                        got.extend_from_slice(&piece);
+                    }
+                    if a.pending_segments() == 0 && got.len() == sent.len() {
+                        break;
+                    }
+                    now += Duration::from_millis(10);
+                }
+                prop_assert_eq!(&got, &sent);
+                if !receiver_streams {
+                    prop_assert_eq!(pieces, sent.len().div_ceil(a.mss));
+                }
+                for (msg, copy) in held {
+                    prop_assert_eq!(&msg[..], &copy[..], "an application buffer changed");
+                }
+            }
+        }
+
+        /// Whole segments in order come out as one piece per receive chunk, however
+        /// many writes made them.
+        #[test]
+        fn in_order_segments_come_out_as_one_piece() {
+            let t0 = Instant::now();
+            let mut a = Kcp::new(3, stream_config(), t0).unwrap();
+            let mut b = Kcp::new(3, stream_config(), t0).unwrap();
+            for i in 0..30u8 {
+                a.send(&[i; 1000]).unwrap();
+            }
+            let mut out = Vec::new();
+            while a.poll_transmit(t0, &mut out) {
+                b.input(t0, &out).unwrap();
+            }
+            let piece = b.recv().unwrap();
+            assert_eq!(piece.len(), 30_000);
+            assert!(b.recv().is_none());
+        }
+
+        /// An empty write queues nothing in stream mode (there is no message to mark).
+        #[test]
+        fn an_empty_write_queues_nothing() {
+            let t0 = Instant::now();
+            let mut a = Kcp::new(3, stream_config(), t0).unwrap();
+            a.send(&[]).unwrap();
+            a.send_bytes(Bytes::new()).unwrap();
+            assert_eq!(a.pending_segments(), 0);
+            a.send(&[1; 10]).unwrap();
+            a.send(&[]).unwrap();
+            assert_eq!(a.pending_segments(), 1);
+        }
     }
 
     /// The cached retransmission floor is never later than the earliest timer in the

@@ -184,6 +184,35 @@ impl RecvBuffer {
         Some((message, was_full))
     }
 
+    /// Stream mode: pops the next complete message and, behind it, every complete
+    /// message whose bytes are in the same (first) chunk, as one piece. The piece is
+    /// a slice of that chunk (no copy) unless the first message alone spans chunks.
+    /// Returns it and whether the queue had been full, as [`Self::pop_message`].
+    pub(crate) fn pop_run(&mut self) -> Option<(Bytes, bool)> {
+        if !self.has_message() {
+            return None;
+        }
+        let was_full = self.queue.len() >= self.rcv_wnd;
+        let in_first = self.chunks.front().map_or(0, BytesMut::len);
+        let (mut segments, mut total) = (0, 0);
+        while let Some(head) = self.queue.get(segments) {
+            let end = segments + usize::from(head.frg) + 1;
+            if end > self.queue.len() {
+                break; // not complete yet
+            }
+            let len: usize = self.queue.range(segments..end).map(|s| s.len).sum();
+            if segments > 0 && total + len > in_first {
+                break;
+            }
+            segments = end;
+            total += len;
+        }
+        self.queue.drain(..segments);
+        let piece = self.take_bytes(total);
+        self.advance();
+        Some((piece, was_full))
+    }
+
     /// Removes the first `total` queued bytes: a slice of the first chunk if it holds
     /// them all, else a copy gathered from the chunks they span. Drained chunks are
     /// dropped, but for the last, whose unused tail takes the next segments.

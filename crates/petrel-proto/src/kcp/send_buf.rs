@@ -86,26 +86,66 @@ impl SendBuffer {
         }
     }
 
-    /// Splits `msg` into `count` fragments of at most `mss` bytes with `frg` counting
-    /// down to 0 and queues them. The caller has checked `count` against the limits.
-    pub(crate) fn push_message(&mut self, msg: &[u8], mss: usize, count: usize) {
+    /// Splits `msg` into `count` fragments of at most `mss` bytes and queues them:
+    /// `frg` counts down to 0 (message mode), or is 0 for each (`stream`). The caller
+    /// has checked `count` against the limits.
+    pub(crate) fn push_message(&mut self, msg: &[u8], mss: usize, count: usize, stream: bool) {
         if self.arena.capacity() < msg.len() {
             self.arena.reserve(msg.len().max(ARENA_CHUNK));
         }
         self.arena.extend_from_slice(msg);
         let data = self.arena.split().freeze();
-        self.push_shared(data, mss, count);
+        self.push_shared(data, mss, count, stream);
     }
 
     /// [`SendBuffer::push_message`] without the copy: the fragments are slices of
     /// `data` (which stays allocated until its last fragment is acked).
-    pub(crate) fn push_shared(&mut self, mut data: Bytes, mss: usize, count: usize) {
+    pub(crate) fn push_shared(&mut self, mut data: Bytes, mss: usize, count: usize, stream: bool) {
         for i in (0..count).rev() {
             let take = data.len().min(mss);
             let payload = data.split_to(take);
-            let frg = u8::try_from(i).unwrap_or(u8::MAX);
+            let frg = if stream {
+                0
+            } else {
+                u8::try_from(i).unwrap_or(u8::MAX)
+            };
             self.queue.push_back(Queued { frg, payload });
         }
+    }
+
+    /// Bytes the last queued segment can still take before it holds `mss` (stream
+    /// mode fills it before queuing another); 0 with an empty queue.
+    pub(crate) fn tail_room(&self, mss: usize) -> usize {
+        self.queue
+            .back()
+            .map_or(0, |q| mss.saturating_sub(q.payload.len()))
+    }
+
+    /// Stream mode: appends the front of `data` to the last queued segment, up to
+    /// `mss` bytes in it; returns how many bytes it took. The segment is not in the
+    /// window yet, so nothing sent changes. Its bytes are copied once into a buffer
+    /// of its own (unless it already has one), then appended in place.
+    pub(crate) fn fill_tail(&mut self, data: &[u8], mss: usize) -> usize {
+        let Some(last) = self.queue.back_mut() else {
+            return 0;
+        };
+        let take = mss.saturating_sub(last.payload.len()).min(data.len());
+        if take == 0 {
+            return 0;
+        }
+        let mut tail = match std::mem::take(&mut last.payload).try_into_mut() {
+            Ok(own) => own,
+            Err(shared) => {
+                // A slice of an arena or of the application's buffer: copy it out
+                // rather than write next to bytes other segments hold.
+                let mut own = BytesMut::with_capacity(mss);
+                own.extend_from_slice(&shared);
+                own
+            }
+        };
+        tail.extend_from_slice(&data[..take]);
+        last.payload = tail.freeze();
+        take
     }
 
     /// Wire length of the next queued segment, if one may enter the window now:

@@ -6,6 +6,12 @@ and echoes every message back. Each message must be `u32 index (BE) | body` wher
 byte j is `(index * 31 + j) & 0xff` and indexes arrive in order 0, 1, 2, ...; anything
 else is an error. Loss is injected on both directions with a seeded RNG.
 
+With `--stream-bytes N` the Petrel side runs KCP stream mode instead: what arrives is a
+byte stream whose byte k is `(k * 7) % 251`, each received message must be at most one
+segment (a stream-mode sender marks every segment as a whole message), every message is
+echoed back as it came (the C side stays in message mode), and the run is done after N
+bytes.
+
 Prints one JSON line with counters and exits 0 when `--messages` messages were verified
 and echoed (then lingers so KCP can retransmit the last echoes), 1 on a verification
 error, 2 on timeout.
@@ -34,6 +40,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--mtu", type=int, default=1200)
     ap.add_argument("--timeout", type=float, default=60.0)
+    ap.add_argument("--stream-bytes", type=int, default=0,
+                    help="verify a byte stream of this many bytes instead of messages")
     args = ap.parse_args()
 
     rng = random.Random(args.seed)
@@ -43,6 +51,7 @@ def main() -> int:
     peer = ("127.0.0.1", args.peer_port)
     stats = {"datagrams_in": 0, "datagrams_out": 0, "dropped_in": 0, "dropped_out": 0,
              "verified": 0, "echoed": 0}
+    mss = args.mtu - 24
 
     kcp = KCP(args.conv, max_transmission=args.mtu, no_delay=True, update_interval=10,
               resend_count=2, no_congestion_control=True,
@@ -80,6 +89,19 @@ def main() -> int:
             pass
         for msg in kcp.get_all_received():
             msg = bytes(msg)
+            if args.stream_bytes:
+                at = stats["verified"]
+                expected = bytes(((at + j) * 7) % 251 for j in range(len(msg)))
+                if len(msg) > mss or msg != expected:
+                    print(json.dumps({"error": f"stream bytes from {at} corrupt or a message "
+                                               f"of {len(msg)} bytes", **stats}), flush=True)
+                    return 1
+                stats["verified"] += len(msg)
+                kcp.enqueue(msg)
+                stats["echoed"] += 1
+                if stats["verified"] == args.stream_bytes:
+                    done_at = time.monotonic()
+                continue
             if len(msg) < 4:
                 print(json.dumps({"error": f"short message of {len(msg)} bytes", **stats}), flush=True)
                 return 1
