@@ -258,7 +258,11 @@ impl Kcp {
     /// message; a piece of at most 64 KiB unless one message is longer).
     pub fn recv(&mut self) -> Option<Bytes> {
         let (message, was_full) = if self.config.stream {
-            self.rcv.pop_run()?
+            let (piece, was_full) = self.rcv.pop_run();
+            if was_full {
+                self.tell_pending = true;
+            }
+            (piece?, false)
         } else {
             self.rcv.pop_message()?
         };

@@ -106,6 +106,11 @@ impl RecvBuffer {
                 last.extend_from_slice(payload);
             }
             _ => {
+                if self.chunks.back().is_some_and(BytesMut::is_empty) {
+                    // Read to its end (an empty last chunk is the only one): replace
+                    // it, so that the next run starts at the front chunk.
+                    self.chunks.pop_back();
+                }
                 let mut chunk = BytesMut::with_capacity(ARENA_CHUNK.max(payload.len()));
                 chunk.extend_from_slice(payload);
                 self.chunks.push_back(chunk);
@@ -187,12 +192,25 @@ impl RecvBuffer {
     /// Stream mode: pops the next complete message and, behind it, every complete
     /// message whose bytes are in the same (first) chunk, as one piece. The piece is
     /// a slice of that chunk (no copy) unless the first message alone spans chunks.
-    /// Returns it and whether the queue had been full, as [`Self::pop_message`].
-    pub(crate) fn pop_run(&mut self) -> Option<(Bytes, bool)> {
-        if !self.has_message() {
-            return None;
-        }
+    /// Empty messages (a message-mode peer's empty sends) carry no stream bytes and
+    /// are skipped, so a piece is never empty. Returns the piece, if any, and whether
+    /// the queue had been full and this call freed room in it (the peer is then
+    /// waiting for a window update, as with [`Self::pop_message`]).
+    pub(crate) fn pop_run(&mut self) -> (Option<Bytes>, bool) {
         let was_full = self.queue.len() >= self.rcv_wnd;
+        let mut freed = false;
+        while self.has_message() && self.queue.front().is_some_and(|s| s.len == 0) {
+            let count = self.queue.front().map_or(1, |s| usize::from(s.frg) + 1);
+            if self.queue.range(..count).any(|s| s.len > 0) {
+                break;
+            }
+            self.queue.drain(..count);
+            self.advance();
+            freed = true;
+        }
+        if !self.has_message() {
+            return (None, was_full && freed);
+        }
         let in_first = self.chunks.front().map_or(0, BytesMut::len);
         let (mut segments, mut total) = (0, 0);
         while let Some(head) = self.queue.get(segments) {
@@ -210,7 +228,7 @@ impl RecvBuffer {
         self.queue.drain(..segments);
         let piece = self.take_bytes(total);
         self.advance();
-        Some((piece, was_full))
+        (Some(piece), was_full)
     }
 
     /// Removes the first `total` queued bytes: a slice of the first chunk if it holds
@@ -349,6 +367,45 @@ mod tests {
         assert_eq!((&m[..], was_full), (&b"x"[..], true));
         assert_eq!(r.free_window(), 0);
         assert_eq!(r.insert(3, 2, b"w"), Insert::Undeliverable);
+    }
+
+    /// Stream mode: empty messages are skipped (a piece is never empty), and room
+    /// freed from a full queue that way is reported.
+    #[test]
+    fn a_run_skips_empty_messages() {
+        let mut r = RecvBuffer::new(3);
+        for sn in 0..3 {
+            assert_eq!(r.insert(sn, 0, &[]), Insert::Accepted);
+        }
+        assert_eq!(r.pop_run(), (None, true));
+        assert_eq!(r.insert(3, 0, &[]), Insert::Accepted);
+        assert_eq!(r.insert(4, 0, b"ab"), Insert::Accepted);
+        assert_eq!(r.insert(5, 0, &[]), Insert::Accepted);
+        // The queue was full again (3 of 3).
+        assert_eq!(r.pop_run(), (Some(Bytes::from_static(b"ab")), true));
+        assert_eq!(r.pop_run(), (None, false));
+    }
+
+    /// Stream mode: once the reader has drained a chunk whose spare room is too small
+    /// for the next segment, the next run still comes out whole, without a copy
+    /// (attack finding: the drained chunk stayed in front, so runs came out one
+    /// segment at a time, gathered).
+    #[test]
+    fn a_run_after_a_drained_chunk_is_whole() {
+        let mut r = RecvBuffer::new(128);
+        let mut sn = 0;
+        for _ in 0..65 {
+            assert_eq!(r.insert(sn, 0, &[1; 1000]), Insert::Accepted);
+            sn += 1;
+            assert_eq!(r.pop_run().0.map(|p| p.len()), Some(1000));
+        }
+        for _ in 0..10 {
+            assert_eq!(r.insert(sn, 0, &[2; 1000]), Insert::Accepted);
+            sn += 1;
+        }
+        assert_eq!(r.chunks.len(), 1);
+        let first = r.pop_run().0.map(|p| p.len());
+        assert_eq!((first, r.pop_run().0), (Some(10_000), None));
     }
 
     #[test]
