@@ -387,7 +387,8 @@ fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> Goodpu
         link_rate_bps: cfg.link_rate_bps(),
         chunk_bytes: CHUNK,
         transfer_timeout_s: cfg.transfer_timeout().as_secs_f64(),
-        runtime: "tokio multi-thread, 2 workers; relay on its own thread".to_owned(),
+        runtime: "tokio multi-thread, 2 workers run the sender and receiver tasks; relay on its own thread"
+            .to_owned(),
         transport_settings,
     }
 }

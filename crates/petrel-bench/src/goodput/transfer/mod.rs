@@ -152,34 +152,41 @@ pub(crate) fn run(cfg: &GoodputConfig, seed: u64) -> Result<Transfer, TransferEr
     let progress = Arc::new(AtomicU64::new(0));
     let timeout = cfg.transfer_timeout();
     runtime.block_on(async {
-        let transfer = async {
+        // The transfer runs as a task, so that the runtime's two workers run both
+        // sides (the thread that called `block_on` only waits for it).
+        let cfg = *cfg;
+        let task_progress = Arc::clone(&progress);
+        let mut transfer = tokio::spawn(async move {
+            let progress = &task_progress;
             match cfg.transport {
-                GoodputTransport::Rudp => rudp::run(cfg, seed, &progress).await,
+                GoodputTransport::Rudp => rudp::run(&cfg, seed, progress).await,
                 GoodputTransport::Quic | GoodputTransport::Quinn => {
-                    quic::run(cfg, seed, &progress).await
+                    quic::run(&cfg, seed, progress).await
                 }
-                GoodputTransport::Tcp => tcp::run(cfg, &progress).await,
-                GoodputTransport::Aioquic => aioquic::self_pair(cfg, seed, &progress).await,
+                GoodputTransport::Tcp => tcp::run(&cfg, progress).await,
+                GoodputTransport::Aioquic => aioquic::self_pair(&cfg, seed, progress).await,
                 GoodputTransport::AioquicQuic => {
-                    aioquic::to_petrel_server(cfg, seed, &progress).await
+                    aioquic::to_petrel_server(&cfg, seed, progress).await
                 }
                 GoodputTransport::QuicAioquic => {
-                    aioquic::from_petrel_client(cfg, seed, &progress).await
+                    aioquic::from_petrel_client(&cfg, seed, progress).await
                 }
-                GoodputTransport::Ngtcp2 => ngtcp2::self_pair(cfg, seed, &progress).await,
+                GoodputTransport::Ngtcp2 => ngtcp2::self_pair(&cfg, seed, progress).await,
             }
-        };
-        // Dropping the transfer on timeout drops its relay (which stops it) and
+        });
+        // On timeout the task is aborted: that drops its relay (which stops it) and
         // endpoints; the runtime's drop then ends their tasks.
-        tokio::time::timeout(timeout, transfer)
-            .await
-            .unwrap_or_else(|_| {
+        match tokio::time::timeout(timeout, &mut transfer).await {
+            Ok(joined) => joined.map_err(transport)?,
+            Err(_) => {
+                transfer.abort();
                 Err(TransferError::Timeout {
                     received: progress.load(Ordering::Relaxed),
                     expected: cfg.size_bytes,
                     timeout,
                 })
-            })
+            }
+        }
     })
 }
 
