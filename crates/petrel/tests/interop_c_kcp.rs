@@ -54,16 +54,18 @@ fn c_kcp_or_skip() -> bool {
     false
 }
 
-/// A raw-mode endpoint (stream mode or not) and the C peer started against it with
-/// `args`; returns the endpoint, the peer, its output lines and its port.
-async fn endpoint_and_c_peer(
+/// A raw-mode connection (stream mode or not) to the C peer, started with `what`
+/// (`--messages N` or `--stream-bytes N`), 10 % loss each way and `seed`; returns
+/// the connection, its endpoint, the peer and the peer's output lines.
+async fn connected_to_c_peer(
     stream: bool,
-    args: &[&str],
+    what: [&str; 2],
+    seed: &str,
 ) -> (
+    petrel::Connection,
     Endpoint,
     std::process::Child,
     std::io::Lines<BufReader<std::process::ChildStdout>>,
-    u16,
 ) {
     let endpoint = Endpoint::bind(
         "127.0.0.1:0".parse().unwrap(),
@@ -83,7 +85,8 @@ async fn endpoint_and_c_peer(
         .arg(script)
         .args(["--conv", &CONV.to_string()])
         .args(["--peer-port", &endpoint.local_addr().port().to_string()])
-        .args(args)
+        .args(what)
+        .args(["--loss", "0.1", "--seed", seed, "--timeout", "90"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("start python3");
@@ -91,7 +94,11 @@ async fn endpoint_and_c_peer(
     let first = lines.next().unwrap().unwrap();
     let port: serde_json::Value = serde_json::from_str(&first).unwrap();
     let port = port["port"].as_u64().unwrap() as u16;
-    (endpoint, child, lines, port)
+    let conn = endpoint
+        .connect(format!("127.0.0.1:{port}").parse().unwrap())
+        .await
+        .unwrap();
+    (conn, endpoint, child, lines)
 }
 
 /// Waits for the C peer to exit; returns whether it succeeded and its report lines.
@@ -113,22 +120,8 @@ async fn exchanges_messages_with_reference_c_kcp_under_loss() {
         return;
     }
     let messages = MESSAGES.to_string();
-    let args = [
-        "--messages",
-        &messages,
-        "--loss",
-        "0.1",
-        "--seed",
-        "7",
-        "--timeout",
-        "90",
-    ];
-    let (endpoint, child, lines, port) = endpoint_and_c_peer(false, &args).await;
-
-    let conn = endpoint
-        .connect(format!("127.0.0.1:{port}").parse().unwrap())
-        .await
-        .unwrap();
+    let (conn, _endpoint, child, lines) =
+        connected_to_c_peer(false, ["--messages", &messages], "7").await;
     let sender = {
         let conn = conn.clone();
         tokio::spawn(async move {
@@ -177,21 +170,8 @@ async fn a_stream_mode_connection_interoperates_with_reference_c_kcp_under_loss(
         .collect();
     let total: usize = writes.iter().sum();
     let total_arg = total.to_string();
-    let args = [
-        "--stream-bytes",
-        &total_arg,
-        "--loss",
-        "0.1",
-        "--seed",
-        "9",
-        "--timeout",
-        "90",
-    ];
-    let (endpoint, child, lines, port) = endpoint_and_c_peer(true, &args).await;
-    let conn = endpoint
-        .connect(format!("127.0.0.1:{port}").parse().unwrap())
-        .await
-        .unwrap();
+    let (conn, _endpoint, child, lines) =
+        connected_to_c_peer(true, ["--stream-bytes", &total_arg], "9").await;
     let sender = {
         let conn = conn.clone();
         tokio::spawn(async move {
