@@ -181,8 +181,10 @@ impl Kcp {
         } else {
             msg
         };
-        self.snd
-            .push_message(msg, self.mss, count, self.config.stream);
+        if count > 0 {
+            self.snd
+                .push_message(msg, self.mss, count, self.config.stream);
+        }
         self.stats.messages_sent += 1;
         Ok(())
     }
@@ -258,18 +260,19 @@ impl Kcp {
     /// message; a piece of at most 64 KiB unless one message is longer).
     pub fn recv(&mut self) -> Option<Bytes> {
         let (message, was_full) = if self.config.stream {
-            let (piece, was_full) = self.rcv.pop_run();
-            if was_full {
-                self.tell_pending = true;
-            }
-            (piece?, false)
+            self.rcv.pop_run()
         } else {
-            self.rcv.pop_message()?
+            self.rcv
+                .pop_message()
+                .map_or((None, false), |(message, was_full)| {
+                    (Some(message), was_full)
+                })
         };
         if was_full {
             // The peer saw a zero window; tell it the window reopened (`IKCP_ASK_TELL`).
             self.tell_pending = true;
         }
+        let message = message?;
         self.stats.messages_received += 1;
         Some(message)
     }

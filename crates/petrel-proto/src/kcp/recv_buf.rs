@@ -166,24 +166,26 @@ impl RecvBuffer {
         }
     }
 
-    /// Whether a complete message is waiting.
-    pub(crate) fn has_message(&self) -> bool {
-        self.queue
-            .front()
-            .is_some_and(|head| self.queue.len() > usize::from(head.frg))
+    /// The queue index just past the message whose first fragment is at `start`, if
+    /// all its fragments are queued. The first fragment's `frg + 1` is the fragment
+    /// count (a peer sending inconsistent `frg` values gets garbled boundaries,
+    /// nothing worse).
+    fn message_end(&self, start: usize) -> Option<usize> {
+        let end = start + usize::from(self.queue.get(start)?.frg) + 1;
+        (end <= self.queue.len()).then_some(end)
     }
 
-    /// Pops the next complete message. The first fragment's `frg + 1` is the fragment
-    /// count (a peer sending inconsistent `frg` values gets garbled boundaries, nothing
-    /// worse). Returns the message and whether the queue had been full before, in which
-    /// case the peer is waiting for a window update (WINS).
+    /// Whether a complete message is waiting.
+    pub(crate) fn has_message(&self) -> bool {
+        self.message_end(0).is_some()
+    }
+
+    /// Pops the next complete message. Returns the message and whether the queue had
+    /// been full before, in which case the peer is waiting for a window update (WINS).
     pub(crate) fn pop_message(&mut self) -> Option<(Bytes, bool)> {
-        if !self.has_message() {
-            return None;
-        }
+        let end = self.message_end(0)?;
         let was_full = self.queue.len() >= self.rcv_wnd;
-        let count = usize::from(self.queue.front()?.frg) + 1;
-        let total: usize = self.queue.drain(..count).map(|s| s.len).sum();
+        let total: usize = self.queue.drain(..end).map(|s| s.len).sum();
         let message = self.take_bytes(total);
         self.advance();
         Some((message, was_full))
@@ -199,12 +201,11 @@ impl RecvBuffer {
     pub(crate) fn pop_run(&mut self) -> (Option<Bytes>, bool) {
         let was_full = self.queue.len() >= self.rcv_wnd;
         let mut freed = false;
-        while self.has_message() && self.queue.front().is_some_and(|s| s.len == 0) {
-            let count = self.queue.front().map_or(1, |s| usize::from(s.frg) + 1);
-            if self.queue.range(..count).any(|s| s.len > 0) {
+        while let Some(end) = self.message_end(0) {
+            if self.queue.range(..end).any(|s| s.len > 0) {
                 break;
             }
-            self.queue.drain(..count);
+            self.queue.drain(..end);
             self.advance();
             freed = true;
         }
@@ -213,11 +214,7 @@ impl RecvBuffer {
         }
         let in_first = self.chunks.front().map_or(0, BytesMut::len);
         let (mut segments, mut total) = (0, 0);
-        while let Some(head) = self.queue.get(segments) {
-            let end = segments + usize::from(head.frg) + 1;
-            if end > self.queue.len() {
-                break; // not complete yet
-            }
+        while let Some(end) = self.message_end(segments) {
             let len: usize = self.queue.range(segments..end).map(|s| s.len).sum();
             if segments > 0 && total + len > in_first {
                 break;
