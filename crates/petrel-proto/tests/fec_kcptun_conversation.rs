@@ -21,8 +21,8 @@
 //!
 //! smux v1 (xtaci/smux, `frame.go`): 8-byte header `ver u8 | cmd u8 | length u16
 //! LE | stream id u32 LE`, cmd SYN 0, FIN 1, PSH 2, NOP 3. kcptun runs kcp-go in
-//! stream mode; Petrel's KCP has message mode only, so each KCP message carries at
-//! most one mss of the smux byte stream (`frg` = 0, as stream mode sends), and
+//! stream mode; this test's Petrel side runs message mode, so each KCP message carries
+//! at most one mss of the smux byte stream (`frg` = 0, as stream mode sends), and
 //! received messages are concatenated back into a byte stream.
 //!
 //! Skipped, with a message on stderr, when `kcptun-server` is not in PATH; with

@@ -61,7 +61,8 @@ impl Connection {
         self.shared().conv
     }
 
-    /// The largest message [`send`](Self::send) accepts, in bytes.
+    /// The largest message (in stream mode: the largest write) [`send`](Self::send)
+    /// accepts, in bytes.
     pub fn max_message_size(&self) -> usize {
         self.shared().lock().session.max_message_size()
     }
@@ -108,7 +109,8 @@ impl Connection {
     }
 
     /// Receives the next message in order (stream mode: the next piece of the stream,
-    /// up to one 64 KiB receive chunk of whole segments).
+    /// up to one 64 KiB receive chunk of whole segments, or one whole message when a
+    /// message-mode peer sent a longer one).
     ///
     /// `Ok(None)` means the peer closed the connection gracefully and every message it sent
     /// has been received. `Err` says why the connection ended otherwise.

@@ -80,7 +80,9 @@ pub struct KcpConfig {
     /// receive chunk, so the pieces are not the sender's writes. A receiver in stream
     /// mode talks to a message-mode sender too (it just loses the boundaries); a
     /// message-mode receiver of a stream-mode sender gets one message per segment.
-    /// Default false (message mode).
+    /// A piece is at most one 64 KiB receive chunk, or one whole message when a
+    /// message-mode peer sent a longer one. A single write is still limited to
+    /// `max_message_size` (split larger buffers). Default false (message mode).
     pub stream: bool,
 }
 

@@ -28,7 +28,8 @@
 //! - the dead-link limit counts retransmissions and ends the connection with
 //!   [`KcpError::DeadLink`].
 //!
-//! Stream mode is not implemented (message mode only).
+//! Stream mode (the reference's `kcp->stream`) is [`KcpConfig::stream`]; message mode is
+//! the default.
 //!
 //! Buffers start empty and grow to the windows on use, then keep their capacity, so an
 //! idle connection costs a few hundred bytes and no timer, and a busy one allocates
