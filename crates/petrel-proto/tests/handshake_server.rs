@@ -419,6 +419,59 @@ fn conv_is_never_zero_and_differs_across_accepts() {
 }
 
 #[test]
+fn convs_land_in_the_lane_asked_for_and_stay_unique() {
+    let t0 = Instant::now();
+    let mut legacy =
+        ServerHandshake::new(HandshakeMode::Legacy(LegacyConfig::default()), [0; 32], 9).unwrap();
+    let mut native = native_server();
+    let mut seen = HashSet::new();
+    let mut reply = Vec::new();
+    for i in 0..3000u32 {
+        let lane = ConvLane {
+            lanes: 1 + i as usize % 7,
+            lane: (i as usize / 7) % (1 + i as usize % 7),
+        };
+        let mut syn = Vec::new();
+        LegacyMessage::Syn { sync_id: i }.encode(&mut syn);
+        let ServerEvent::Accept(est) = legacy.handle_in_lane(t0, addr(1), &syn, &mut reply, lane)
+        else {
+            panic!()
+        };
+        assert!(lane.contains(est.conv), "{lane:?} {:#x}", est.conv);
+        assert_eq!(ConvLane::of(est.conv, lane.lanes), lane.lane);
+        // The lane is the first byte on the wire: the SYN-ACK's conv is little-endian.
+        assert_eq!(
+            usize::from(est.conv.to_le_bytes()[0]) % lane.lanes,
+            lane.lane
+        );
+        assert!(seen.insert(est.conv), "legacy conv {} repeated", est.conv);
+    }
+    for nonce in 0..200u64 {
+        let lane = ConvLane {
+            lanes: 2,
+            lane: nonce as usize % 2,
+        };
+        let cookie = get_cookie(&mut native, t0, addr(7), nonce);
+        let d = initial(nonce, Some(cookie));
+        let ServerEvent::Accept(est) = native.handle_in_lane(t0, addr(7), &d, &mut reply, lane)
+        else {
+            panic!()
+        };
+        assert!(lane.contains(est.conv));
+        assert!(seen.insert(est.conv));
+    }
+    // A lane no conv can be in still gets a conv, at once.
+    let impossible = ConvLane { lanes: 2, lane: 5 };
+    let mut syn = Vec::new();
+    LegacyMessage::Syn { sync_id: 1 }.encode(&mut syn);
+    let ServerEvent::Accept(est) = legacy.handle_in_lane(t0, addr(2), &syn, &mut reply, impossible)
+    else {
+        panic!()
+    };
+    assert_ne!(est.conv, 0);
+}
+
+#[test]
 fn native_repeated_initial_gets_the_same_accept() {
     let t0 = Instant::now();
     let mut server = native_server();

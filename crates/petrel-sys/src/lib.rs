@@ -23,6 +23,9 @@
 //!   `SO_REUSEPORT` groups of sockets sharing one address) and the sizes the
 //!   kernel granted ([`SocketBuffers`], one type for every crate; the benchmarks'
 //!   server + client pair is [`ServerClientBuffers`]).
+//! - [`reuseport`]: delivery inside an `SO_REUSEPORT` group by a datagram's first
+//!   byte (a classic BPF program), so a server can choose which socket reads a
+//!   connection it accepted.
 //! - [`batch`]: batched send — many payloads to many destinations (`sendmmsg`), one
 //!   payload split in segments for one destination (UDP GSO, falling back to
 //!   `sendmmsg` when the kernel refuses), or a train of separate equal-size
@@ -87,6 +90,8 @@ pub mod poll;
 #[cfg(feature = "io")]
 pub mod proc;
 pub mod range;
+#[cfg(feature = "io")]
+pub mod reuseport;
 #[cfg(feature = "io")]
 pub mod socket;
 #[cfg(feature = "io")]

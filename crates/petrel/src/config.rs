@@ -126,11 +126,16 @@ pub struct EndpointConfig {
     pub seed: Option<u64>,
     /// Socket shards, each with its own I/O driver task: more than 1 binds that many
     /// `SO_REUSEPORT` sockets to the address (Unix), so a multi-thread tokio runtime
-    /// can receive and send on several cores. The kernel pins every peer address to
-    /// one shard (a hash of the 4-tuple); an incoming connection lives on the shard
-    /// its opening datagram arrived on and an outgoing one on shard 0, so one
-    /// connection's datagrams are never reordered by the sharding. Default 1;
-    /// allowed 1..=64.
+    /// can receive and send on several cores. A connection lives on one shard, whose
+    /// driver sends all its datagrams, so the sharding never reorders them. Native
+    /// and legacy endpoints steer the group (Linux): a server gives each accepted
+    /// connection a conv whose low byte names the shard with the fewest
+    /// connections, and the kernel delivers every datagram to the shard its first
+    /// byte names, so the shards split the connections evenly and each reads only
+    /// its own (`EndpointStats::datagrams_off_home_shard` stays 0). Raw and kcp-go
+    /// endpoints keep the kernel's 4-tuple hash: an incoming connection lives on
+    /// the shard its opening datagram arrived on, an outgoing one on shard 0.
+    /// Default 1; allowed 1..=64.
     pub io_threads: usize,
     /// Send trains of equal-size datagrams to one peer with UDP GSO (`UDP_SEGMENT`,
     /// Linux ≥ 4.18; a kernel that refuses it falls back to `sendmmsg` by itself).

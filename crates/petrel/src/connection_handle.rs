@@ -61,6 +61,13 @@ impl Connection {
         self.shared().conv
     }
 
+    /// The endpoint's socket shard (below `EndpointConfig::io_threads`) whose I/O
+    /// driver sends this connection's datagrams and, when the shards are steered
+    /// (native and legacy modes), reads them.
+    pub fn io_shard(&self) -> usize {
+        self.shared().home
+    }
+
     /// The largest message (in stream mode: the largest write) [`send`](Self::send)
     /// accepts, in bytes.
     pub fn max_message_size(&self) -> usize {

@@ -48,11 +48,16 @@ impl Endpoint {
         let mode = handshake_mode(&config);
         mode.validate()
             .map_err(|e| invalid_input(ConfigError(e.to_string())))?;
-        let (sockets, buffers) = io::bind(
+        // Native and legacy servers choose the conv, so a conv can name the shard
+        // that reads it; raw convs are fixed and kcp-go datagrams may start with a
+        // random nonce, so those keep the kernel's 4-tuple hash.
+        let steer = matches!(mode, HandshakeMode::Native(_) | HandshakeMode::Legacy(_));
+        let bound = io::bind(
             addr,
             config.io_threads,
             config.send_buffer,
             config.recv_buffer,
+            steer,
         )?;
         let mut rng = match config.seed {
             Some(seed) => rand_chacha::ChaCha20Rng::seed_from_u64(seed),
@@ -66,7 +71,7 @@ impl Endpoint {
             None
         };
         let (accept_tx, accept_rx) = mpsc::channel(config.accept_queue);
-        let io = Arc::new(EndpointIo::new(sockets, buffers, config, mode, rng)?);
+        let io = Arc::new(EndpointIo::new(bound, config, mode, rng)?);
         let router = Arc::new(Router::new(io, server, accept_tx));
         Ok(Self {
             guard: Arc::new(EndpointGuard::start(router)),

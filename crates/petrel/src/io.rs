@@ -14,7 +14,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use petrel_proto::handshake::HandshakeMode;
+use petrel_proto::handshake::{ConvLane, HandshakeMode};
+use petrel_sys::reuseport::steer_by_first_byte;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
 use petrel_sys::SocketBuffers;
 use rand::distributions::{Distribution, Standard};
@@ -85,6 +86,9 @@ pub(crate) struct EndpointIo {
     pub(crate) shards: Vec<ShardIo>,
     pub(crate) local_addr: SocketAddr,
     pub(crate) buffers: SocketBuffers,
+    /// Whether each datagram reaches the shard its conv's lane names
+    /// ([`EndpointIo::shard_of_conv`]).
+    steered: bool,
     pub(crate) config: EndpointConfig,
     pub(crate) mode: HandshakeMode,
     rng: Mutex<rand_chacha::ChaCha20Rng>,
@@ -94,12 +98,16 @@ pub(crate) struct EndpointIo {
 
 impl EndpointIo {
     pub(crate) fn new(
-        sockets: Vec<tokio::net::UdpSocket>,
-        buffers: SocketBuffers,
+        bound: BoundSockets,
         config: EndpointConfig,
         mode: HandshakeMode,
         rng: rand_chacha::ChaCha20Rng,
     ) -> std::io::Result<Self> {
+        let BoundSockets {
+            sockets,
+            buffers,
+            steered,
+        } = bound;
         let local_addr = sockets
             .first()
             .ok_or_else(|| std::io::Error::other("an endpoint needs one socket"))?
@@ -116,6 +124,7 @@ impl EndpointIo {
                 .collect(),
             local_addr,
             buffers,
+            steered,
             config,
             mode,
             rng: Mutex::new(rng),
@@ -130,6 +139,27 @@ impl EndpointIo {
         Standard: Distribution<T>,
     {
         self.rng.lock().unwrap_or_else(|e| e.into_inner()).gen()
+    }
+
+    /// The shard that reads the datagrams of a connection with `conv`: its lane
+    /// when the shards are steered, `None` when the kernel's hash decides.
+    pub(crate) fn shard_of_conv(&self, conv: u32) -> Option<usize> {
+        self.steered.then(|| ConvLane::of(conv, self.shards.len()))
+    }
+
+    /// The lane a server's next conv should be in: the shard with the fewest of
+    /// `per_shard` connections when steered, any lane otherwise.
+    pub(crate) fn lane_for_next(&self, per_shard: &[usize]) -> ConvLane {
+        if !self.steered {
+            return ConvLane::ANY;
+        }
+        let lane = (0..self.shards.len())
+            .min_by_key(|&shard| per_shard.get(shard).copied().unwrap_or(0))
+            .unwrap_or(0);
+        ConvLane {
+            lanes: self.shards.len(),
+            lane,
+        }
     }
 
     pub(crate) fn next_seed(&self) -> u64 {
@@ -167,16 +197,30 @@ impl EndpointIo {
     }
 }
 
+/// The sockets [`bind`] made.
+#[derive(Debug)]
+pub(crate) struct BoundSockets {
+    pub(crate) sockets: Vec<tokio::net::UdpSocket>,
+    /// The first socket's buffers.
+    pub(crate) buffers: SocketBuffers,
+    /// Whether the group delivers by a datagram's first byte (the low byte of its
+    /// conv) rather than by the kernel's 4-tuple hash.
+    pub(crate) steered: bool,
+}
+
 /// Binds the endpoint's non-blocking UDP sockets: `shards` of them on one address
 /// (with `SO_REUSEPORT` when more than one; port 0 resolves to the first socket's
 /// port), each with the requested buffer sizes; a size the kernel refuses fails the
-/// bind. The buffers reported are the first socket's.
+/// bind. With `steer` and more than one shard, the group delivers each datagram to
+/// the shard its first byte names (`petrel_sys::reuseport`); a kernel that refuses
+/// the program leaves the 4-tuple hash in place (logged, `steered` false).
 pub(crate) fn bind(
     addr: SocketAddr,
     shards: usize,
     send_buffer: Option<usize>,
     recv_buffer: Option<usize>,
-) -> std::io::Result<(Vec<tokio::net::UdpSocket>, SocketBuffers)> {
+    steer: bool,
+) -> std::io::Result<BoundSockets> {
     let mut options = UdpOptions {
         buffers: BufferRequest {
             send: send_buffer,
@@ -195,7 +239,20 @@ pub(crate) fn bind(
         let (socket, _) = bind_udp(&options)?;
         sockets.push(tokio::net::UdpSocket::from_std(socket)?);
     }
-    Ok((sockets, buffers))
+    let steered = steer
+        && shards > 1
+        && match steer_by_first_byte(&sockets[0], shards) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "socket shards stay on the kernel's 4-tuple hash");
+                false
+            }
+        };
+    Ok(BoundSockets {
+        sockets,
+        buffers,
+        steered,
+    })
 }
 
 /// Milliseconds since the Unix epoch (the handshake's timestamps), 0 before it.

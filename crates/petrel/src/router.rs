@@ -6,8 +6,13 @@
 //! conv)`, control datagrams to that connection's control plane, handshake replies
 //! to a pending `connect`, and opening datagrams to the stateless server handshake.
 //! One router serves all shards, so a datagram finds its connection whichever
-//! shard the kernel delivered it to. A connection accepted here lives on the shard
-//! that read its opening datagram; one opened by `connect` lives on shard 0.
+//! shard the kernel delivered it to. A connection lives on one shard, whose driver
+//! sends its datagrams. Native and legacy endpoints steer their shards (see
+//! `io::bind`): a server gives each connection it accepts a conv whose lane is the
+//! shard with the fewest connections, a connection opened by `connect` lives on
+//! its conv's lane, and the kernel delivers each datagram to that shard. Other
+//! modes keep the kernel's 4-tuple hash: an accepted connection lives on the shard
+//! that read its opening datagram, one opened by `connect` on shard 0.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -64,6 +69,8 @@ pub(crate) struct Registry {
     per_prefix: HashMap<IpAddr, usize>,
     /// Bytes of `recv_buffer_budget` the registered connections reserve.
     recv_reserved: usize,
+    /// Registered connections per home shard (index = shard).
+    per_home: Vec<usize>,
     /// Repeated handshake replies per source IP.
     replies: ReplyLimiter,
 }
@@ -75,6 +82,9 @@ impl Registry {
         }
         if self.kcpgo {
             self.by_peer.insert(peer, conn.conv);
+        }
+        if let Some(n) = self.per_home.get_mut(conn.home) {
+            *n += 1;
         }
         *self.per_address.entry(peer).or_default() += 1;
         *self.per_ip.entry(peer.ip()).or_default() += 1;
@@ -92,6 +102,9 @@ impl Registry {
         }
         if self.by_peer.get(&peer) == Some(&conv) {
             self.by_peer.remove(&peer);
+        }
+        if let Some(n) = self.per_home.get_mut(conn.home) {
+            *n -= 1;
         }
         decrement(&mut self.per_address, peer);
         decrement(&mut self.per_ip, peer.ip());
@@ -229,6 +242,7 @@ impl Router {
         let fec_budget = FecBudget::new(io.config.fec.budget);
         let registry = Registry {
             kcpgo: matches!(io.mode, HandshakeMode::KcpGo(_)),
+            per_home: vec![0; io.shards.len()],
             ..Registry::default()
         };
         Self {
@@ -360,6 +374,9 @@ impl Router {
             return;
         };
         if let Some(conn) = self.lookup(peer, conv) {
+            if conn.home != from.shard {
+                EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
+            }
             conn.on_data(now, dg);
         } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
             // Raw KCP has no handshake: the first datagram with our conv opens the connection.
@@ -470,7 +487,8 @@ impl Router {
             return;
         }
         for pending in pendings {
-            if pending.handle_input(now, dg, |e| self.create_connection(now, 0, peer, e)) {
+            let home = |e: &Established| self.io.shard_of_conv(e.conv).unwrap_or(0);
+            if pending.handle_input(now, dg, |e| self.create_connection(now, home(e), peer, e)) {
                 return;
             }
         }
@@ -526,6 +544,9 @@ impl Router {
             EndpointCounters::add(&self.io.counters.dropped_unknown, 1);
             return None;
         };
+        // Steered shards: the conv names the shard with the fewest connections,
+        // and that shard reads (and sends) everything of the connection.
+        let lane = self.io.lane_for_next(&lock(&self.registry).per_home);
         let event = {
             let mut server = lock(server);
             if now.duration_since(server.rotated_at) >= SECRET_ROTATION {
@@ -533,7 +554,7 @@ impl Router {
                 server.handshake.rotate_secret(secret);
                 server.rotated_at = now;
             }
-            server.handshake.handle(now, peer, dg, reply)
+            server.handshake.handle_in_lane(now, peer, dg, reply, lane)
         };
         match event {
             ServerEvent::Drop(_) => {
@@ -561,8 +582,9 @@ impl Router {
                         return None;
                     }
                 }
+                let home = self.io.shard_of_conv(established.conv);
                 let conn = self
-                    .create_connection(now, from.shard, peer, &established)
+                    .create_connection(now, home.unwrap_or(from.shard), peer, &established)
                     .ok()?;
                 if self.accept_tx.try_send(conn.clone()).is_err() {
                     EndpointCounters::add(&self.io.counters.refused_accept_queue_full, 1);

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use petrel::{Connection, Endpoint, EndpointConfig};
+use petrel::{Connection, Endpoint, EndpointConfig, Mode};
 use petrel_proto::kcp::segment::{segments, Command};
 use tokio::net::UdpSocket;
 
@@ -213,8 +213,8 @@ async fn two_socket_shards_never_reorder_a_connections_datagrams() {
     let mut tasks = Vec::new();
     let mut records = Vec::new();
     for _ in 0..clients {
-        // Each client's relay reaches the server from its own port: the kernel
-        // spreads these 4-tuples over the two shards.
+        // Each client's relay reaches the server from its own port; the server
+        // spreads the connections over its two shards.
         let (relay, reordered, data) = recording_relay(server.local_addr()).await;
         records.push((reordered, data));
         tasks.push(tokio::spawn(async move {
@@ -248,6 +248,64 @@ async fn two_socket_shards_never_reorder_a_connections_datagrams() {
     let stats = server.stats();
     assert_eq!(stats.connections_open, clients);
     assert_eq!(stats.send_errors, 0);
+}
+
+/// Native and legacy servers choose each conv so that its first byte names the
+/// shard with the fewest connections, and the socket group delivers by that byte:
+/// the shards split the connections evenly and each reads only its own, whatever
+/// the 4-tuples hash to. A client endpoint with two shards reads each connection
+/// on its conv's shard too.
+#[tokio::test]
+async fn steered_shards_split_connections_evenly_and_read_only_their_own() {
+    for mode in [Mode::Native, Mode::Legacy] {
+        let server = Endpoint::bind(
+            localhost(),
+            EndpointConfig {
+                io_threads: 2,
+                mode,
+                ..EndpointConfig::server()
+            },
+        )
+        .await
+        .unwrap();
+        let client_config = EndpointConfig {
+            mode,
+            ..EndpointConfig::default()
+        };
+        let mut clients = Vec::new();
+        let mut homes = [0usize; 2];
+        for i in 0..8u32 {
+            // Odd clients bind two shards of their own.
+            let client = Endpoint::bind(
+                localhost(),
+                EndpointConfig {
+                    io_threads: 1 + (i % 2) as usize,
+                    ..client_config.clone()
+                },
+            )
+            .await
+            .unwrap();
+            let conn = client.connect(server.local_addr()).await.unwrap();
+            let accepted = server.accept().await.unwrap();
+            assert_eq!(accepted.conv(), conn.conv());
+            let lane = usize::from(conn.conv().to_le_bytes()[0]) % 2;
+            assert_eq!(accepted.io_shard(), lane, "{mode:?} server side");
+            if i % 2 == 1 {
+                assert_eq!(conn.io_shard(), lane, "{mode:?} client side");
+            }
+            homes[accepted.io_shard()] += 1;
+            spawn_echo(accepted);
+            clients.push((client, conn));
+        }
+        assert_eq!(homes, [4, 4], "{mode:?}");
+        for (client, conn) in &clients {
+            stream_and_check(conn, 200, 900).await;
+            assert_eq!(client.stats().datagrams_off_home_shard, 0, "{mode:?}");
+        }
+        let stats = server.stats();
+        assert!(stats.datagrams_received > 8 * 200, "{stats:?}");
+        assert_eq!(stats.datagrams_off_home_shard, 0, "{mode:?} {stats:?}");
+    }
 }
 
 #[tokio::test]

@@ -133,6 +133,10 @@ impl CookieKeys {
 /// distinct for 2^32 − 1 consecutive allocations: conv = E(counter) where E is
 /// a 4-round Feistel permutation of 32-bit values with HMAC-SHA256 round
 /// functions (Luby–Rackoff), skipping the one counter that maps to 0.
+/// Convs [`ConvAllocator::next_conv_where`] draws before it gives up: a wish met
+/// by one conv in 64 fails this often with probability (63/64)^4096 ≈ 1e-28.
+const WANTED_TRIES: usize = 4096;
+
 pub(crate) struct ConvAllocator {
     key: HmacSha256,
     counter: u32,
@@ -168,6 +172,20 @@ impl ConvAllocator {
             (l, r) = (r, l ^ self.round(i, r));
         }
         (u32::from(l) << 16) | u32::from(r)
+    }
+
+    /// The next conv that `wanted` accepts. Convs are a keyed permutation of a
+    /// counter, so a lane of n takes about n draws; after [`WANTED_TRIES`] misses
+    /// (a wish that cannot be met, such as a lane beyond the lanes) the next conv
+    /// is taken whatever it is, so a handshake never loops.
+    pub(crate) fn next_conv_where(&mut self, wanted: impl Fn(u32) -> bool) -> u32 {
+        for _ in 0..WANTED_TRIES {
+            let conv = self.next_conv();
+            if wanted(conv) {
+                return conv;
+            }
+        }
+        self.next_conv()
     }
 
     pub(crate) fn next_conv(&mut self) -> u32 {

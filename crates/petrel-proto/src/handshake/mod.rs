@@ -103,7 +103,7 @@ pub use params::{
     ConfigError, FecDescriptor, KcpGoConfig, LegacyConfig, NativeConfig, NegotiatedParams,
     DATA_SHARDS_RANGE, MTU_RANGE, PARITY_SHARDS_RANGE, RAW_PARAMS, WND_RANGE,
 };
-pub use server::{DropReason, HandshakeStats, ReplyKind, ServerEvent, ServerHandshake};
+pub use server::{ConvLane, DropReason, HandshakeStats, ReplyKind, ServerEvent, ServerHandshake};
 pub use wire::{
     ConnRef, Cookie, NativeMessage, WireError, WireParams, ACCEPT_LEN, CONN_CONTROL_LEN,
     COOKIE_LEN, MAGIC, MAX_OFFERED_VERSIONS, MIN_INITIAL_LEN, RETRY_LEN, SUPPORTED_VERSIONS,

@@ -89,6 +89,36 @@ pub struct HandshakeStats {
     pub dropped_conv_mismatch: u64,
 }
 
+/// Which convs a server hands out: any, or only those whose first byte on the
+/// wire — the low byte, as KCP's `conv` is little-endian (`specs/kcp.md` §1) —
+/// is `lane` modulo `lanes`. A receiver that delivers datagrams by their first
+/// byte (an `SO_REUSEPORT` group with a first-byte program, see `petrel-sys`'s
+/// `reuseport`) then reads every datagram of the connection on socket `lane`.
+/// Only the native and legacy handshakes choose the conv; raw and kcp-go
+/// connections keep the one the client sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvLane {
+    /// How many lanes there are (1 to 256; 0 or 1: every conv qualifies).
+    pub lanes: usize,
+    /// The lane wanted, below `lanes`.
+    pub lane: usize,
+}
+
+impl ConvLane {
+    /// Every conv qualifies.
+    pub const ANY: Self = Self { lanes: 1, lane: 0 };
+
+    /// The lane of `conv` among `lanes` (0 when `lanes` is 0 or 1).
+    pub fn of(conv: u32, lanes: usize) -> usize {
+        usize::from(conv.to_le_bytes()[0]) % lanes.max(1)
+    }
+
+    /// Whether `conv` is in this lane.
+    pub fn contains(self, conv: u32) -> bool {
+        Self::of(conv, self.lanes) == self.lane
+    }
+}
+
 /// Server handshake: owns the cookie secrets (native), the conv allocator and
 /// a token RNG. It keeps NO per-peer state; the runtime keeps the connection
 /// map and calls [`ServerHandshake::handle`] only for peers not in it.
@@ -146,10 +176,7 @@ impl ServerHandshake {
         self.stats
     }
 
-    /// Handles a datagram from `peer`, which has no connection yet. `reply`
-    /// is cleared, then holds the datagram to send back, if any.
-    ///
-    /// Before a valid cookie is echoed, `reply.len() <= datagram.len()`.
+    /// [`handle_in_lane`](Self::handle_in_lane) with no lane: any conv.
     pub fn handle(
         &mut self,
         now: Instant,
@@ -157,12 +184,30 @@ impl ServerHandshake {
         datagram: &[u8],
         reply: &mut Vec<u8>,
     ) -> ServerEvent {
+        self.handle_in_lane(now, peer, datagram, reply, ConvLane::ANY)
+    }
+
+    /// Handles a datagram from `peer`, which has no connection yet. `reply`
+    /// is cleared, then holds the datagram to send back, if any. A connection
+    /// accepted in native or legacy mode gets a conv in `lane` (see [`ConvLane`]).
+    ///
+    /// Before a valid cookie is echoed, `reply.len() <= datagram.len()`.
+    pub fn handle_in_lane(
+        &mut self,
+        now: Instant,
+        peer: SocketAddr,
+        datagram: &[u8],
+        reply: &mut Vec<u8>,
+        lane: ConvLane,
+    ) -> ServerEvent {
         reply.clear();
         let event = match self.mode {
-            HandshakeMode::Native(cfg) => self.handle_native(now, &cfg, peer, datagram, reply),
+            HandshakeMode::Native(cfg) => {
+                self.handle_native(now, &cfg, peer, datagram, reply, lane)
+            }
             HandshakeMode::Legacy(cfg) => match LegacyMessage::decode(datagram) {
                 Ok(LegacyMessage::Syn { sync_id }) => {
-                    let conv = self.convs.next_conv();
+                    let conv = self.convs.next_conv_where(|conv| lane.contains(conv));
                     LegacyMessage::SynAck { sync_id, conv }.encode(reply);
                     ServerEvent::Accept(Established {
                         conv,
@@ -209,6 +254,7 @@ impl ServerHandshake {
         peer: SocketAddr,
         datagram: &[u8],
         reply: &mut Vec<u8>,
+        lane: ConvLane,
     ) -> ServerEvent {
         let msg = match NativeMessage::decode(datagram) {
             Ok(msg) => msg,
@@ -241,7 +287,7 @@ impl ServerHandshake {
             NativeMessage::Retry { nonce, cookie }.encode(reply);
             return ServerEvent::Reply(kind);
         }
-        let conv = self.convs.next_conv();
+        let conv = self.convs.next_conv_where(|conv| lane.contains(conv));
         let token = self.rng.gen();
         let fec = params.fec.clamp(cfg.fec_max_data, cfg.fec_max_parity);
         let granted = WireParams {
