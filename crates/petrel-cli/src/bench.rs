@@ -94,9 +94,11 @@ enum BenchCommand {
     Rudp(Box<crate::bench_rudp::RudpBenchArgs>),
     /// What N established, quiet connections cost (CPU, wake-ups, memory).
     Idle(crate::bench_idle::IdleArgs),
-    /// Bulk goodput of one connection, client → server (specs/benchmarks.md §C).
+    /// Bulk goodput of one connection (specs/benchmarks.md §C): client → server,
+    /// except the external QUIC peers, which download.
     Goodput(crate::bench_goodput::GoodputArgs),
-    /// DraARLv1 voice fan-out load test against a reflector child process (§D).
+    /// DraARLv1 voice fan-out load test against a reflector child process
+    /// (specs/benchmarks.md §D).
     Reflector(crate::reflector::ReflectorBenchArgs),
     /// One load-generator process of a split `bench reflector --edges`
     /// stage, steered over stdin/stdout by the stage driver (internal).
