@@ -129,14 +129,15 @@ impl CookieKeys {
     }
 }
 
+/// Convs [`ConvAllocator::next_conv_where`] draws before it gives up: a wish met
+/// by one conv in 64 (the most socket shards) fails this often with probability
+/// (63/64)^1024 ≈ 1e-7, and then only costs the connection its shard choice.
+const WANTED_TRIES: usize = 1024;
+
 /// Hands out conv values that are unpredictable to peers, never 0, and
 /// distinct for 2^32 − 1 consecutive allocations: conv = E(counter) where E is
 /// a 4-round Feistel permutation of 32-bit values with HMAC-SHA256 round
 /// functions (Luby–Rackoff), skipping the one counter that maps to 0.
-/// Convs [`ConvAllocator::next_conv_where`] draws before it gives up: a wish met
-/// by one conv in 64 fails this often with probability (63/64)^4096 ≈ 1e-28.
-const WANTED_TRIES: usize = 4096;
-
 pub(crate) struct ConvAllocator {
     key: HmacSha256,
     counter: u32,
@@ -174,8 +175,11 @@ impl ConvAllocator {
         (u32::from(l) << 16) | u32::from(r)
     }
 
-    /// The next conv that `wanted` accepts. Convs are a keyed permutation of a
-    /// counter, so a lane of n takes about n draws; after [`WANTED_TRIES`] misses
+    /// The next conv that `wanted` accepts; skipping values keeps the convs
+    /// distinct. Convs are a keyed permutation of a counter, so a lane of n
+    /// (`ConvLane`) takes about n draws of 4 HMAC-SHA256 rounds each (an
+    /// `io_threads` of 64 costs a legacy SYN some 64 draws); after
+    /// [`WANTED_TRIES`] misses
     /// (a wish that cannot be met, such as a lane beyond the lanes) the next conv
     /// is taken whatever it is, so a handshake never loops.
     pub(crate) fn next_conv_where(&mut self, wanted: impl Fn(u32) -> bool) -> u32 {
