@@ -54,6 +54,12 @@ pub struct Link {
     /// A delay spike: datagrams sent within `from..until` are held until `until`,
     /// then take the normal delay, in the order they were sent.
     pub hold: Option<std::ops::Range<Instant>>,
+    /// Probability a delivered copy is held back by [`Link::reorder_delay`] on
+    /// top of its delay (netem's `reorder`, as `petrel-netem`'s `random` profile:
+    /// later datagrams overtake it); zero by default, and then no draw is made.
+    pub reorder: f64,
+    /// Extra delay of a reordered datagram.
+    pub reorder_delay: Duration,
 }
 
 impl Link {
@@ -68,6 +74,8 @@ impl Link {
             min_loss_gap: Duration::ZERO,
             last_drop: None,
             hold: None,
+            reorder: 0.0,
+            reorder_delay: Duration::ZERO,
         }
     }
 
@@ -89,7 +97,10 @@ impl Link {
         for _ in 0..copies {
             let jitter = self.config.jitter.mul_f64(self.rng.gen::<f64>());
             let held = self.hold.as_ref().filter(|h| h.contains(&now));
-            let at = held.map_or(now, |h| h.end) + self.config.delay + jitter;
+            let mut at = held.map_or(now, |h| h.end) + self.config.delay + jitter;
+            if self.reorder > 0.0 && self.rng.gen_bool(self.reorder) {
+                at += self.reorder_delay;
+            }
             self.queue
                 .push(Reverse((at, self.next_id, datagram.to_vec())));
             self.next_id += 1;
