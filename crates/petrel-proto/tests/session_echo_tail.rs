@@ -34,7 +34,7 @@ const MEASURED: Duration = Duration::from_secs(10);
 
 /// Bound on ARQ retransmissions (fast + timeout, both sides) per 1000 round
 /// trips over the three seeds of [`adaptive_echo_under_the_random_profile`].
-const RETRANSMISSIONS_PER_1000: f64 = 8.0;
+const RETRANSMISSIONS_PER_1000: f64 = 4.5;
 
 const FIXED: FecScheme = FecScheme::Fixed {
     data_shards: 8,
@@ -191,12 +191,13 @@ fn report(name: &str, seed: u64, o: &Outcome) {
 }
 
 /// Adaptive FEC under the `random` profile: round trips per second near the
-/// window's limit (16 per 20 ms), at most 2 % of round trips slower than 30 ms
+/// window's limit (16 per 20 ms), under 1.2 % of round trips slower than 30 ms
 /// (what is left comes from datagrams 15 ms late or lost that their group could
 /// not rebuild: both count as erasures for in-order delivery), parity within
 /// the data shards, and few ARQ retransmissions (most of those that remain are
 /// fast retransmissions of segments FEC rebuilt after the acks of the segments
-/// sent behind them had reached the sender).
+/// sent behind them had reached the sender, which an idle sender's early group
+/// close, `FecEncoder::flush_idle`, avoids where the parity credit allows).
 #[test]
 fn adaptive_echo_under_the_random_profile() {
     let (mut retransmissions, mut round_trips) = (0, 0.0);
@@ -206,7 +207,7 @@ fn adaptive_echo_under_the_random_profile() {
         retransmissions += o.retrans_fast + o.retrans_timeout;
         round_trips += o.round_trips_per_s * MEASURED.as_secs_f64();
         assert!(o.round_trips_per_s > 740.0, "seed {seed}: {o:?}");
-        assert!(o.over_30ms < 0.02, "seed {seed}: {o:?}");
+        assert!(o.over_30ms < 0.012, "seed {seed}: {o:?}");
         assert!(o.parity_sent <= o.data_sent, "seed {seed}: {o:?}");
     }
     let per_1000 = 1000.0 * retransmissions as f64 / round_trips;

@@ -35,6 +35,19 @@ struct OpenGroup {
     data_bytes: usize,
 }
 
+/// Why a group closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// Full, its `group_wait` passed, or the budget: the scheme's parity.
+    Due,
+    /// Early for sparse traffic ([`FecEncoder::flush`]): parity for its size,
+    /// outside the parity credit.
+    Sparse,
+    /// Early because the sender is idle ([`FecEncoder::flush_idle`]): parity
+    /// for its size, within the parity credit.
+    Idle,
+}
+
 /// Most parity credit an adaptive encoder saves up, bytes (see
 /// [`FecEncoder`]'s `parity_credit`): about four full groups of 1400-byte
 /// shards, so an ack-heavy group can borrow what the groups before it did not
@@ -223,7 +236,54 @@ impl FecEncoder {
             return false;
         }
         self.stats.groups_closed_sparse += 1;
-        self.close_group_with(true);
+        self.close_group_with(Close::Sparse);
+        self.update_retained();
+        true
+    }
+
+    /// Tells an adaptive encoder that the caller has nothing more to push now
+    /// *and nothing waiting to be sent* (the ARQ's send queue is empty: every
+    /// message written so far is on the wire, so the next datagram waits for the
+    /// application or the peer). In native framing the open group then closes
+    /// at once, as [`FecEncoder::flush`] does for sparse traffic, with
+    /// [`ParityPolicy::parity_for`] its size, *if* the parity credit pays all of
+    /// that parity (it is not sparse traffic: its bytes count); a group the
+    /// credit could protect only in part keeps waiting for `group_wait`, as
+    /// more shards per parity byte protect it better. Returns whether a group
+    /// was closed.
+    ///
+    /// Why: a burst's last group otherwise keeps its parity for up to
+    /// `group_wait`, while the burst's later segments are acknowledged at once.
+    /// A datagram of that group lost (or late) and rebuilt from parity is then
+    /// acknowledged `group_wait` after the segments sent behind it, so their
+    /// acks reach the sender first and, from two of them on, fast retransmit
+    /// (spec `kcp.md` §1, retransmission; RFC 5681 §3.2 counts duplicate acks the
+    /// same way) resends what FEC already repaired; and the repair itself, and
+    /// every message waiting behind it for in-order delivery, is `group_wait`
+    /// (plus timer granularity) late. Waiting buys nothing here: no datagram
+    /// can join the group before the peer or the application acts. A sender
+    /// whose queue is not empty (window- or cwnd-limited bulk data) keeps
+    /// waiting, as its next datagrams follow as soon as acks open the window.
+    ///
+    /// Fixed schemes keep their shape's overhead (a partial group still waits
+    /// `group_wait` for company); kcp-go framing never closes early (see
+    /// [`FecEncoder::flush`]).
+    pub fn flush_idle(&mut self, now: Instant) -> bool {
+        self.handle_timeout(now);
+        if self.framing != Framing::Native {
+            return false;
+        }
+        let (Some(g), Some(policy)) = (&self.open, &self.policy) else {
+            return false;
+        };
+        // Only when the credit pays this group's whole parity: a group closed
+        // with less is weaker than one that waits `group_wait` for company.
+        let wanted = usize::from(policy.parity_for(g.count).min(g.parity));
+        let credit = (self.parity_credit + g.data_bytes).min(PARITY_CREDIT_MAX.max(g.data_bytes));
+        if credit / g.max_len < wanted {
+            return false;
+        }
+        self.close_group_with(Close::Idle);
         self.update_retained();
         true
     }
@@ -437,8 +497,8 @@ impl FecEncoder {
     /// group of one request among seven acks may borrow what the full groups
     /// before it left, and a stream of such groups alone gets one parity shard
     /// each.
-    fn capped_parity(&mut self, g: &OpenGroup, sparse: bool) -> u8 {
-        let mut p = usize::from(g.parity);
+    fn capped_parity(&mut self, g: &OpenGroup, wanted: u8, sparse: bool) -> u8 {
+        let mut p = usize::from(wanted);
         let budget_shards = (self.budget / g.max_len).saturating_sub(usize::from(g.count));
         // Parity only takes room the transmit queue has (headers included), so
         // it never pushes a queued data shard out of it.
@@ -459,20 +519,19 @@ impl FecEncoder {
     }
 
     fn close_group(&mut self) {
-        self.close_group_with(false);
+        self.close_group_with(Close::Due);
     }
 
-    /// Closes the open group with its parity; `sparse`: closed early by
-    /// [`FecEncoder::flush`].
-    fn close_group_with(&mut self, sparse: bool) {
+    /// Closes the open group with its parity (see [`Close`]).
+    fn close_group_with(&mut self, why: Close) {
         let Some(g) = self.open.take() else { return };
         self.shared_budget.release(g.data_bytes);
         let k = g.count;
         let wanted = match &self.policy {
-            Some(policy) if sparse => policy.parity_for(k).min(g.parity),
+            Some(policy) if why != Close::Due => policy.parity_for(k).min(g.parity),
             _ => g.parity,
         };
-        let p = self.capped_parity(&g, sparse).min(wanted);
+        let p = self.capped_parity(&g, wanted, why == Close::Sparse);
         if p < wanted {
             self.stats.parity_capped += 1;
         }

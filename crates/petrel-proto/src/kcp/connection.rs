@@ -277,6 +277,12 @@ impl Kcp {
         Some(message)
     }
 
+    /// Whether the send queue (segments not yet in the send window) is empty:
+    /// every message written so far has entered the window.
+    pub fn send_queue_is_empty(&self) -> bool {
+        self.snd.queue.is_empty()
+    }
+
     /// Segments queued or sent and unacknowledged; 0 means everything sent was acked.
     pub fn pending_segments(&self) -> usize {
         self.snd.queue.len() + self.snd.unacked()

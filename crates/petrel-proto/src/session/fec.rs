@@ -126,9 +126,11 @@ impl FecLink {
     }
 
     /// The ARQ has nothing more to send now: closes a sparse group at once (see
-    /// [`FecEncoder::flush`]); returns whether parity was queued.
-    pub(super) fn flush(&mut self, now: Instant) -> bool {
-        self.encoder.flush(now)
+    /// [`FecEncoder::flush`]), or any open adaptive group when the ARQ's send
+    /// queue is empty too (`idle`, see [`FecEncoder::flush_idle`]); returns
+    /// whether a group was closed.
+    pub(super) fn flush(&mut self, now: Instant, idle: bool) -> bool {
+        self.encoder.flush(now) || (idle && self.encoder.flush_idle(now))
     }
 
     /// Writes the next loss report or shard, conv-prefixed, into `out`.

@@ -43,6 +43,13 @@
 //!   closes at once with its parity ([`crate::fec::FecEncoder::flush`]): a
 //!   window-1 exchange gets each datagram protected within the same
 //!   `poll_transmit` round instead of after `group_wait` or an RTO.
+//! - **Idle sender** (native framing, adaptive schemes): when KCP has nothing
+//!   more to send and nothing queued (all written messages are on the wire),
+//!   the open group closes at once too when the parity credit pays its parity
+//!   in full ([`crate::fec::FecEncoder::flush_idle`]): a burst's repair then
+//!   reaches the peer with the burst, not `group_wait` later behind the acks of
+//!   its later segments, which would make fast retransmit resend what FEC
+//!   repaired.
 //!
 //! # Timers and idleness
 //!
@@ -315,8 +322,10 @@ impl Session {
                 return true;
             }
             if !self.kcp.poll_transmit(now, &mut self.scratch) {
-                // Nothing more from the ARQ now: a sparse group gets its parity at once.
-                return fec.flush(now) && fec.poll_transmit(now, out);
+                // Nothing more from the ARQ now: a sparse group gets its parity at
+                // once, and so does an adaptive group when nothing is queued either.
+                let idle = self.kcp.send_queue_is_empty();
+                return fec.flush(now, idle) && fec.poll_transmit(now, out);
             }
             if fec.push(now, &self.scratch, out) {
                 return true;
