@@ -9,9 +9,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use petrel_proto::fec::{FecConfig, FecScheme, LossReport, ParityPolicy};
-use petrel_proto::handshake::{Binding, Established, RAW_PARAMS};
-use petrel_proto::session::{Session, SessionConfig, SessionStats};
+use petrel_proto::fec::{FecScheme, LossReport, ParityPolicy};
+use petrel_proto::session::{Session, SessionStats};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use support::{Link, LinkConfig, Sim};
@@ -23,19 +22,7 @@ const FIXED: FecScheme = FecScheme::Fixed {
 const PAYLOAD: usize = 64;
 
 fn session(scheme: FecScheme, now: Instant) -> Session {
-    let established = Established {
-        conv: 0x5ba2_5e00,
-        params: RAW_PARAMS,
-        binding: Binding::Raw,
-    };
-    let config = SessionConfig {
-        fec: FecConfig {
-            scheme,
-            ..FecConfig::default()
-        },
-        ..SessionConfig::default()
-    };
-    Session::new(&established, &config, now).unwrap()
+    support::fec_session(scheme, 0x5ba2_5e00, now)
 }
 
 /// Retransmissions of data segments by both ARQs.

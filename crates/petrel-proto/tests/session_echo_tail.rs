@@ -22,9 +22,8 @@ mod support;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use petrel_proto::fec::{FecConfig, FecScheme};
-use petrel_proto::handshake::{Binding, Established, RAW_PARAMS};
-use petrel_proto::session::{Session, SessionConfig};
+use petrel_proto::fec::FecScheme;
+use petrel_proto::session::Session;
 use support::{Link, LinkConfig};
 
 const WINDOW: usize = 16;
@@ -58,19 +57,7 @@ struct Outcome {
 }
 
 fn session(scheme: FecScheme, now: Instant) -> Session {
-    let established = Established {
-        conv: 0x5e55_1011,
-        params: RAW_PARAMS,
-        binding: Binding::Raw,
-    };
-    let config = SessionConfig {
-        fec: FecConfig {
-            scheme,
-            ..FecConfig::default()
-        },
-        ..SessionConfig::default()
-    };
-    Session::new(&established, &config, now).unwrap()
+    support::fec_session(scheme, 0x5e55_1011, now)
 }
 
 fn link(seed: u64) -> Link {

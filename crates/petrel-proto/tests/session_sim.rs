@@ -9,7 +9,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use petrel_proto::fec::{FecConfig, FecScheme};
+use petrel_proto::fec::FecScheme;
 use petrel_proto::handshake::{Binding, Established, FecDescriptor, NegotiatedParams, RAW_PARAMS};
 use petrel_proto::session::{Session, SessionConfig};
 use rand::{Rng, SeedableRng};
@@ -46,19 +46,7 @@ struct Outcome {
 }
 
 fn session(scheme: FecScheme, now: Instant) -> Session {
-    let established = Established {
-        conv: 0x5e55_1011,
-        params: RAW_PARAMS,
-        binding: Binding::Raw,
-    };
-    let config = SessionConfig {
-        fec: FecConfig {
-            scheme,
-            ..FecConfig::default()
-        },
-        ..SessionConfig::default()
-    };
-    Session::new(&established, &config, now).unwrap()
+    support::fec_session(scheme, 0x5e55_1011, now)
 }
 
 /// Sends [`MESSAGES`] from `a` to `b` over a link with `loss` each way and 20 ms

@@ -7,11 +7,31 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use petrel_proto::fec::{FecConfig, FecScheme};
+use petrel_proto::handshake::{Binding, Established, RAW_PARAMS};
 use petrel_proto::kcp::Kcp;
-use petrel_proto::session::Session;
+use petrel_proto::session::{Session, SessionConfig};
 use rand::Rng;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
+
+/// A raw-mode session (no handshake) with conv `conv`, FEC `scheme` and every
+/// other setting at its default.
+pub fn fec_session(scheme: FecScheme, conv: u32, now: Instant) -> Session {
+    let established = Established {
+        conv,
+        params: RAW_PARAMS,
+        binding: Binding::Raw,
+    };
+    let config = SessionConfig {
+        fec: FecConfig {
+            scheme,
+            ..FecConfig::default()
+        },
+        ..SessionConfig::default()
+    };
+    Session::new(&established, &config, now).unwrap()
+}
 
 /// Impairments of one direction.
 #[derive(Debug, Clone, Copy)]
