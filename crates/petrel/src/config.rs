@@ -130,12 +130,17 @@ pub struct EndpointConfig {
     /// driver sends all its datagrams, so the sharding never reorders them. Native
     /// and legacy endpoints steer the group (Linux): a server gives each accepted
     /// connection a conv whose low byte names the shard with the fewest
-    /// connections, and the kernel delivers every datagram to the shard its first
-    /// byte names, so the shards split the connections evenly and each reads only
-    /// its own (`EndpointStats::datagrams_off_home_shard` stays 0). Raw and kcp-go
-    /// endpoints keep the kernel's 4-tuple hash: an incoming connection lives on
-    /// the shard its opening datagram arrived on, an outgoing one on shard 0.
-    /// Default 1; allowed 1..=64.
+    /// connections, and the kernel delivers each datagram to the shard its first
+    /// byte names, so the shards split the connections evenly and every data
+    /// datagram of a connection is read on its home shard
+    /// (`EndpointStats::datagrams_off_home_shard` stays 0). Control datagrams are
+    /// not: native handshakes, KEEPALIVE and CLOSE start with conv 0 and are read
+    /// by shard 0, legacy SYN / FIN by the shard their flag byte names; any shard
+    /// routes them. An outgoing connection's home is the shard its server-chosen
+    /// conv names. Raw and kcp-go endpoints, and an endpoint whose kernel refuses
+    /// the program (logged), keep the kernel's 4-tuple hash: an incoming
+    /// connection lives on the shard its opening datagram arrived on, an outgoing
+    /// one on shard 0. Default 1; allowed 1..=64.
     pub io_threads: usize,
     /// Send trains of equal-size datagrams to one peer with UDP GSO (`UDP_SEGMENT`,
     /// Linux ≥ 4.18; a kernel that refuses it falls back to `sendmmsg` by itself).

@@ -63,7 +63,7 @@ impl Connection {
 
     /// The endpoint's socket shard (below `EndpointConfig::io_threads`) whose I/O
     /// driver sends this connection's datagrams and, when the shards are steered
-    /// (native and legacy modes), reads them.
+    /// (native and legacy modes), reads its data datagrams.
     pub fn io_shard(&self) -> usize {
         self.shared().home
     }

@@ -66,7 +66,7 @@ endpoint_counters! {
     /// `recvmmsg` calls that returned datagrams (`datagrams_received / recv_syscalls`
     /// is the receive batch size).
     recv_syscalls,
-    /// Datagrams one socket shard read for a connection that lives on another
+    /// Data datagrams (not control) one socket shard read for a connection that lives on another
     /// (its driver sends from its home shard). Steered shards (native and legacy
     /// endpoints with `io_threads` > 1) keep this at 0; under the kernel's hash it
     /// counts a `connect`ed connection's datagrams read off shard 0.

@@ -93,7 +93,7 @@ pub struct HandshakeStats {
 /// wire — the low byte, as KCP's `conv` is little-endian (`specs/kcp.md` §1) —
 /// is `lane` modulo `lanes`. A receiver that delivers datagrams by their first
 /// byte (an `SO_REUSEPORT` group with a first-byte program, see `petrel-sys`'s
-/// `reuseport`) then reads every datagram of the connection on socket `lane`.
+/// `reuseport`) then reads every data datagram of the connection on socket `lane`.
 /// Only the native and legacy handshakes choose the conv; raw and kcp-go
 /// connections keep the one the client sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
