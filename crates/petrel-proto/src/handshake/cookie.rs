@@ -141,6 +141,8 @@ const WANTED_TRIES: usize = 1024;
 pub(crate) struct ConvAllocator {
     key: HmacSha256,
     counter: u32,
+    /// Convs computed so far (each one 4 HMAC-SHA256 rounds).
+    draws: u64,
 }
 
 impl std::fmt::Debug for ConvAllocator {
@@ -156,6 +158,7 @@ impl ConvAllocator {
         Self {
             key: keyed(key),
             counter: start,
+            draws: 0,
         }
     }
 
@@ -192,10 +195,16 @@ impl ConvAllocator {
         self.next_conv()
     }
 
+    /// Convs computed so far, wanted or not.
+    pub(crate) fn draws(&self) -> u64 {
+        self.draws
+    }
+
     pub(crate) fn next_conv(&mut self) -> u32 {
         loop {
             let conv = self.permute(self.counter);
             self.counter = self.counter.wrapping_add(1);
+            self.draws += 1;
             if conv != 0 {
                 return conv;
             }

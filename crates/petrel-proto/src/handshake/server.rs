@@ -87,6 +87,9 @@ pub struct HandshakeStats {
     pub dropped_unsupported_version: u64,
     /// Dropped: [`DropReason::ConvMismatch`].
     pub dropped_conv_mismatch: u64,
+    /// Convs the allocator computed (4 HMAC-SHA256 rounds each): one per
+    /// accept with [`ConvLane::ANY`], about `lanes` per accept in a lane.
+    pub conv_draws: u64,
 }
 
 /// Which convs a server hands out: any, or only those whose first byte on the
@@ -173,7 +176,10 @@ impl ServerHandshake {
 
     /// Counters so far.
     pub fn stats(&self) -> HandshakeStats {
-        self.stats
+        HandshakeStats {
+            conv_draws: self.convs.draws(),
+            ..self.stats
+        }
     }
 
     /// [`handle_in_lane`](Self::handle_in_lane) with no lane: any conv.
