@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use petrel_proto::fec::FecBudget;
 use petrel_proto::handshake::{
-    Binding, ClientHandshake, DatagramKind, Established, HandshakeMode, LegacyMessage,
+    Binding, ClientHandshake, ConvLane, DatagramKind, Established, HandshakeMode, LegacyMessage,
     NativeMessage, ServerEvent, ServerHandshake,
 };
 use petrel_proto::session::{peek_conv, Session};
@@ -136,6 +136,14 @@ impl Registry {
             }
             None => false,
         }
+    }
+
+    /// Whether one more incoming connection from `peer` would be refused now
+    /// (per-peer limits, `max_connections`, the receive-buffer budget).
+    fn would_refuse(&self, peer: SocketAddr, config: &EndpointConfig) -> bool {
+        self.peer_has_room(peer, config).is_err()
+            || self.conns.len() >= config.max_connections
+            || self.recv_reserved + config.recv_reservation() > config.recv_buffer_budget
     }
 
     /// Whether `peer` may open one more incoming connection: `Err` names the
@@ -545,8 +553,18 @@ impl Router {
             return None;
         };
         // Steered shards: the conv names the shard with the fewest connections,
-        // and that shard reads (and sends) everything of the connection.
-        let lane = self.io.lane_for_next(&lock(&self.registry).per_home);
+        // and that shard reads (and sends) everything of the connection. A lane
+        // costs about `io_threads` conv draws under the handshake lock, so an
+        // opening the limits below would refuse anyway (a legacy SYN needs no
+        // cookie) takes any conv, as before steering.
+        let lane = {
+            let reg = lock(&self.registry);
+            if self.accept_tx.capacity() == 0 || reg.would_refuse(peer, &self.io.config) {
+                ConvLane::ANY
+            } else {
+                self.io.lane_for_next(&reg.per_home)
+            }
+        };
         let event = {
             let mut server = lock(server);
             if now.duration_since(server.rotated_at) >= SECRET_ROTATION {
