@@ -353,3 +353,41 @@ async fn idle_connections_wake_no_driver() {
         "idle connections woke a driver or timer: before {before:?}, after {after:?}"
     );
 }
+
+/// A client endpoint with one socket and two connections to a steered server
+/// sends both connections' MTU-sized datagrams to one peer address, so its
+/// batches can carry GSO trains that mix the two convs; a receiver with GRO reads
+/// such a train as one datagram, and the reuseport program steers all of it by
+/// its first byte: the second connection's datagrams are then read on the first
+/// one's shard (and may be processed concurrently with, and so before, datagrams
+/// of the same connection read on its own shard).
+#[tokio::test]
+async fn steered_shards_read_only_their_own_with_two_connections_from_one_address() {
+    let server = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            io_threads: 2,
+            ..EndpointConfig::server()
+        },
+    )
+    .await
+    .unwrap();
+    let client = Endpoint::bind(localhost(), EndpointConfig::default())
+        .await
+        .unwrap();
+    let mut conns = Vec::new();
+    for _ in 0..2 {
+        let conn = client.connect(server.local_addr()).await.unwrap();
+        let accepted = server.accept().await.unwrap();
+        conns.push((conn, accepted.io_shard()));
+        spawn_echo(accepted);
+    }
+    assert_ne!(conns[0].1, conns[1].1, "one connection per shard");
+    let (a, b) = (conns[0].0.clone(), conns[1].0.clone());
+    tokio::join!(
+        stream_and_check(&a, 400, 8000),
+        stream_and_check(&b, 400, 8000)
+    );
+    let stats = server.stats();
+    assert_eq!(stats.datagrams_off_home_shard, 0, "{stats:?}");
+}
