@@ -333,13 +333,23 @@ struct Filled<'a> {
 }
 
 impl Filled<'_> {
-    /// Length of the run starting at `start`: datagrams to the same peer, each as
-    /// long as the first but the last, which may be shorter (a GSO train).
+    /// Length of the run starting at `start`: datagrams of one connection to the
+    /// same peer, each as long as the first but the last, which may be shorter (a
+    /// GSO train). One connection only: a receiver with GRO reads a train as one
+    /// datagram, and a steered socket group (`petrel_sys::reuseport`) delivers it
+    /// by its first byte, so a train mixing convs would put another connection's
+    /// datagrams on the first one's shard.
     fn run_len(&self, start: usize) -> usize {
         let size = self.slots[start].len();
         let dest = self.dests[start];
+        let owner = &self.owners[start];
+        let same_owner = |other: &Option<Arc<ConnShared>>| match (owner, other) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
         let mut i = start + 1;
-        while i < self.slots.len() && self.dests[i] == dest {
+        while i < self.slots.len() && self.dests[i] == dest && same_owner(&self.owners[i]) {
             let len = self.slots[i].len();
             if len > size {
                 break;
