@@ -464,11 +464,14 @@ fn convs_land_in_the_lane_asked_for_and_stay_unique() {
     let impossible = ConvLane { lanes: 2, lane: 5 };
     let mut syn = Vec::new();
     LegacyMessage::Syn { sync_id: 1 }.encode(&mut syn);
+    let draws = legacy.stats().conv_draws;
     let ServerEvent::Accept(est) = legacy.handle_in_lane(t0, addr(2), &syn, &mut reply, impossible)
     else {
         panic!()
     };
     assert_ne!(est.conv, 0);
+    // "At once": one draw, not the allocator's 1024 tries at a lane that cannot be met.
+    assert_eq!(legacy.stats().conv_draws - draws, 1);
 }
 
 #[test]
