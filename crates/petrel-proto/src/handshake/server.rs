@@ -207,6 +207,13 @@ impl ServerHandshake {
         lane: ConvLane,
     ) -> ServerEvent {
         reply.clear();
+        // A lane no conv can be in (`lane >= lanes`) would cost the allocator all
+        // its tries for nothing: any conv, at once.
+        let lane = if lane.lane < lane.lanes.max(1) {
+            lane
+        } else {
+            ConvLane::ANY
+        };
         let event = match self.mode {
             HandshakeMode::Native(cfg) => {
                 self.handle_native(now, &cfg, peer, datagram, reply, lane)
