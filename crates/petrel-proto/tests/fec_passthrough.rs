@@ -5,10 +5,11 @@
 //! deadline FEC adds is the periodic loss report (never one per datagram).
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::time::{Duration, Instant};
 
-use petrel_proto::fec::{FecConfig, FecScheme};
-use petrel_proto::handshake::{Binding, Established, RAW_PARAMS};
+use petrel_proto::fec::FecScheme;
 use petrel_proto::session::{Session, SessionConfig};
 
 /// Round trips of one run: short enough that no loss report falls due.
@@ -19,19 +20,7 @@ const HOP: Duration = Duration::from_micros(100);
 const FRAMING: usize = 10;
 
 fn session(scheme: FecScheme, now: Instant) -> Session {
-    let established = Established {
-        conv: 0x0fec_0064,
-        params: RAW_PARAMS,
-        binding: Binding::Raw,
-    };
-    let config = SessionConfig {
-        fec: FecConfig {
-            scheme,
-            ..FecConfig::default()
-        },
-        ..SessionConfig::default()
-    };
-    Session::new(&established, &config, now).unwrap()
+    support::fec_session(scheme, 0x0fec_0064, now)
 }
 
 /// What one side did after one step: the datagrams it sent and its deadline.

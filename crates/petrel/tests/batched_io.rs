@@ -308,15 +308,13 @@ async fn steered_shards_split_connections_evenly_and_read_only_their_own() {
     }
 }
 
-#[tokio::test]
-async fn idle_connections_wake_no_driver() {
+/// A server bound with `server` and two socket shards, and a one-shard client.
+async fn two_shard_server_and_client(server: EndpointConfig) -> (Endpoint, Endpoint) {
     let server = Endpoint::bind(
         localhost(),
         EndpointConfig {
-            max_connections_per_address: 1000,
-            max_connections_per_ip: 1000,
             io_threads: 2,
-            ..EndpointConfig::server()
+            ..server
         },
     )
     .await
@@ -324,6 +322,17 @@ async fn idle_connections_wake_no_driver() {
     let client = Endpoint::bind(localhost(), EndpointConfig::default())
         .await
         .unwrap();
+    (server, client)
+}
+
+#[tokio::test]
+async fn idle_connections_wake_no_driver() {
+    let (server, client) = two_shard_server_and_client(EndpointConfig {
+        max_connections_per_address: 1000,
+        max_connections_per_ip: 1000,
+        ..EndpointConfig::server()
+    })
+    .await;
     let mut conns = Vec::new();
     for i in 0..200 {
         let conn = client.connect(server.local_addr()).await.unwrap();
@@ -363,18 +372,7 @@ async fn idle_connections_wake_no_driver() {
 /// of the same connection read on its own shard).
 #[tokio::test]
 async fn steered_shards_read_only_their_own_with_two_connections_from_one_address() {
-    let server = Endpoint::bind(
-        localhost(),
-        EndpointConfig {
-            io_threads: 2,
-            ..EndpointConfig::server()
-        },
-    )
-    .await
-    .unwrap();
-    let client = Endpoint::bind(localhost(), EndpointConfig::default())
-        .await
-        .unwrap();
+    let (server, client) = two_shard_server_and_client(EndpointConfig::server()).await;
     let mut conns = Vec::new();
     for _ in 0..2 {
         let conn = client.connect(server.local_addr()).await.unwrap();
