@@ -304,6 +304,18 @@ impl ConnShared {
         n
     }
 
+    /// The control datagrams (CLOSE-ACK, CLOSE, FIN, keepalive) the session has
+    /// queued, taken for the last send when the endpoint is dropped.
+    pub(crate) fn take_control_transmits(&self, now: Instant) -> Vec<Vec<u8>> {
+        let mut st = self.lock();
+        let mut datagrams = Vec::new();
+        let mut out = Vec::new();
+        while st.session.poll_control_transmit(now, &mut out) {
+            datagrams.push(std::mem::take(&mut out));
+        }
+        datagrams
+    }
+
     /// The driver's side: a datagram of this connection the socket refused with an
     /// error other than a full buffer.
     pub(crate) fn count_send_error(&self) {

@@ -14,7 +14,7 @@
 //! modes keep the kernel's 4-tuple hash: an accepted connection lives on the shard
 //! that read its opening datagram, one opened by `connect` on shard 0.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
@@ -25,6 +25,7 @@ use petrel_proto::handshake::{
     NativeMessage, ServerEvent, ServerHandshake,
 };
 use petrel_proto::session::{peek_conv, Session};
+use petrel_sys::SendBatch;
 use tokio::sync::mpsc;
 
 use crate::client_connect::{self, PendingConnect};
@@ -343,7 +344,14 @@ impl Router {
         lock(&self.registry).conns.get(&(peer, conv)).cloned()
     }
 
+    /// Ends the endpoint: its drivers were stopped. First sends, without waiting,
+    /// the control datagrams its connections had queued: a server that drops its
+    /// endpoint as soon as `recv` reports the peer's close still sends the
+    /// CLOSE-ACK that close is owed (the driver would have sent it on its next
+    /// round), so the peer's `close` returns at once rather than after its CLOSE
+    /// resends time out. Then ends every connection and pending `connect`.
     pub(crate) fn shutdown(&self) {
+        self.send_queued_control(Instant::now());
         self.io.mark_gone();
         for ready in &self.ready {
             ready.close();
@@ -354,6 +362,35 @@ impl Router {
         }
         for pending in lock(&self.pending).values().flatten() {
             pending.fail(ConnectError::EndpointGone);
+        }
+    }
+
+    /// Sends the queued control datagrams of every registered connection and of
+    /// every connection waiting in a ready set (one that just ended is
+    /// unregistered by its timer task but still waits there for its driver), on
+    /// its home shard's socket, best effort: a datagram the socket refuses (a full
+    /// buffer included) is counted in the connection's `send_errors`.
+    fn send_queued_control(&self, now: Instant) {
+        let mut conns: VecDeque<_> = lock(&self.registry).conns.values().cloned().collect();
+        for ready in &self.ready {
+            ready.take(&mut conns);
+        }
+        let mut batch = SendBatch::new(4);
+        for conn in conns {
+            let datagrams = conn.take_control_transmits(now);
+            let Some(shard) = self.io.shards.get(conn.home) else {
+                continue;
+            };
+            let sent = if datagrams.is_empty() {
+                0
+            } else {
+                batch
+                    .send_to(&shard.socket, &datagrams, Some(conn.peer))
+                    .unwrap_or(0)
+            };
+            for _ in sent..datagrams.len() {
+                conn.count_send_error();
+            }
         }
     }
 

@@ -585,3 +585,35 @@ async fn window_one_echo_acks_ride_on_the_reply() {
         );
     }
 }
+
+/// A server that drops its connection and endpoint as soon as `recv` reports the
+/// peer's close still answers that close with its CLOSE-ACK: the client's `close`
+/// returns well before its first CLOSE resend (1 s), instead of resending until the
+/// close timeout. (Legacy mode is not at risk: its FIN is not acknowledged.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_is_answered_when_the_server_drops_at_end_of_stream() {
+    for round in 0..20 {
+        let (server, addr) = echo_server(EndpointConfig::server()).await;
+        let client = Endpoint::bind(localhost(), EndpointConfig::default())
+            .await
+            .unwrap();
+        let conn = client.connect(addr).await.unwrap();
+        let reader = tokio::spawn(async move {
+            let accepted = server.accept().await.unwrap();
+            let mut received = 0;
+            while let Some(msg) = accepted.recv().await.unwrap() {
+                received += msg.len();
+            }
+            // `accepted` and `server` are dropped here, at once.
+            received
+        });
+        for i in 0..20 {
+            conn.send(message(i, 1000)).await.unwrap();
+        }
+        tokio::time::timeout(Duration::from_millis(900), conn.close())
+            .await
+            .unwrap_or_else(|_| panic!("round {round}: close waited for CLOSE resends"))
+            .unwrap();
+        assert_eq!(reader.await.unwrap(), 20 * 1004);
+    }
+}

@@ -307,11 +307,21 @@ impl Session {
         event
     }
 
+    /// Writes the next queued control datagram (CLOSE-ACK, CLOSE, legacy FIN,
+    /// keepalive) into `out`, and nothing of the ARQ or FEC. At most four are ever
+    /// queued. A runtime that is about to drop the session sends these last, so
+    /// that a peer's CLOSE is still answered (`specs/kcp.md` §4) and the peer's
+    /// close does not wait for its resends to time out. Returns `false` when
+    /// none is queued.
+    pub fn poll_control_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
+        self.control.poll_transmit(now, out)
+    }
+
     /// Writes the next datagram to send into `out`: control datagrams first,
     /// then loss reports, then ARQ datagrams (FEC-framed, parity after its group).
     /// Returns `false` when nothing is left to send now.
     pub fn poll_transmit(&mut self, now: Instant, out: &mut Vec<u8>) -> bool {
-        if self.control.poll_transmit(now, out) {
+        if self.poll_control_transmit(now, out) {
             return true;
         }
         let Some(fec) = &mut self.fec else {
