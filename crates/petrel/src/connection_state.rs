@@ -328,9 +328,17 @@ impl ConnShared {
     /// application tasks one turn, so a reply they queue carries the acks in the
     /// same datagram (see the `driver` module).
     pub(crate) fn on_data(self: &Arc<Self>, now: Instant, datagram: &[u8]) {
+        self.on_data_run(now, &[datagram]);
+    }
+
+    /// KCP datagrams from the peer, in arrival order, under one lock: the
+    /// connection is marked dirty and its application tasks woken once for all.
+    pub(crate) fn on_data_run(self: &Arc<Self>, now: Instant, datagrams: &[&[u8]]) {
         self.with_state(true, |st| {
-            if st.session.input(now, datagram).is_err() {
-                st.stats.input_errors += 1;
+            for datagram in datagrams {
+                if st.session.input(now, datagram).is_err() {
+                    st.stats.input_errors += 1;
+                }
             }
         });
     }

@@ -7,8 +7,9 @@
 //!                 ▼                                          │
 //!  ┌─ driver, one round per wake-up ─────────────────────────┴──────────────────┐
 //!  │ 1. receive: up to RECV_ROUNDS × RECV_BATCH reads into the RecvBatch;       │
-//!  │    each datagram (GRO trains split) is routed in place:                    │
-//!  │    Router::dispatch ─► ConnShared::on_data ─► Session::input(&slot[..])    │
+//!  │    each datagram (GRO trains split) is routed in place, a train's run of   │
+//!  │    one connection's data in one call (Router::dispatch_read):              │
+//!  │    ConnShared::on_data_run ─► Session::input(&slot[..]) for each           │
 //!  │    └─ the connection is marked dirty, its application tasks are woken      │
 //!  │ 2. if anything was read: yield once, so the woken application tasks run    │
 //!  │    and queue their replies (Connection::send marks the connection dirty    │
@@ -240,12 +241,12 @@ impl Driver {
                     peer,
                     shard: self.shard,
                 };
-                for datagram in read.datagrams() {
-                    total += 1;
-                    EndpointCounters::add(&counters.datagrams_received, 1);
-                    EndpointCounters::add(&counters.bytes_received, datagram.len() as u64);
-                    router.dispatch(now, from, datagram, &mut self.reply);
-                }
+                let datagrams = read.datagrams();
+                let count = datagrams.len();
+                total += count;
+                EndpointCounters::add(&counters.datagrams_received, count as u64);
+                EndpointCounters::add(&counters.bytes_received, read.data.len() as u64);
+                router.dispatch_read(now, from, datagrams, &mut self.reply);
             }
             if reads < self.recv_batch {
                 return total;
