@@ -440,15 +440,20 @@ impl Router {
                 conn.on_data_run(now, &batch);
                 batch.clear();
             }
-            if let Some(conn) = conv.and_then(|conv| self.lookup(from.peer, conv)) {
-                if conn.home != from.shard {
-                    EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
-                }
-                batch.push(dg);
-                run = Some((conn.conv, conn));
+            let Some(conv) = conv else {
+                self.dispatch(now, from, dg, reply);
                 continue;
+            };
+            match self.lookup(from.peer, conv) {
+                Some(conn) => {
+                    if conn.home != from.shard {
+                        EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
+                    }
+                    batch.push(dg);
+                    run = Some((conv, conn));
+                }
+                None => self.on_unregistered_data(now, from, dg, reply),
             }
-            self.dispatch(now, from, dg, reply);
         }
         if let Some((_, conn)) = run {
             conn.on_data_run(now, &batch);
@@ -469,7 +474,20 @@ impl Router {
                 EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
             }
             conn.on_data(now, dg);
-        } else if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
+        } else {
+            self.on_unregistered_data(now, from, dg, reply);
+        }
+    }
+
+    /// A KCP data datagram whose `(peer, conv)` has no connection.
+    fn on_unregistered_data(
+        self: &Arc<Self>,
+        now: Instant,
+        from: Arrival,
+        dg: &[u8],
+        reply: &mut Vec<u8>,
+    ) {
+        if matches!(self.io.mode, HandshakeMode::Raw { .. }) && self.server.is_some() {
             // Raw KCP has no handshake: the first datagram with our conv opens the connection.
             if let Some(conn) = self.server_handshake(now, from, dg, reply) {
                 conn.on_data(now, dg);
