@@ -29,7 +29,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let echo = conn.recv().await?;
     println!("echo: {:?}", echo.as_deref().map(String::from_utf8_lossy));
     conn.close().await?; // flushes, then closes both ways
-    // `cwnd` prints as u64::MAX when no congestion controller limits the window.
+                         // `cwnd` prints as u64::MAX when no congestion controller limits the window.
     println!("stats: {:?}", conn.stats().kcp);
     Ok(())
 }
