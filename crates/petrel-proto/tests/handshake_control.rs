@@ -439,3 +439,61 @@ fn raw_control_closes_silently() {
     assert_eq!(c.state(), ControlState::Closed);
     assert!(!c.poll_transmit(t0, &mut Vec::new()));
 }
+
+/// The runtime re-arms a connection's timer only when its deadline moves
+/// earlier; a timer that fires finds any later deadline then. On an idle native
+/// connection every such firing must send a keepalive: neither the
+/// KEEPALIVE-ACK answering ours nor the peer's KEEPALIVE may move our next
+/// keepalive later than the timer is armed for.
+#[test]
+fn idle_native_timers_fire_only_to_send_keepalives() {
+    let t0 = Instant::now();
+    let (c, s) = native_pair();
+    let mut sides = [
+        Control::new(&c, ControlConfig::default(), t0).unwrap(),
+        Control::new(&s, ControlConfig::default(), t0).unwrap(),
+    ];
+    let mut armed = [sides[0].poll_timeout(), sides[1].poll_timeout()];
+    // links[i]: datagrams on their way to side i.
+    let mut links: [VecDeque<(Instant, Vec<u8>)>; 2] = Default::default();
+    let mut fired = [0u64; 2];
+    let mut buf = Vec::new();
+    let until = t0 + Duration::from_secs(120);
+    loop {
+        let arrival = [0, 1].map(|i| links[i].front().map(|(t, _)| *t));
+        let Some(now) = earliest(armed.into_iter().chain(arrival)) else {
+            break;
+        };
+        if now > until {
+            break;
+        }
+        for i in 0..2 {
+            while links[i].front().is_some_and(|(t, _)| *t <= now) {
+                let (_, d) = links[i].pop_front().unwrap();
+                sides[i].handle_control(now, &d);
+            }
+            if armed[i].is_some_and(|t| t <= now) {
+                fired[i] += 1;
+                assert_eq!(sides[i].handle_timeout(now), None);
+                armed[i] = None;
+            }
+            while sides[i].poll_transmit(now, &mut buf) {
+                links[1 - i].push_back((now + DELAY, buf.clone()));
+            }
+            // Lazy re-arming: only an earlier deadline (or an unarmed timer) moves it.
+            let deadline = sides[i].poll_timeout();
+            if armed[i].is_none() || deadline < armed[i] {
+                armed[i] = deadline;
+            }
+        }
+    }
+    for i in 0..2 {
+        let sent = sides[i].stats().keepalives_sent;
+        assert!((23..=24).contains(&sent), "side {i}: {sent} keepalives");
+        assert_eq!(
+            fired[i], sent,
+            "side {i}: timer wake-ups with nothing to send"
+        );
+        assert_eq!(sides[i].state(), ControlState::Open);
+    }
+}

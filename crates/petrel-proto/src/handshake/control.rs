@@ -15,9 +15,10 @@ use super::{Binding, Established};
 /// resent every 1 s up to 3 times.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlConfig {
-    /// Native only: send KEEPALIVE after this long without receiving anything,
-    /// and again every interval while it stays quiet. Allowed 100 ms..=60 s,
-    /// and less than `idle_timeout`.
+    /// Native only: send KEEPALIVE after this long without receiving KCP data,
+    /// and again every interval while it stays quiet (each side keeps its own
+    /// rhythm: control datagrams from the peer do not postpone it). Allowed
+    /// 100 ms..=60 s, and less than `idle_timeout`.
     pub keepalive_interval: Duration,
     /// Declare the connection dead after this long without receiving anything.
     /// Allowed 1 s..=3600 s.
@@ -174,7 +175,13 @@ pub struct Control {
     kind: Kind,
     config: ControlConfig,
     state: ControlState,
+    /// Last datagram from the peer, control included: the idle timeout runs from here.
     last_rx: Instant,
+    /// Last KCP datagram from the peer: traffic that makes a keepalive unnecessary.
+    /// Control datagrams do not move it, so a KEEPALIVE-ACK answering ours or the
+    /// peer's own KEEPALIVE never moves the next keepalive later than the
+    /// runtime's timer is armed for (a wake-up with nothing to do).
+    last_data_rx: Instant,
     last_keepalive: Instant,
     close_resend_at: Instant,
     close_resends_left: u8,
@@ -209,6 +216,7 @@ impl Control {
             config,
             state: ControlState::Open,
             last_rx: now,
+            last_data_rx: now,
             last_keepalive: now,
             close_resend_at: now,
             close_resends_left: 0,
@@ -232,6 +240,7 @@ impl Control {
     /// datagrams count by themselves.
     pub fn on_datagram_received(&mut self, now: Instant) {
         self.last_rx = self.last_rx.max(now);
+        self.last_data_rx = self.last_data_rx.max(now);
     }
 
     /// Handles a control datagram (see `HandshakeMode::classify`) from the peer.
@@ -371,7 +380,7 @@ impl Control {
     fn next_keepalive(&self) -> Option<Instant> {
         match self.kind {
             Kind::Native(_) => {
-                Some(self.last_rx.max(self.last_keepalive) + self.config.keepalive_interval)
+                Some(self.last_data_rx.max(self.last_keepalive) + self.config.keepalive_interval)
             }
             _ => None,
         }
