@@ -6,19 +6,21 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
+mod raw_peer;
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use petrel::{Connection, ConnectionError, ControlConfig, Endpoint, EndpointConfig, Mode};
-use petrel_proto::handshake::{
-    ClientHandshake, ConnRef, Established, HandshakeMode, NativeConfig, NativeMessage,
-};
+use petrel_proto::handshake::{ConnRef, NativeMessage};
 use petrel_proto::kcp::segment::{encode_segment, segments, Command, Header};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
+
+use raw_peer::{initial, native_handshake};
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
@@ -66,44 +68,6 @@ async fn honest_round_trip(client: &Endpoint, server: SocketAddr) {
             .unwrap();
         assert_eq!(echo, Some(msg));
     }
-}
-
-/// Drives a native client handshake from `sock`; `None` if the server stops answering
-/// within `limit` (refused handshakes get no reply).
-async fn native_handshake(
-    sock: &UdpSocket,
-    server: SocketAddr,
-    seed: u64,
-    limit: Duration,
-) -> Option<Established> {
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let start = Instant::now();
-    let mut hs = ClientHandshake::new(mode, start, 0, seed).unwrap();
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    while start.elapsed() < limit {
-        let now = Instant::now();
-        hs.handle_timeout(now).ok()?;
-        while hs.poll_transmit(now, &mut out) {
-            sock.send_to(&out, server).await.unwrap();
-        }
-        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await {
-            if let Some(est) = hs.handle_input(Instant::now(), &buf[..n]).ok()? {
-                return Some(est);
-            }
-        }
-    }
-    None
-}
-
-/// The first INITIAL a fresh client with `seed` would send.
-fn initial(seed: u64) -> Vec<u8> {
-    let now = Instant::now();
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let mut hs = ClientHandshake::new(mode, now, 0, seed).unwrap();
-    let mut out = Vec::new();
-    assert!(hs.poll_transmit(now, &mut out));
-    out
 }
 
 fn segment(

@@ -7,19 +7,21 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
+mod raw_peer;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use petrel::{Connection, ControlConfig, Endpoint, EndpointConfig, EndpointStats};
-use petrel_proto::handshake::{ClientHandshake, Established, HandshakeMode, NativeConfig};
-use petrel_proto::kcp::segment::{encode_segment, Command, Header};
 use petrel_sys::SendBatch;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
+
+use raw_peer::{initial, native_handshake, push};
 
 /// The tests run one at a time: their timing bounds and the memory measurement
 /// assume the two cores are not shared with another flood.
@@ -131,60 +133,6 @@ fn rss_kib() -> u64 {
                 .and_then(|v| v.parse().ok())
         })
         .unwrap_or(0)
-}
-
-/// Drives a native client handshake from `sock`; `None` if the server stops
-/// answering within `limit`.
-async fn native_handshake(
-    sock: &UdpSocket,
-    server: SocketAddr,
-    seed: u64,
-    limit: Duration,
-) -> Option<Established> {
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let start = Instant::now();
-    let mut hs = ClientHandshake::new(mode, start, 0, seed).unwrap();
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    while start.elapsed() < limit {
-        let now = Instant::now();
-        hs.handle_timeout(now).ok()?;
-        while hs.poll_transmit(now, &mut out) {
-            sock.send_to(&out, server).await.unwrap();
-        }
-        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await {
-            if let Some(est) = hs.handle_input(Instant::now(), &buf[..n]).ok()? {
-                return Some(est);
-            }
-        }
-    }
-    None
-}
-
-/// The first INITIAL a fresh native client with `seed` sends.
-fn initial(seed: u64) -> Vec<u8> {
-    let now = Instant::now();
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let mut hs = ClientHandshake::new(mode, now, 0, seed).unwrap();
-    let mut out = Vec::new();
-    assert!(hs.poll_transmit(now, &mut out));
-    out
-}
-
-fn push(conv: u32, sn: u32, payload: &[u8]) -> Vec<u8> {
-    let header = Header {
-        conv,
-        cmd: Command::Push,
-        frg: 0,
-        wnd: 1024,
-        ts: 0,
-        sn,
-        una: 0,
-        len: 0,
-    };
-    let mut out = Vec::new();
-    encode_segment(&header, payload, &mut out);
-    out
 }
 
 /// Attacker sockets, each on its own source port.

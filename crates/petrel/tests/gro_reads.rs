@@ -6,74 +6,38 @@
 
 #![allow(clippy::unwrap_used)] // tests fail loudly on any unexpected error
 
+mod raw_peer;
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use petrel::{Connection, Endpoint, EndpointConfig, Mode};
-use petrel_proto::handshake::{
-    Binding, ClientHandshake, ConnRef, Established, HandshakeMode, NativeConfig, NativeMessage,
-};
-use petrel_proto::kcp::segment::{encode_segment, Command, Header};
+use petrel_proto::handshake::{Binding, ConnRef, Established, NativeMessage};
 use petrel_sys::SendBatch;
 use tokio::net::UdpSocket;
 use tokio::time::timeout;
+
+use raw_peer::{initial, native_handshake, push};
 
 fn localhost() -> SocketAddr {
     "127.0.0.1:0".parse().unwrap()
 }
 
-/// Runs a native client handshake from `sock` to `server`.
-async fn native_handshake(sock: &UdpSocket, server: SocketAddr, seed: u64) -> Established {
-    let start = Instant::now();
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let mut hs = ClientHandshake::new(mode, start, 0, seed).unwrap();
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 2048];
-    while start.elapsed() < Duration::from_secs(3) {
-        let now = Instant::now();
-        hs.handle_timeout(now).unwrap();
-        while hs.poll_transmit(now, &mut out) {
-            sock.send_to(&out, server).await.unwrap();
-        }
-        if let Ok(Ok((n, _))) = timeout(Duration::from_millis(20), sock.recv_from(&mut buf)).await {
-            if let Ok(Some(established)) = hs.handle_input(Instant::now(), &buf[..n]) {
-                return established;
-            }
-        }
-    }
-    panic!("handshake stalled");
-}
-
-/// A native INITIAL, as a client opening a connection sends it.
-fn initial(seed: u64) -> Vec<u8> {
-    let now = Instant::now();
-    let mode = HandshakeMode::Native(NativeConfig::default());
-    let mut hs = ClientHandshake::new(mode, now, 0, seed).unwrap();
-    let mut out = Vec::new();
-    assert!(hs.poll_transmit(now, &mut out));
-    out
-}
-
 /// A KCP PUSH of `conv`/`sn`, `size` bytes in all; its payload is `tag`, padded
 /// with '.'.
-fn push(conv: u32, sn: u32, tag: &str, size: usize) -> Vec<u8> {
-    let header = Header {
-        conv,
-        cmd: Command::Push,
-        frg: 0,
-        wnd: 1024,
-        ts: 0,
-        sn,
-        una: 0,
-        len: 0,
-    };
+fn tagged_push(conv: u32, sn: u32, tag: &str, size: usize) -> Vec<u8> {
     let mut payload = tag.as_bytes().to_vec();
     payload.resize(size - 24, b'.');
-    let mut out = Vec::new();
-    encode_segment(&header, &payload, &mut out);
-    assert_eq!(out.len(), size);
-    out
+    let datagram = push(conv, sn, &payload);
+    assert_eq!(datagram.len(), size);
+    datagram
+}
+
+async fn handshake(sock: &UdpSocket, server: SocketAddr, seed: u64) -> Established {
+    native_handshake(sock, server, seed, Duration::from_secs(3))
+        .await
+        .expect("handshake stalled")
 }
 
 fn keepalive(established: &Established) -> Vec<u8> {
@@ -118,9 +82,9 @@ async fn a_mixed_train_is_routed_by_address_and_conv_in_order() {
     let addr = server.local_addr();
     let sock = UdpSocket::bind(localhost()).await.unwrap();
     let other = UdpSocket::bind(localhost()).await.unwrap();
-    let a = native_handshake(&sock, addr, 1).await;
-    let b = native_handshake(&sock, addr, 2).await;
-    let c = native_handshake(&other, addr, 3).await;
+    let a = handshake(&sock, addr, 1).await;
+    let b = handshake(&sock, addr, 2).await;
+    let c = handshake(&other, addr, 3).await;
     let mut conns = HashMap::new();
     for _ in 0..3 {
         let conn = timeout(Duration::from_secs(3), server.accept())
@@ -132,29 +96,29 @@ async fn a_mixed_train_is_routed_by_address_and_conv_in_order() {
     let before = server.stats();
 
     const SIZE: usize = 100;
-    let mut bad = push(a.conv, 0, "BAD", SIZE);
+    let mut bad = tagged_push(a.conv, 0, "BAD", SIZE);
     bad[4] = 99; // no such KCP command: an input error of A
     let first = vec![
-        push(a.conv, 0, "A0", SIZE),
-        push(b.conv, 0, "B0", SIZE),
-        push(a.conv, 1, "A1", SIZE),
-        push(c.conv, 0, "C-spoofed", SIZE),
-        push(0xDEAD_BEEF, 0, "unknown", SIZE),
-        push(a.conv, 2, "A2", SIZE),
+        tagged_push(a.conv, 0, "A0", SIZE),
+        tagged_push(b.conv, 0, "B0", SIZE),
+        tagged_push(a.conv, 1, "A1", SIZE),
+        tagged_push(c.conv, 0, "C-spoofed", SIZE),
+        tagged_push(0xDEAD_BEEF, 0, "unknown", SIZE),
+        tagged_push(a.conv, 2, "A2", SIZE),
         bad,
-        push(a.conv, 3, "A3", SIZE),
-        push(b.conv, 1, "B1", SIZE),
-        push(b.conv, 2, "B2", SIZE),
+        tagged_push(a.conv, 3, "A3", SIZE),
+        tagged_push(b.conv, 1, "B1", SIZE),
+        tagged_push(b.conv, 2, "B2", SIZE),
         keepalive(&a), // shorter: ends the train
     ];
     let opening = initial(77);
     let size = opening.len();
     let second = vec![
-        push(a.conv, 4, "A4", size),
+        tagged_push(a.conv, 4, "A4", size),
         opening,
-        push(a.conv, 5, "A5", size),
-        push(c.conv, 1, "C-spoofed", size),
-        push(b.conv, 3, "B3", size),
+        tagged_push(a.conv, 5, "A5", size),
+        tagged_push(c.conv, 1, "C-spoofed", size),
+        tagged_push(b.conv, 3, "B3", size),
         vec![1, 2, 3], // malformed
     ];
     let mut batch = gso_batch();
@@ -213,7 +177,7 @@ async fn every_datagram_of_a_train_read_off_home_is_counted() {
         let conn = client.connect(peer.local_addr().unwrap()).await.unwrap();
         let before = client.stats();
         let train: Vec<_> = (0..8)
-            .map(|i| push(CONV, i, &format!("M{i}"), 200))
+            .map(|i| tagged_push(CONV, i, &format!("M{i}"), 200))
             .collect();
         gso_batch()
             .send_train(&peer, Some(client.local_addr()), &train)
