@@ -177,7 +177,8 @@ pub struct Control {
     state: ControlState,
     /// Last datagram from the peer, control included: the idle timeout runs from here.
     last_rx: Instant,
-    /// Last KCP datagram from the peer: traffic that makes a keepalive unnecessary.
+    /// Last data datagram (KCP, FEC shard or loss report) the session accepted:
+    /// traffic that makes a keepalive unnecessary.
     /// Control datagrams do not move it, so a KEEPALIVE-ACK answering ours or the
     /// peer's own KEEPALIVE never moves the next keepalive later than the
     /// runtime's timer is armed for (a wake-up with nothing to do).
@@ -236,8 +237,9 @@ impl Control {
     }
 
     /// A datagram of this connection that decoded (the session calls it only
-    /// when FEC and KCP accepted it) proves the peer alive. Verified control
-    /// datagrams count by themselves.
+    /// when FEC and KCP accepted it) proves the peer alive and postpones the next
+    /// keepalive. Verified control datagrams count by themselves for the idle
+    /// timeout, but do not postpone the next keepalive.
     pub fn on_datagram_received(&mut self, now: Instant) {
         self.last_rx = self.last_rx.max(now);
         self.last_data_rx = self.last_data_rx.max(now);
