@@ -10,6 +10,7 @@
 //! | one large payload split in segments → one destination ([`SendBatch::send_segments`]) | `sendmsg(2)` with `UDP_SEGMENT` (GSO, Linux ≥ 4.18), else `sendmmsg` | one `send_to` each |
 //! | equal-size payloads in separate buffers → one destination ([`SendBatch::send_train`]) | `sendmsg(2)` with one iovec each and `UDP_SEGMENT`, else `sendmmsg` | one `send_to` each |
 //! | many payloads in separate buffers → many destinations ([`SendBatch::send_slices`]) | `sendmmsg(2)` | one `send_to` each |
+//! | any of these with a single datagram (no GSO) | `sendto(2)`, a shorter kernel path than a one-message `sendmmsg` | `send_to` |
 //! | many datagrams in ([`RecvBatch::recv`]) | `recvmmsg(2)`, with `UDP_GRO` coalescing if [`enable_gro`] succeeded | one `recv_from` |
 //!
 //! # Partial sends and `WouldBlock`
