@@ -20,7 +20,8 @@
 //!  │ 4. send the batch: runs of ≥ GSO_MIN_RUN same-size datagrams to one peer   │
 //!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
 //!  │    for writability (send_waits) and resend from where the kernel stopped   │
-//!  │ 5. nothing was read: clear `awake`, look at the queues once more, then     │
+//!  │ 5. the socket is empty (a read fell short of its batch or would block):    │
+//!  │    clear `awake`, look at the queues once more, then                       │
 //!  │    sleep until the socket is readable or ShardIo::wake_driver is called    │
 //!  │    (marks made while the driver is awake wake nothing: step 5 sees them)   │
 //!  └────────────────────────────────────────────────────────────────────────────┘
@@ -55,10 +56,15 @@ use crate::router::{Arrival, Router};
 use crate::stats::EndpointCounters;
 
 /// Reads per `recvmmsg` once traffic fills smaller batches. Every read slot holds
-/// 64 KiB (a GRO train), so a driver starts with one slot — an endpoint that only
-/// ever sees a few datagrams costs what one receive buffer costs — and grows to
-/// this many once [`RECV_ROUNDS`] one-slot reads in a row found a datagram.
+/// 64 KiB (a GRO train), so a driver starts with [`SMALL_RECV_BATCH`] slots — an
+/// endpoint that only ever sees a few datagrams costs what two receive buffers
+/// cost — and grows to this many once [`RECV_ROUNDS`] small reads in a row were
+/// full.
 const RECV_BATCH: usize = 32;
+/// Reads per `recvmmsg` until traffic fills them: two, so that one datagram read
+/// is a short batch, which says the socket is empty (`RecvBatch::drained`) and
+/// saves the read that would return `WouldBlock`.
+const SMALL_RECV_BATCH: usize = 2;
 /// `recvmmsg` calls per round before the driver flushes what they called for.
 const RECV_ROUNDS: usize = 8;
 /// Datagrams per send batch: the most one GSO `sendmsg` carries.
@@ -102,10 +108,13 @@ struct Driver {
     router: Arc<Router>,
     shard: usize,
     recv: RecvBatch,
-    /// Reads per call of `recv`: 1 until traffic keeps it full, then [`RECV_BATCH`].
+    /// Reads per call of `recv`: [`SMALL_RECV_BATCH`] until traffic keeps it
+    /// full, then [`RECV_BATCH`].
     recv_batch: usize,
-    /// One-slot reads in a row that found a datagram (reset by an empty read).
-    full_single_reads: usize,
+    /// Full small reads in a row (reset by a read that emptied the socket).
+    full_small_reads: usize,
+    /// The last `receive` emptied the socket and cleared its readiness.
+    drained: bool,
     send: SendBatch,
     /// The send batch: `filled` datagrams, each encoded into its own slot.
     slots: Vec<Vec<u8>>,
@@ -127,9 +136,10 @@ impl Driver {
         send.set_gso(config.gso);
         Self {
             shard,
-            recv: RecvBatch::new(1),
-            recv_batch: 1,
-            full_single_reads: 0,
+            recv: RecvBatch::new(SMALL_RECV_BATCH),
+            recv_batch: SMALL_RECV_BATCH,
+            full_small_reads: 0,
+            drained: false,
             send,
             // Empty until used: a slot grows to a datagram's size the first time
             // a flush reaches it, so a quiet endpoint (one of 10,000 raw-mode
@@ -167,7 +177,7 @@ impl Driver {
                 tokio::task::yield_now().await;
             }
             self.flush().await;
-            if received > 0 {
+            if received > 0 && !self.drained {
                 // More may be waiting (a full batch leaves the readiness set).
                 continue;
             }
@@ -199,16 +209,30 @@ impl Driver {
         let io = &router.io.shards[self.shard];
         let counters = &router.io.counters;
         let mut total = 0;
+        self.drained = false;
         for _ in 0..RECV_ROUNDS {
             let recv = &mut self.recv;
-            let reads = match io
-                .socket
-                .try_io(Interest::READABLE, || recv.recv(&io.socket))
-            {
+            // A short batch emptied the socket: report it to tokio as `WouldBlock`
+            // so that it clears the readiness (an arrival after the read sets it
+            // again), and keep what was read. (`try_io` does not call the closure
+            // at all while the socket is not known to be readable.)
+            let mut short = 0;
+            let reads = match io.socket.try_io(Interest::READABLE, || {
+                let n = recv.recv(&io.socket)?;
+                if recv.drained() {
+                    short = n;
+                    return Err(std::io::ErrorKind::WouldBlock.into());
+                }
+                Ok(n)
+            }) {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    self.full_single_reads = 0;
-                    return total;
+                    self.full_small_reads = 0;
+                    self.drained = true;
+                    if short == 0 {
+                        return total;
+                    }
+                    short
                 }
                 Err(e) => {
                     // ICMP errors surface here on some platforms; they say nothing
@@ -251,13 +275,13 @@ impl Driver {
             if reads < self.recv_batch {
                 return total;
             }
-            if self.recv_batch == 1 {
-                // One slot says nothing about what is left: let the flush answer what
-                // was read first (a request-response peer's reply then leaves before
-                // the read that finds the socket empty, not after it). Traffic that
-                // keeps every such read full is heavy: read in full batches from now.
-                self.full_single_reads += 1;
-                if self.full_single_reads >= RECV_ROUNDS {
+            if self.recv_batch == SMALL_RECV_BATCH {
+                // Let the flush answer what was read first (a request-response
+                // peer's reply then leaves before the next read, not after it).
+                // Traffic that keeps every small read full is heavy: read in full
+                // batches from now.
+                self.full_small_reads += 1;
+                if self.full_small_reads >= RECV_ROUNDS {
                     self.recv = RecvBatch::new(RECV_BATCH);
                     self.recv_batch = RECV_BATCH;
                 }

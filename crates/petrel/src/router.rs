@@ -46,6 +46,10 @@ const SHAPE_MISMATCH_COOLDOWN: std::time::Duration = std::time::Duration::from_s
 /// removed first and a new peer that still finds no room is not recorded.
 const COOLDOWN_PEERS: usize = 4096;
 
+/// Datagrams of one connection's run fed to it per call by
+/// [`Router::dispatch_read`]: a GRO train (Linux `UDP_GRO`) holds at most 64.
+const RUN_CAPACITY: usize = 64;
+
 /// The cookie secret is replaced this often; cookies stay valid across one rotation.
 const SECRET_ROTATION: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -432,7 +436,10 @@ impl Router {
     ) {
         let kcpgo = matches!(self.io.mode, HandshakeMode::KcpGo(_));
         let mut run: Option<(u32, Arc<ConnShared>)> = None;
-        let mut batch: Vec<&[u8]> = Vec::new();
+        // The run lives on the stack: a read must not cost an allocation. A run
+        // longer than the array (a train holds at most 64 segments) is fed in parts.
+        let mut batch: [&[u8]; RUN_CAPACITY] = [&[]; RUN_CAPACITY];
+        let mut len = 0;
         for dg in datagrams {
             let conv = match self.io.mode.classify(dg) {
                 DatagramKind::Data if !kcpgo => peek_conv(dg),
@@ -443,13 +450,18 @@ impl Router {
                     if run_conn.home != from.shard {
                         EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
                     }
-                    batch.push(dg);
+                    if len == RUN_CAPACITY {
+                        run_conn.on_data_run(now, &batch[..len]);
+                        len = 0;
+                    }
+                    batch[len] = dg;
+                    len += 1;
                     continue;
                 }
             }
             if let Some((_, conn)) = run.take() {
-                conn.on_data_run(now, &batch);
-                batch.clear();
+                conn.on_data_run(now, &batch[..len]);
+                len = 0;
             }
             let Some(conv) = conv else {
                 self.dispatch(now, from, dg, reply);
@@ -460,14 +472,15 @@ impl Router {
                     if conn.home != from.shard {
                         EndpointCounters::add(&self.io.counters.datagrams_off_home_shard, 1);
                     }
-                    batch.push(dg);
+                    batch[0] = dg;
+                    len = 1;
                     run = Some((conv, conn));
                 }
                 None => self.on_unregistered_data(now, from, dg, reply),
             }
         }
         if let Some((_, conn)) = run {
-            conn.on_data_run(now, &batch);
+            conn.on_data_run(now, &batch[..len]);
         }
     }
 

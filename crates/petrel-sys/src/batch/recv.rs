@@ -149,6 +149,17 @@ impl RecvBatch {
         Ok(n)
     }
 
+    /// Whether the last [`RecvBatch::recv`] emptied the socket's receive queue:
+    /// `recvmmsg` stops short of the batch only when the next read would block
+    /// (`MSG_DONTWAIT`, or `MSG_WAITFORONE` after the first read) or failed (an
+    /// error the next call reports; recvmmsg(2)), so a short batch says the
+    /// queue was empty at that moment, as a `WouldBlock` read would, without
+    /// that extra system call. Always `false` where reads go one by one (not
+    /// Linux) and for a batch of one, whose full read says nothing of the rest.
+    pub fn drained(&self) -> bool {
+        cfg!(target_os = "linux") && self.filled < self.bufs.len()
+    }
+
     /// The `i`-th read of the last [`RecvBatch::recv`]; `None` past the count.
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
         (i < self.filled).then(|| Received {

@@ -220,6 +220,39 @@ fn recvmmsg_reads_a_batch_with_sources() {
     );
 }
 
+/// A batch the socket could not fill emptied it: `drained` says so, and the read
+/// that would have returned `WouldBlock` is not needed. A full batch says
+/// nothing, and neither does a full batch of one.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_short_batch_reports_the_socket_drained() {
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let r = rx();
+    r.set_nonblocking(true).unwrap();
+    let send = |n: u8| {
+        for i in 0..n {
+            tx.send_to(&[i; 10], addr(&r)).unwrap();
+        }
+        // Loopback delivers within the send call; wait for the last anyway.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut rb = RecvBatch::new(4);
+    send(4);
+    assert_eq!(rb.recv(&r).unwrap(), 4);
+    assert!(!rb.drained());
+    send(3);
+    assert_eq!(rb.recv(&r).unwrap(), 3);
+    assert!(rb.drained());
+    assert_eq!(
+        rb.recv(&r).unwrap_err().kind(),
+        std::io::ErrorKind::WouldBlock
+    );
+    let mut one = RecvBatch::new(1);
+    send(1);
+    assert_eq!(one.recv(&r).unwrap(), 1);
+    assert!(!one.drained());
+}
+
 #[test]
 fn gro_coalesces_a_gso_train_with_its_segment_size() {
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
