@@ -153,6 +153,8 @@ fn larger_mtu_peer_within_ethernet_still_interoperates() {
         CONV,
         KcpConfig {
             mtu: 1400,
+            // Room for all 40 messages (21 segments each), queued at once.
+            send_queue_limit: 1024,
             ..KcpConfig::default()
         },
         t0,

@@ -46,12 +46,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use petrel_sys::batch::{enable_gro, is_device_queue_full};
+use petrel_sys::batch::is_device_queue_full;
 use petrel_sys::{RecvBatch, SendBatch};
 use tokio::io::Interest;
 
 use crate::connection_state::ConnShared;
-use crate::io::ShardIo;
 use crate::router::{Arrival, Router};
 use crate::stats::EndpointCounters;
 
@@ -155,19 +154,11 @@ impl Driver {
         }
     }
 
-    fn io(&self) -> &ShardIo {
-        &self.router.io.shards[self.shard]
-    }
-
     fn counters(&self) -> &EndpointCounters {
         &self.router.io.counters
     }
 
     async fn run(mut self) {
-        if self.router.io.config.gro {
-            // A kernel without GRO reports false: datagrams then arrive one per read.
-            let _ = enable_gro(&self.io().socket);
-        }
         let router = self.router.clone();
         let shard = &router.io.shards[self.shard];
         let ready = &router.ready[self.shard];

@@ -58,6 +58,7 @@ impl Endpoint {
             config.send_buffer,
             config.recv_buffer,
             steer,
+            config.gro,
         )?;
         let mut rng = match config.seed {
             Some(seed) => rand_chacha::ChaCha20Rng::seed_from_u64(seed),

@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use petrel_proto::handshake::{ConvLane, HandshakeMode};
+use petrel_sys::batch::enable_gro;
 use petrel_sys::reuseport::steer_by_first_byte;
 use petrel_sys::socket::{bind_udp, BufferRequest, OnRefusal, UdpOptions};
 use petrel_sys::SocketBuffers;
@@ -213,13 +214,17 @@ pub(crate) struct BoundSockets {
 /// port), each with the requested buffer sizes; a size the kernel refuses fails the
 /// bind. With `steer` and more than one shard, the group delivers each datagram to
 /// the shard its first byte names (`petrel_sys::reuseport`); a kernel that refuses
-/// the program leaves the 4-tuple hash in place (logged, `steered` false).
+/// the program leaves the 4-tuple hash in place (logged, `steered` false). With
+/// `gro`, each socket asks for UDP GRO before it can receive anything, so the
+/// first datagrams are already read as trains (a kernel without it reads them one
+/// by one).
 pub(crate) fn bind(
     addr: SocketAddr,
     shards: usize,
     send_buffer: Option<usize>,
     recv_buffer: Option<usize>,
     steer: bool,
+    gro: bool,
 ) -> std::io::Result<BoundSockets> {
     let mut options = UdpOptions {
         buffers: BufferRequest {
@@ -234,9 +239,16 @@ pub(crate) fn bind(
     let mut sockets = Vec::with_capacity(shards);
     let (first, buffers) = bind_udp(&options)?;
     options.bind = first.local_addr()?;
-    sockets.push(tokio::net::UdpSocket::from_std(first)?);
+    let mut bound = vec![first];
     for _ in 1..shards {
-        let (socket, _) = bind_udp(&options)?;
+        bound.push(bind_udp(&options)?.0);
+    }
+    for socket in bound {
+        if gro {
+            // The kernel's answer (false: no GRO) needs no handling: reads then
+            // return one datagram each.
+            let _ = enable_gro(&socket);
+        }
         sockets.push(tokio::net::UdpSocket::from_std(socket)?);
     }
     let steered = steer

@@ -69,7 +69,12 @@ pub struct KcpConfig {
     /// connection.
     pub controller: Option<&'static dyn ControllerFactory>,
     /// Most segments waiting in the send queue (not yet in the send window); `send`
-    /// returns `QueueFull` above it. Default 4096.
+    /// returns `QueueFull` above it. Default 256: twice the default `snd_wnd`, and
+    /// no less than the 255 fragments of the largest message, so a sender that
+    /// writes as fast as it can keeps the window full, while what it queued is
+    /// still in cache when `poll_transmit` copies it into a datagram. A deep queue
+    /// of unsent data costs that copy a read from memory per byte; Linux caps the
+    /// same backlog for the same reason (`TCP_NOTSENT_LOWAT`, tcp(7)).
     pub send_queue_limit: usize,
     /// Stream mode (the reference's `kcp->stream`, kcp-go's `SetStreamMode`, which
     /// kcptun turns on): the connection carries a byte stream, not messages. `send`
@@ -100,7 +105,7 @@ impl Default for KcpConfig {
             ack_nodelay: true,
             congestion: CongestionKind::None,
             controller: None,
-            send_queue_limit: 4096,
+            send_queue_limit: 256,
             stream: false,
         }
     }
