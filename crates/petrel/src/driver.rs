@@ -206,7 +206,9 @@ impl Driver {
             // A short batch emptied the socket: report it to tokio as `WouldBlock`
             // so that it clears the readiness (an arrival after the read sets it
             // again), and keep what was read. (`try_io` does not call the closure
-            // at all while the socket is not known to be readable.)
+            // at all while the socket is not known to be readable.) The endpoint's
+            // sockets are unconnected and without `IP_RECVERR`, so no socket
+            // error cuts a batch short (`RecvBatch::drained`).
             let mut short = 0;
             let reads = match io.socket.try_io(Interest::READABLE, || {
                 let n = recv.recv(&io.socket)?;

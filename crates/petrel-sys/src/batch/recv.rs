@@ -9,6 +9,8 @@ use socket2::{SockAddr, SockRef};
 /// Bytes per receive slot: the largest UDP payload of any IP version (IPv6
 /// jumbograms aside) and the most a GRO train holds, so nothing is ever truncated.
 const SLOT_BYTES: usize = u16::MAX as usize;
+/// Distance between slots: whole pages, so a small datagram touches one page.
+const SLOT_STRIDE: usize = 1 << 16;
 
 /// Asks the kernel to coalesce consecutive datagrams of one flow into one read
 /// (`UDP_GRO`, Linux ≥ 5.0). [`Received::segment_size`] then tells how to split
@@ -70,9 +72,13 @@ impl<'a> Received<'a> {
 }
 
 /// Buffers for reading up to `batch` datagrams (or GRO trains) per system call,
-/// each into its own 65 535-byte slot. Reuse it: reads do not allocate.
+/// each into its own 65 535-byte slot. Reuse it: reads do not allocate. On Linux
+/// the slots are an anonymous mapping, so a page costs resident memory only once
+/// a read has written into it: an endpoint that only ever reads small datagrams
+/// holds a page per slot, not 64 KiB.
 pub struct RecvBatch {
-    bufs: Vec<Box<[u8]>>,
+    bufs: SlotMemory,
+    slots: usize,
     lens: Vec<usize>,
     sources: Vec<Option<SocketAddr>>,
     truncated: Vec<bool>,
@@ -85,7 +91,7 @@ pub struct RecvBatch {
 impl std::fmt::Debug for RecvBatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RecvBatch")
-            .field("batch", &self.bufs.len())
+            .field("batch", &self.slots)
             .field("filled", &self.filled)
             .finish()
     }
@@ -96,9 +102,8 @@ impl RecvBatch {
     pub fn new(batch: usize) -> Self {
         let batch = batch.max(1);
         Self {
-            bufs: (0..batch)
-                .map(|_| vec![0u8; SLOT_BYTES].into_boxed_slice())
-                .collect(),
+            bufs: SlotMemory::new(batch * SLOT_STRIDE),
+            slots: batch,
             lens: vec![0; batch],
             sources: vec![None; batch],
             truncated: vec![false; batch],
@@ -135,7 +140,7 @@ impl RecvBatch {
             // SAFETY: `[u8]` and `[MaybeUninit<u8>]` have the same layout, and
             // recv_from only writes initialised bytes into the slice.
             let buf = unsafe {
-                &mut *(std::ptr::from_mut::<[u8]>(&mut self.bufs[0])
+                &mut *(std::ptr::from_mut::<[u8]>(&mut self.bufs[..SLOT_BYTES])
                     as *mut [std::mem::MaybeUninit<u8>])
             };
             let (len, addr) = socket.recv_from(buf)?;
@@ -150,21 +155,28 @@ impl RecvBatch {
     }
 
     /// Whether the last [`RecvBatch::recv`] emptied the socket's receive queue:
-    /// `recvmmsg` stops short of the batch only when the next read would block
-    /// (`MSG_DONTWAIT`, or `MSG_WAITFORONE` after the first read) or failed (an
-    /// error the next call reports; recvmmsg(2)), so a short batch says the
-    /// queue was empty at that moment, as a `WouldBlock` read would, without
-    /// that extra system call. Always `false` where reads go one by one (not
-    /// Linux) and for a batch of one, whose full read says nothing of the rest.
+    /// `recvmmsg` stops short of the batch when the next read would block
+    /// (`MSG_DONTWAIT`, or `MSG_WAITFORONE` after the first read), so a short
+    /// batch says the queue was empty at that moment, as a `WouldBlock` read
+    /// would, without that extra system call. Always `false` where reads go one
+    /// by one (not Linux) and for a batch of one, whose full read says nothing
+    /// of the rest.
+    ///
+    /// Only for sockets whose reads do not fail: a pending socket error also
+    /// stops a batch short (the next call reports it; recvmmsg(2)) while
+    /// datagrams may still be queued, and a UDP socket has one when it is
+    /// connected or has `IP_RECVERR` on and an ICMP error came back (ip(7)).
+    /// An unconnected socket without `IP_RECVERR`, such as a Petrel endpoint's,
+    /// never has one.
     pub fn drained(&self) -> bool {
-        cfg!(target_os = "linux") && self.filled < self.bufs.len()
+        cfg!(target_os = "linux") && self.filled < self.slots
     }
 
     /// The `i`-th read of the last [`RecvBatch::recv`]; `None` past the count.
     pub fn get(&self, i: usize) -> Option<Received<'_>> {
         (i < self.filled).then(|| Received {
             source: self.sources[i],
-            data: &self.bufs[i][..self.lens[i]],
+            data: &self.bufs[i * SLOT_STRIDE..][..self.lens[i]],
             truncated: self.truncated[i],
             segment_size: self.segments[i],
         })
@@ -173,6 +185,101 @@ impl RecvBatch {
     /// The reads of the last [`RecvBatch::recv`], in arrival order.
     pub fn iter(&self) -> impl Iterator<Item = Received<'_>> + '_ {
         (0..self.filled).filter_map(|i| self.get(i))
+    }
+}
+
+/// Zeroed memory for the receive slots: an anonymous private mapping on Linux
+/// (mmap(2): its pages read as zero and take resident memory only when first
+/// written), a vector elsewhere.
+struct SlotMemory {
+    #[cfg(target_os = "linux")]
+    ptr: std::ptr::NonNull<u8>,
+    #[cfg(target_os = "linux")]
+    len: usize,
+    #[cfg(not(target_os = "linux"))]
+    bytes: Vec<u8>,
+}
+
+#[cfg(target_os = "linux")]
+impl SlotMemory {
+    fn new(len: usize) -> Self {
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing touches no existing memory; the result is checked below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        match std::ptr::NonNull::new(p.cast::<u8>()) {
+            Some(ptr) if p != libc::MAP_FAILED => Self { ptr, len },
+            // Out of address space: what a failed allocation does.
+            _ => std::alloc::handle_alloc_error(
+                std::alloc::Layout::from_size_align(len, 1)
+                    .unwrap_or(std::alloc::Layout::new::<u8>()),
+            ),
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl Drop for SlotMemory {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` and `len` are the mapping made in `new`, unmapped once.
+        unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+    }
+}
+
+// SAFETY: the mapping is owned by this value alone, like a `Vec<u8>`'s buffer.
+#[cfg(target_os = "linux")]
+unsafe impl Send for SlotMemory {}
+// SAFETY: shared access only reads, through `&[u8]`.
+#[cfg(target_os = "linux")]
+unsafe impl Sync for SlotMemory {}
+
+#[cfg(not(target_os = "linux"))]
+impl SlotMemory {
+    fn new(len: usize) -> Self {
+        Self {
+            bytes: vec![0; len],
+        }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl std::ops::Deref for SlotMemory {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` readable bytes (zero or written by reads)
+        // that live as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl std::ops::DerefMut for SlotMemory {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl std::ops::Deref for SlotMemory {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+impl std::ops::DerefMut for SlotMemory {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes
     }
 }
 
@@ -230,16 +337,16 @@ mod sys {
         pub(super) fn recv(
             &mut self,
             socket: &socket2::Socket,
-            bufs: &mut [Box<[u8]>],
+            bufs: &mut [u8],
             lens: &mut [usize],
             sources: &mut [Option<SocketAddr>],
             truncated: &mut [bool],
             segments: &mut [Option<usize>],
         ) -> io::Result<usize> {
-            for (i, buf) in bufs.iter_mut().enumerate() {
+            for (i, buf) in bufs.chunks_exact_mut(super::SLOT_STRIDE).enumerate() {
                 self.iovs[i] = libc::iovec {
                     iov_base: buf.as_mut_ptr().cast(),
-                    iov_len: buf.len(),
+                    iov_len: super::SLOT_BYTES,
                 };
                 let h = &mut self.hdrs[i];
                 h.msg_hdr.msg_name = (&mut self.addrs[i] as *mut libc::sockaddr_storage).cast();
@@ -255,7 +362,7 @@ mod sys {
             let n = loop {
                 // SAFETY: every header points to its own iovec, buffer, address
                 // storage and control space, all owned by the caller's RecvBatch
-                // and not moved during the call; lengths match the buffers.
+                // and not moved during the call; each iovec lies inside its slot.
                 let r = unsafe {
                     libc::recvmmsg(
                         fd,
@@ -275,7 +382,7 @@ mod sys {
             };
             for i in 0..n {
                 let h = &self.hdrs[i].msg_hdr;
-                lens[i] = (self.hdrs[i].msg_len as usize).min(bufs[i].len());
+                lens[i] = (self.hdrs[i].msg_len as usize).min(super::SLOT_BYTES);
                 sources[i] = super::socket_addr(&self.addrs[i], h.msg_namelen);
                 truncated[i] = h.msg_flags & libc::MSG_TRUNC != 0;
                 segments[i] = gro_segment_size(h);
