@@ -217,7 +217,9 @@ pub(crate) struct BoundSockets {
 /// the program leaves the 4-tuple hash in place (logged, `steered` false). With
 /// `gro`, each socket asks for UDP GRO before it can receive anything, so the
 /// first datagrams are already read as trains (a kernel without it reads them one
-/// by one).
+/// by one). The sockets stay unconnected and without `IP_RECVERR`: the driver
+/// takes a short receive batch for an empty queue, which a pending socket error
+/// would make untrue (`RecvBatch::drained`).
 pub(crate) fn bind(
     addr: SocketAddr,
     shards: usize,

@@ -155,6 +155,9 @@ async fn garbage_from_many_ports_while_a_connection_echoes() {
     let honest = client().await;
     let conn = honest.connect(addr).await.unwrap();
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Held until the stats are read: `echo_until` drops its handle when it
+    // stops, which closes the connection and races `connections_open` below.
+    let _keep_open = conn.clone();
     let echo = tokio::spawn(echo_until(conn, stop.clone()));
     let mut rss_before = 0;
     let attackers = sockets(64).await;

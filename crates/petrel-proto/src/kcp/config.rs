@@ -74,7 +74,9 @@ pub struct KcpConfig {
     /// writes as fast as it can keeps the window full, while what it queued is
     /// still in cache when `poll_transmit` copies it into a datagram. A deep queue
     /// of unsent data costs that copy a read from memory per byte; Linux caps the
-    /// same backlog for the same reason (`TCP_NOTSENT_LOWAT`, tcp(7)).
+    /// same backlog for the same reason (`TCP_NOTSENT_LOWAT`, tcp(7)). A sender
+    /// with a much larger `snd_wnd` on a long path may want it larger, so that a
+    /// window's worth of acks does not empty the queue before the writer refills it.
     pub send_queue_limit: usize,
     /// Stream mode (the reference's `kcp->stream`, kcp-go's `SetStreamMode`, which
     /// kcptun turns on): the connection carries a byte stream, not messages. `send`

@@ -99,10 +99,17 @@ impl std::fmt::Debug for RecvBatch {
 
 impl RecvBatch {
     /// Room for `batch` reads per call (at least 1).
+    ///
+    /// # Panics
+    /// When `batch` slots of 64 KiB exceed the address space.
     pub fn new(batch: usize) -> Self {
         let batch = batch.max(1);
         Self {
-            bufs: SlotMemory::new(batch * SLOT_STRIDE),
+            bufs: SlotMemory::new(
+                batch
+                    .checked_mul(SLOT_STRIDE)
+                    .expect("receive batch too large to map"),
+            ),
             slots: batch,
             lens: vec![0; batch],
             sources: vec![None; batch],
