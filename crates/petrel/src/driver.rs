@@ -112,8 +112,6 @@ struct Driver {
     recv_batch: usize,
     /// Full small reads in a row (reset by a read that emptied the socket).
     full_small_reads: usize,
-    /// The last `receive` emptied the socket and cleared its readiness.
-    drained: bool,
     send: SendBatch,
     /// The send batch: `filled` datagrams, each encoded into its own slot.
     slots: Vec<Vec<u8>>,
@@ -138,7 +136,6 @@ impl Driver {
             recv: RecvBatch::new(SMALL_RECV_BATCH),
             recv_batch: SMALL_RECV_BATCH,
             full_small_reads: 0,
-            drained: false,
             send,
             // Empty until used: a slot grows to a datagram's size the first time
             // a flush reaches it, so a quiet endpoint (one of 10,000 raw-mode
@@ -163,12 +160,12 @@ impl Driver {
         let shard = &router.io.shards[self.shard];
         let ready = &router.ready[self.shard];
         loop {
-            let received = self.receive();
+            let (received, drained) = self.receive();
             if received > 0 {
                 tokio::task::yield_now().await;
             }
             self.flush().await;
-            if received > 0 && !self.drained {
+            if received > 0 && !drained {
                 // More may be waiting (a full batch leaves the readiness set).
                 continue;
             }
@@ -194,13 +191,13 @@ impl Driver {
     }
 
     /// Reads and routes what is waiting, up to [`RECV_ROUNDS`] `recvmmsg` calls.
-    /// Returns the datagrams read.
-    fn receive(&mut self) -> usize {
+    /// Returns the datagrams read, and whether the socket was found empty (its
+    /// readiness cleared: a short batch or `WouldBlock`).
+    fn receive(&mut self) -> (usize, bool) {
         let router = self.router.clone();
         let io = &router.io.shards[self.shard];
         let counters = &router.io.counters;
         let mut total = 0;
-        self.drained = false;
         for _ in 0..RECV_ROUNDS {
             let recv = &mut self.recv;
             // A short batch emptied the socket: report it to tokio as `WouldBlock`
@@ -221,9 +218,8 @@ impl Driver {
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     self.full_small_reads = 0;
-                    self.drained = true;
                     if short == 0 {
-                        return total;
+                        return (total, true);
                     }
                     short
                 }
@@ -266,7 +262,9 @@ impl Driver {
                 router.dispatch_read(now, from, datagrams, &mut self.reply);
             }
             if reads < self.recv_batch {
-                return total;
+                // A short batch (Linux) cleared the readiness above; a one-by-one
+                // read (elsewhere) did not.
+                return (total, short > 0);
             }
             if self.recv_batch == SMALL_RECV_BATCH {
                 // Let the flush answer what was read first (a request-response
@@ -278,10 +276,10 @@ impl Driver {
                     self.recv = RecvBatch::new(RECV_BATCH);
                     self.recv_batch = RECV_BATCH;
                 }
-                return total;
+                return (total, false);
             }
         }
-        total
+        (total, false)
     }
 
     /// Polls every dirty connection of the shard and the queued handshake datagrams

@@ -144,62 +144,38 @@ async fn bursts_with(config: EndpointConfig, rounds: usize, seed: u64, icmp: boo
     slowest
 }
 
+/// A server with room for a burst in its receive buffer.
+fn server(io_threads: usize, gro: bool) -> EndpointConfig {
+    EndpointConfig {
+        recv_buffer: Some(8 << 20),
+        io_threads,
+        gro,
+        ..EndpointConfig::server()
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_then_quiet_are_read_in_full_one_shard() {
     let _serial = SERIAL.lock().await;
-    bursts(
-        EndpointConfig {
-            recv_buffer: Some(8 << 20),
-            ..EndpointConfig::server()
-        },
-        1000,
-        1,
-    )
-    .await;
+    bursts(server(1, true), 1000, 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_then_quiet_are_read_in_full_two_shards() {
     let _serial = SERIAL.lock().await;
-    bursts(
-        EndpointConfig {
-            recv_buffer: Some(8 << 20),
-            io_threads: 2,
-            ..EndpointConfig::server()
-        },
-        1000,
-        2,
-    )
-    .await;
+    bursts(server(2, true), 1000, 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_then_quiet_are_read_in_full_without_gro() {
     let _serial = SERIAL.lock().await;
-    bursts(
-        EndpointConfig {
-            recv_buffer: Some(8 << 20),
-            gro: false,
-            ..EndpointConfig::server()
-        },
-        600,
-        3,
-    )
-    .await;
+    bursts(server(1, false), 600, 3).await;
 }
 
 #[tokio::test(flavor = "current_thread")]
 async fn bursts_then_quiet_are_read_in_full_current_thread() {
     let _serial = SERIAL.lock().await;
-    bursts(
-        EndpointConfig {
-            recv_buffer: Some(8 << 20),
-            ..EndpointConfig::server()
-        },
-        500,
-        4,
-    )
-    .await;
+    bursts(server(1, true), 500, 4).await;
 }
 
 /// ICMP port unreachable for the server's replies (its sockets are unconnected
@@ -207,15 +183,5 @@ async fn bursts_then_quiet_are_read_in_full_current_thread() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bursts_then_quiet_are_read_in_full_under_icmp_errors() {
     let _serial = SERIAL.lock().await;
-    bursts_with(
-        EndpointConfig {
-            recv_buffer: Some(8 << 20),
-            io_threads: 2,
-            ..EndpointConfig::server()
-        },
-        600,
-        5,
-        true,
-    )
-    .await;
+    bursts_with(server(2, true), 600, 5, true).await;
 }
