@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use petrel_bench::goodput::{
-    run_goodput, CongestionKind, GoodputConfig, GoodputProfile, GoodputTransport,
+    run_goodput, CongestionKind, GoodputConfig, GoodputProfile, GoodputTransport, DEFAULT_RUDP_MTU,
     DEFAULT_RUDP_WINDOW,
 };
 use petrel_bench::record::ResultRecord;
@@ -27,6 +27,7 @@ fn case(transport: GoodputTransport, cc: CongestionKind, profile: GoodputProfile
         seed: 7,
         scenario: None,
         rudp_window: DEFAULT_RUDP_WINDOW,
+        rudp_mtu: DEFAULT_RUDP_MTU,
     }
 }
 
@@ -69,6 +70,25 @@ fn rudp_over_loopback_and_p2p() {
     ));
     let html = render_html(&[record]);
     assert!(html.contains("Bulk goodput"), "the report charts goodput");
+}
+
+/// Jumbo datagrams: every byte arrives, and the record says which size ran.
+#[test]
+fn rudp_with_jumbo_datagrams_over_loopback() {
+    let record = check(GoodputConfig {
+        rudp_mtu: 8972,
+        ..case(
+            GoodputTransport::Rudp,
+            CongestionKind::Cubic,
+            GoodputProfile::None,
+        )
+    });
+    let json = serde_json::to_value(&record).unwrap();
+    assert_eq!(
+        json["parameters"]["transport_settings"]["mtu_bytes"],
+        serde_json::json!(8972),
+        "{json}"
+    );
 }
 
 #[test]

@@ -108,6 +108,10 @@ pub struct GoodputArgs {
     /// transports ignore it.
     #[arg(long, value_parser = u16::full_range())]
     rudp_window: Option<u16>,
+    /// RUDP datagram size (bytes, header included, 256..=9000; default 1400): e.g.
+    /// 8972 for a path of 9000-byte jumbo frames. Other transports ignore it.
+    #[arg(long, value_parser = u16::full_range())]
+    rudp_mtu: Option<u16>,
     /// Seed of repetition 0 (relay, BBR probe timing); repetition i uses seed + i.
     #[arg(long, default_value_t = 42, value_parser = u64::full_range())]
     seed: u64,
@@ -171,6 +175,7 @@ fn cases(args: &GoodputArgs) -> Result<Vec<Planned>, String> {
         rudp_window: args
             .rudp_window
             .unwrap_or(GoodputConfig::default().rudp_window),
+        rudp_mtu: args.rudp_mtu.unwrap_or(GoodputConfig::default().rudp_mtu),
         ..GoodputConfig::default()
     };
     let controllers = match args.scenario.map(scenario) {

@@ -211,14 +211,17 @@ fn message_size_limit_and_zero_length_messages() {
     let mut a = Kcp::new(1, KcpConfig::default(), start).unwrap();
     let max = a.max_message_size();
     assert_eq!(max, 1176 * 255);
+    // The empty message goes first: after the largest one the queue holds more
+    // than `notsent_lowat` bytes and takes nothing until it drains.
     assert_eq!(
         a.send(&vec![0; max + 1]),
         Err(SendError::MessageTooLarge { len: max + 1, max })
     );
     assert!(!a.can_send(max + 1));
     assert!(a.can_send(max));
-    a.send(&vec![0; max]).unwrap();
     a.send(&[]).unwrap();
+    a.send(&vec![0; max]).unwrap();
+    assert_eq!(a.send(&[]), Err(SendError::QueueFull));
     let mut b = Kcp::new(1, KcpConfig::default(), start).unwrap();
     let mut out = Vec::new();
     let mut now = start;
@@ -231,9 +234,35 @@ fn message_size_limit_and_zero_length_messages() {
         }
         now += MS;
     }
-    assert_eq!(b.recv().map(|m| m.len()), Some(max));
     assert_eq!(b.recv().map(|m| m.len()), Some(0));
+    assert_eq!(b.recv().map(|m| m.len()), Some(max));
     assert_eq!(b.recv(), None);
+}
+
+#[test]
+fn send_queue_is_bounded_in_bytes() {
+    let start = Instant::now();
+    let config = KcpConfig {
+        notsent_lowat: 2000,
+        ..KcpConfig::default()
+    };
+    let mut a = Kcp::new(1, config, start).unwrap();
+    let mss = a.mss();
+    // A message longer than the low-water mark enters an empty queue whole.
+    a.send(&vec![7; 3 * mss]).unwrap();
+    assert!(!a.send_queue_low());
+    assert!(!a.can_send(1));
+    assert_eq!(a.send(b"m"), Err(SendError::QueueFull));
+    assert_eq!(a.stats().send_queue_full, 1);
+    let mut out = Vec::new();
+    while a.poll_transmit(start, &mut out) {}
+    assert!(a.send_queue_low());
+    // Below the mark a message is taken even if it ends above it; then nothing is.
+    a.send(&vec![1; mss]).unwrap();
+    a.send(&vec![2; mss]).unwrap();
+    assert_eq!(a.send(&vec![3; mss]), Err(SendError::QueueFull));
+    // 2 × 1176 bytes wait: above half the mark, so blocked writers still sleep.
+    assert!(!a.send_queue_low());
 }
 
 #[test]
@@ -288,6 +317,8 @@ fn congestion_window_limits_bytes_in_flight() {
     let send_burst = |congestion| {
         let config = KcpConfig {
             congestion,
+            // 200 full segments queued at once.
+            notsent_lowat: 200 * 1176,
             ..KcpConfig::default()
         };
         let mut a = Kcp::new(1, config, start).unwrap();

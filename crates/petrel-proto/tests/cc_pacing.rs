@@ -15,6 +15,8 @@ fn warmed_up(congestion: CongestionKind, count: usize) -> (Kcp, Kcp, Instant) {
     let t0 = Instant::now();
     let config = KcpConfig {
         congestion,
+        // Every segment of the burst queued at once.
+        notsent_lowat: 1 << 20,
         ..KcpConfig::default()
     };
     let mut a = Kcp::new(9, config, t0).unwrap();

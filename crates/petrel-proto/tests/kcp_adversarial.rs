@@ -155,6 +155,7 @@ fn larger_mtu_peer_within_ethernet_still_interoperates() {
             mtu: 1400,
             // Room for all 40 messages (21 segments each), queued at once.
             send_queue_limit: 1024,
+            notsent_lowat: 2 << 20,
             ..KcpConfig::default()
         },
         t0,

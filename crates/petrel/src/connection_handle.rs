@@ -76,8 +76,9 @@ impl Connection {
 
     /// Queues one message for reliable, in-order delivery.
     ///
-    /// Waits while the send queue is full (backpressure): a message is never dropped and the
-    /// queue never grows past `KcpConfig::send_queue_limit`. Errors:
+    /// Waits while the send queue is full (backpressure): a message is never dropped, the
+    /// queue never grows past `KcpConfig::send_queue_limit` segments, and a message waits
+    /// while `KcpConfig::notsent_lowat` bytes or more are queued. Errors:
     /// [`ConnectionError::MessageTooLarge`] above [`max_message_size`](Self::max_message_size),
     /// or why the connection ended.
     pub async fn send(&self, msg: Bytes) -> Result<(), ConnectionError> {

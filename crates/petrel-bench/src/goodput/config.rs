@@ -4,6 +4,7 @@ use std::fmt;
 use std::time::Duration;
 
 use petrel_proto::cc::CongestionKind;
+use petrel_proto::handshake::MTU_RANGE;
 use petrel_quic::QuicCongestion;
 use petrel_sys::range::{check_range, check_range_in, RangeError};
 use serde::Serialize;
@@ -148,6 +149,10 @@ pub enum GoodputProfile {
 /// the timeouts a delay spike causes, which the ARQ undoes as spurious).
 pub const DEFAULT_RUDP_WINDOW: u16 = 512;
 
+/// RUDP's `mtu` unless `--rudp-mtu` says otherwise, bytes: 1400, the legacy ARK
+/// servers' size, which fits a 1500-byte Ethernet frame with room for tunnels.
+pub const DEFAULT_RUDP_MTU: u16 = 1400;
+
 /// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
 /// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42,
 /// RUDP windows of 512 segments.
@@ -184,6 +189,11 @@ pub struct GoodputConfig {
     /// RUDP's `snd_wnd` and `rcv_wnd`, segments (other transports ignore it).
     /// Range 16..=4096; default 512.
     pub rudp_window: u16,
+    /// RUDP's `mtu`: datagram size, bytes, KCP header included (other transports
+    /// ignore it). Range 256..=9000, the native handshake's (a 9000-byte jumbo
+    /// frame holds 8972 bytes of UDP payload over IPv4); default
+    /// [`DEFAULT_RUDP_MTU`].
+    pub rudp_mtu: u16,
 }
 
 fn serialize_cc<S: serde::Serializer>(cc: &CongestionKind, s: S) -> Result<S::Ok, S::Error> {
@@ -210,6 +220,7 @@ impl Default for GoodputConfig {
             seed: 42,
             scenario: None,
             rudp_window: DEFAULT_RUDP_WINDOW,
+            rudp_mtu: DEFAULT_RUDP_MTU,
         }
     }
 }
@@ -265,6 +276,7 @@ impl GoodputConfig {
         check_range("repetitions", self.repetitions, &(1..=100)).map_err(out_of_range)?;
         check_range_in("rudp window", self.rudp_window, &(16..=4096), "segments")
             .map_err(out_of_range)?;
+        check_range_in("rudp mtu", self.rudp_mtu, &MTU_RANGE, "bytes").map_err(out_of_range)?;
         if self.cc == CongestionKind::None {
             return Err(ConfigError(format!(
                 "cc none is not a congestion controller; use {}",
@@ -327,6 +339,9 @@ impl GoodputConfig {
         let mut name = format!("{}-{}-{link}", self.transport, self.cc);
         if self.transport == GoodputTransport::Rudp && self.rudp_window != DEFAULT_RUDP_WINDOW {
             name.push_str(&format!("-wnd{}", self.rudp_window));
+        }
+        if self.transport == GoodputTransport::Rudp && self.rudp_mtu != DEFAULT_RUDP_MTU {
+            name.push_str(&format!("-mtu{}", self.rudp_mtu));
         }
         name
     }
@@ -534,6 +549,13 @@ mod tests {
             }),
             "invalid rudp window = 8 segments: must be in 16..=4096 segments"
         );
+        assert_eq!(
+            bad(GoodputConfig {
+                rudp_mtu: 9001,
+                ..ok
+            }),
+            "invalid rudp mtu = 9001 bytes: must be in 256..=9000 bytes"
+        );
     }
 
     #[test]
@@ -552,6 +574,23 @@ mod tests {
         assert_eq!(
             GoodputConfig::default().case_name(),
             "rudp-cubic-p2p-200mbps-4ms-q1000"
+        );
+        let jumbo = GoodputConfig {
+            rudp_mtu: 8972,
+            ..deep
+        };
+        jumbo.validate().unwrap();
+        assert_eq!(
+            jumbo.case_name(),
+            "rudp-cubic-p2p-200mbps-4ms-q1000-wnd1024-mtu8972"
+        );
+        assert_eq!(
+            GoodputConfig {
+                transport: GoodputTransport::Quic,
+                ..jumbo
+            }
+            .case_name(),
+            "quic-cubic-p2p-200mbps-4ms-q1000"
         );
     }
 

@@ -48,7 +48,7 @@ pub use crate::record::goodput::{GoodputRound, RelayFigures, ScenarioExpectation
 
 pub use config::{
     aioquic_congestion, ngtcp2_congestion, tcp_congestion, ConfigError, GoodputConfig,
-    GoodputProfile, GoodputTransport, DEFAULT_RUDP_WINDOW,
+    GoodputProfile, GoodputTransport, DEFAULT_RUDP_MTU, DEFAULT_RUDP_WINDOW,
 };
 pub use petrel_proto::cc::CongestionKind;
 pub use scenario::{Scenario, ScenarioLink, UnknownScenario};
@@ -318,7 +318,7 @@ fn petrel_sends(transport: GoodputTransport) -> bool {
 fn parameters(cfg: &GoodputConfig, programs: Option<(String, String)>) -> GoodputParameters {
     let transport_settings = match cfg.transport {
         GoodputTransport::Rudp => TransportSettings::Rudp {
-            mtu_bytes: transfer::rudp::MTU,
+            mtu_bytes: usize::from(cfg.rudp_mtu),
             snd_wnd_packets: cfg.rudp_window,
             rcv_wnd_packets: cfg.rudp_window,
             stream_mode: transfer::rudp::STREAM_MODE,

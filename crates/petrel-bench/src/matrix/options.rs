@@ -341,6 +341,7 @@ const GOODPUT_OPTIONS: &[OptionSpec] = &[
     opt("loss", PERCENT),
     opt("size_mb", real(0.000_001, 100_000.0)),
     opt("rudp_window", whole(16, 4096)),
+    opt("rudp_mtu", whole(256, 9000)),
 ];
 
 const REFLECTOR_OPTIONS: &[OptionSpec] = &[

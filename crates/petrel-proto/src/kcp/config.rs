@@ -78,6 +78,18 @@ pub struct KcpConfig {
     /// with a much larger `snd_wnd` on a long path may want it larger, so that a
     /// window's worth of acks does not empty the queue before the writer refills it.
     pub send_queue_limit: usize,
+    /// Most bytes waiting in the send queue before `send` stops taking more: a
+    /// message is accepted only while the queue holds fewer bytes than this
+    /// (any message up to `max_message_size` then, so the queue may hold up to
+    /// this plus one message), and `send` returns `QueueFull` otherwise. This is
+    /// Linux's `TCP_NOTSENT_LOWAT` (tcp(7)) for the same reason as
+    /// `send_queue_limit`: what waits unsent must still be in cache when
+    /// `poll_transmit` copies it into a datagram. Counting segments alone does not
+    /// bound that: 256 segments are 300 kB at the default MTU and 2.3 MB at a
+    /// 9000-byte one. Default 131,072 (128 KiB, about 110 segments of the
+    /// default MTU). As with `send_queue_limit`, a writer feeding a much larger
+    /// window on a long path may want more. Range 1..=2^30.
+    pub notsent_lowat: usize,
     /// Stream mode (the reference's `kcp->stream`, kcp-go's `SetStreamMode`, which
     /// kcptun turns on): the connection carries a byte stream, not messages. `send`
     /// first fills the last queued segment up to `mss`, so every segment but the
@@ -108,6 +120,7 @@ impl Default for KcpConfig {
             congestion: CongestionKind::None,
             controller: None,
             send_queue_limit: 256,
+            notsent_lowat: 128 * 1024,
             stream: false,
         }
     }
@@ -129,6 +142,7 @@ impl PartialEq for KcpConfig {
             congestion,
             controller,
             send_queue_limit,
+            notsent_lowat,
             stream,
         } = self;
         let same_controller = match (controller, other.controller) {
@@ -148,6 +162,7 @@ impl PartialEq for KcpConfig {
             && *congestion == other.congestion
             && same_controller
             && *send_queue_limit == other.send_queue_limit
+            && *notsent_lowat == other.notsent_lowat
             && *stream == other.stream
     }
 }
@@ -225,7 +240,8 @@ impl KcpConfig {
             self.send_queue_limit,
             &(1..=1 << 20),
             "segments",
-        )
+        )?;
+        check_range_in("notsent_lowat", self.notsent_lowat, &(1..=1 << 30), "bytes")
     }
 }
 

@@ -223,22 +223,30 @@ impl Kcp {
             return Err(SendError::MessageTooLarge { len, max });
         }
         let count = self.new_segments(len);
-        if self.snd.queue.len() + count > self.config.send_queue_limit {
+        if !self.queue_takes(count) {
             self.stats.send_queue_full += 1;
             return Err(SendError::QueueFull);
         }
         Ok(count)
     }
 
+    /// Whether the send queue takes `count` more segments now: they fit under
+    /// `send_queue_limit` and fewer than `notsent_lowat` bytes wait.
+    fn queue_takes(&self, count: usize) -> bool {
+        self.snd.queue.len() + count <= self.config.send_queue_limit
+            && (count == 0 || self.snd.queued_bytes < self.config.notsent_lowat)
+    }
+
     /// Whether a message of `len` bytes would be accepted by `send` now.
     pub fn can_send(&self, len: usize) -> bool {
         self.error.is_none()
             && len <= self.max_message_size()
-            && self.snd.queue.len() + self.new_segments(len) <= self.config.send_queue_limit
+            && self.queue_takes(self.new_segments(len))
     }
 
     /// Whether the send queue has room for [`WRITE_WAKE_ROOM`] segments (or half
-    /// of `send_queue_limit`, if that is less): the level at which a runtime wakes
+    /// of `send_queue_limit`, if that is less) and holds at most half of
+    /// `notsent_lowat` bytes: the level at which a runtime wakes
     /// writers blocked on a full queue, so that each wake finds room for a run of
     /// messages rather than one segment, while what they queue is still in cache
     /// when it goes out (after Linux's `sk_stream_write_space`, which also waits
@@ -247,6 +255,7 @@ impl Kcp {
         let limit = self.config.send_queue_limit;
         let room = limit.saturating_sub(self.snd.queue.len());
         room >= WRITE_WAKE_ROOM.min(limit / 2).max(1)
+            && self.snd.queued_bytes <= self.config.notsent_lowat / 2
     }
 
     /// Whether [`recv`](Self::recv) would return a message now.

@@ -54,6 +54,8 @@ pub(crate) struct InFlight {
 #[derive(Debug)]
 pub(crate) struct SendBuffer {
     pub(crate) queue: VecDeque<Queued>,
+    /// Payload bytes of the segments in `queue`.
+    pub(crate) queued_bytes: usize,
     /// `buf[i]` is segment `snd_una + i`.
     pub(crate) buf: VecDeque<InFlight>,
     pub(crate) snd_una: u32,
@@ -76,6 +78,7 @@ impl SendBuffer {
     pub(crate) fn new() -> Self {
         Self {
             queue: VecDeque::new(),
+            queued_bytes: 0,
             buf: VecDeque::new(),
             snd_una: 0,
             snd_nxt: 0,
@@ -109,6 +112,7 @@ impl SendBuffer {
             } else {
                 u8::try_from(i).unwrap_or(u8::MAX)
             };
+            self.queued_bytes += payload.len();
             self.queue.push_back(Queued { frg, payload });
         }
     }
@@ -145,6 +149,7 @@ impl SendBuffer {
         };
         tail.extend_from_slice(&data[..take]);
         last.payload = tail.freeze();
+        self.queued_bytes += take;
         take
     }
 
@@ -163,6 +168,7 @@ impl SendBuffer {
     /// [`SendBuffer::next_new_len`].
     pub(crate) fn promote_one(&mut self) -> Option<usize> {
         let q = self.queue.pop_front()?;
+        self.queued_bytes -= q.payload.len();
         let wire_len = (HEADER_LEN + q.payload.len()) as u64;
         self.buf.push_back(InFlight {
             frg: q.frg,

@@ -242,9 +242,9 @@ impl Session {
         self.kcp.send_bytes(msg)
     }
 
-    /// Whether the send queue has room for `WRITE_WAKE_ROOM` segments, or half its
-    /// limit if that is less: the level at which blocked writers are woken (see
-    /// `Kcp::send_queue_low`).
+    /// Whether the send queue has room for `WRITE_WAKE_ROOM` segments (or half its
+    /// limit, if that is less) and holds at most half of `notsent_lowat` bytes: the
+    /// level at which blocked writers are woken (see `Kcp::send_queue_low`).
     pub fn send_queue_low(&self) -> bool {
         self.kcp.send_queue_low()
     }

@@ -2,7 +2,9 @@
 //! pieces.
 //!
 //! Windows: `GoodputConfig::rudp_window` (default
-//! [`DEFAULT_RUDP_WINDOW`](crate::goodput::DEFAULT_RUDP_WINDOW)). MTU 1400 bytes.
+//! [`DEFAULT_RUDP_WINDOW`](crate::goodput::DEFAULT_RUDP_WINDOW)); MTU:
+//! `GoodputConfig::rudp_mtu` (default
+//! [`DEFAULT_RUDP_MTU`](crate::goodput::DEFAULT_RUDP_MTU), 1400 bytes).
 //!
 //! Stream mode because the benchmark moves a byte stream, as TCP and a QUIC stream do
 //! (and as kcptun runs kcp-go): writes fill whole segments, so every datagram of the
@@ -23,15 +25,13 @@ use crate::goodput::config::GoodputConfig;
 use crate::goodput::pattern;
 use crate::measure::endpoint_io;
 
-/// Datagram size, bytes (header included).
-pub(crate) const MTU: usize = 1400;
 /// Both ends run KCP stream mode (see the module docs).
 pub(crate) const STREAM_MODE: bool = true;
 
 fn endpoint_config(cfg: &GoodputConfig, server: bool) -> EndpointConfig {
     EndpointConfig {
         kcp: KcpConfig {
-            mtu: MTU,
+            mtu: usize::from(cfg.rudp_mtu),
             snd_wnd: cfg.rudp_window,
             rcv_wnd: cfg.rudp_window,
             congestion: cfg.cc,
