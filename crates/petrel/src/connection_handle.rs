@@ -78,7 +78,8 @@ impl Connection {
     ///
     /// Waits while the send queue is full (backpressure): a message is never dropped, the
     /// queue never grows past `KcpConfig::send_queue_limit` segments, and a message waits
-    /// while `KcpConfig::notsent_lowat` bytes or more are queued. Errors:
+    /// while `KcpConfig::notsent_lowat` bytes or more are queued (in stream mode, a write
+    /// that fits in the last queued segment does not). Errors:
     /// [`ConnectionError::MessageTooLarge`] above [`max_message_size`](Self::max_message_size),
     /// or why the connection ended.
     pub async fn send(&self, msg: Bytes) -> Result<(), ConnectionError> {

@@ -253,7 +253,8 @@ impl ConnShared {
     /// Wakes whoever the change `settled` describes concerns. Readers wake only for
     /// a complete message (not for every datagram of one); writers only while one
     /// waits and the send queue has room at their wake level (`WRITE_WAKE_ROOM`
-    /// segments, or half the limit), which appears when the driver moves
+    /// segments, or half the limit, and at most half of `notsent_lowat` bytes
+    /// queued), which appears when the driver moves
     /// queued segments into the window, so `poll_transmits` wakes them too. Both
     /// tests are levels, not edges: a waiter that registered before the state
     /// changed is woken by the first call that finds the level, so none is lost.

@@ -70,13 +70,13 @@ pub struct KcpConfig {
     pub controller: Option<&'static dyn ControllerFactory>,
     /// Most segments waiting in the send queue (not yet in the send window); `send`
     /// returns `QueueFull` above it. Default 256: twice the default `snd_wnd`, and
-    /// no less than the 255 fragments of the largest message, so a sender that
-    /// writes as fast as it can keeps the window full, while what it queued is
-    /// still in cache when `poll_transmit` copies it into a datagram. A deep queue
-    /// of unsent data costs that copy a read from memory per byte; Linux caps the
-    /// same backlog for the same reason (`TCP_NOTSENT_LOWAT`, tcp(7)). A sender
-    /// with a much larger `snd_wnd` on a long path may want it larger, so that a
-    /// window's worth of acks does not empty the queue before the writer refills it.
+    /// no less than the 255 fragments of the largest message. It bounds what many
+    /// small messages cost; full segments meet [`KcpConfig::notsent_lowat`] first
+    /// (111 of them at the default MTU). A deep queue of unsent data costs the copy
+    /// into a datagram a read from memory per byte; Linux caps the same backlog for
+    /// the same reason (`TCP_NOTSENT_LOWAT`, tcp(7)). A sender with a much larger
+    /// `snd_wnd` on a long path may want it larger, so that a window's worth of
+    /// acks does not empty the queue before the writer refills it.
     pub send_queue_limit: usize,
     /// Most bytes waiting in the send queue before `send` stops taking more: a
     /// message is accepted only while the queue holds fewer bytes than this

@@ -173,7 +173,9 @@ impl Kcp {
     /// # Errors
     /// [`SendError::MessageTooLarge`] above [`Kcp::max_message_size`];
     /// [`SendError::QueueFull`] when its segments do not fit under `send_queue_limit`
-    /// (wait for acks and retry); [`SendError::Dead`] after a dead link.
+    /// or `notsent_lowat` bytes or more are queued (wait for acks and retry; in stream
+    /// mode a write that fits in the last queued segment is always taken);
+    /// [`SendError::Dead`] after a dead link.
     pub fn send(&mut self, msg: &[u8]) -> Result<(), SendError> {
         let count = self.admit(msg.len())?;
         let msg = if self.config.stream {
@@ -674,6 +676,7 @@ mod tests {
                 snd_wnd: 1024,
                 rcv_wnd: 1024,
                 send_queue_limit: 1 << 16,
+                notsent_lowat: 1 << 20,
                 ..KcpConfig::default()
             }
         }

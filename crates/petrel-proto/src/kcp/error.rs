@@ -15,7 +15,8 @@ pub enum SendError {
         /// The largest message accepted, bytes.
         max: usize,
     },
-    /// The send queue is at `send_queue_limit`; retry after acks drain it.
+    /// The send queue is at `send_queue_limit` segments or holds `notsent_lowat`
+    /// bytes; retry after acks drain it.
     #[error("send queue full")]
     QueueFull,
     /// The connection failed (see [`Kcp::error`](super::Kcp::error)).
