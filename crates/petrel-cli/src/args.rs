@@ -81,7 +81,7 @@ macro_rules! full_range {
         }
     )*};
 }
-full_range!(u16, u32, u64, usize);
+full_range!(u32, u64, usize);
 
 impl<T> TypedValueParser for Whole<T>
 where

@@ -23,10 +23,10 @@ use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use clap::{Args, ValueEnum};
 use petrel_bench::goodput::{
     peer_required, run_goodput, CongestionKind, GoodputConfig, GoodputError, GoodputProfile,
-    GoodputReport, GoodputRound, GoodputTransport, Scenario,
+    GoodputReport, GoodputRound, GoodputTransport, Scenario, RUDP_MTU_RANGE, RUDP_WINDOW_RANGE,
 };
 
-use crate::args::{link_delay_ms, mbit_per_s, megabytes, percent, FullRange, Quoted};
+use crate::args::{link_delay_ms, mbit_per_s, megabytes, percent, FullRange, Quoted, Whole};
 
 /// Exit code for invalid arguments (the same as clap's parse errors).
 const EXIT_USAGE: u8 = 2;
@@ -106,11 +106,11 @@ pub struct GoodputArgs {
     /// RUDP send and receive windows (segments, 16..=4096; default 512): e.g. 1024
     /// to check that spurious timeouts are undone on a deep queue. Other
     /// transports ignore it.
-    #[arg(long, value_parser = u16::full_range())]
+    #[arg(long, value_parser = Whole::new(*RUDP_WINDOW_RANGE.start(), *RUDP_WINDOW_RANGE.end()))]
     rudp_window: Option<u16>,
     /// RUDP datagram size (bytes, header included, 256..=9000; default 1400): e.g.
     /// 8972 for a path of 9000-byte jumbo frames. Other transports ignore it.
-    #[arg(long, value_parser = u16::full_range())]
+    #[arg(long, value_parser = Whole::new(*RUDP_MTU_RANGE.start(), *RUDP_MTU_RANGE.end()))]
     rudp_mtu: Option<u16>,
     /// Seed of repetition 0 (relay, BBR probe timing); repetition i uses seed + i.
     #[arg(long, default_value_t = 42, value_parser = u64::full_range())]

@@ -8,7 +8,7 @@ use support::{assert_usage_errors, petrel};
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 21] = [
         (&["--transport", "sctp"], "transport"),
         (&["--cc", "vegas"], "cc"),
         (
@@ -28,6 +28,28 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
         (&["--bandwidth-mbps", "0"], "bandwidth"),
         (&["--size-mb", "0"], "size-mb"),
         (&["--repetitions", "0"], "repetitions"),
+        // The RUDP flags' ranges are checked whatever the transport, and
+        // the error names the flag and its range, also for a non-number.
+        (
+            &[
+                "--transport",
+                "tcp",
+                "--profile",
+                "none",
+                "--rudp-mtu",
+                "9001",
+            ],
+            "'--rudp-mtu <RUDP_MTU>': must be a whole number in 256..=9000",
+        ),
+        (
+            &["--rudp-mtu", "abc"],
+            "--rudp-mtu <RUDP_MTU>': must be a whole number in 256..=9000",
+        ),
+        (&["--rudp-mtu", "255"], "256..=9000"),
+        (
+            &["--rudp-window", "8"],
+            "'--rudp-window <RUDP_WINDOW>': must be a whole number in 16..=4096",
+        ),
         (&["--json", "/nonexistent-dir/out.json"], "--json"),
         (&["--loss", "101"], "--loss"),
         (&["--loss", "-1"], "--loss"),

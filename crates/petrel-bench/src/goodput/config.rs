@@ -1,6 +1,7 @@
 //! What one goodput case runs: transport, controller, link and size.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use petrel_proto::cc::CongestionKind;
@@ -149,9 +150,16 @@ pub enum GoodputProfile {
 /// the timeouts a delay spike causes, which the ARQ undoes as spurious).
 pub const DEFAULT_RUDP_WINDOW: u16 = 512;
 
+/// The `--rudp-window` values goodput accepts, segments.
+pub const RUDP_WINDOW_RANGE: RangeInclusive<u16> = 16..=4096;
+
 /// RUDP's `mtu` unless `--rudp-mtu` says otherwise, bytes: 1400, the legacy ARK
 /// servers' size, which fits a 1500-byte Ethernet frame with room for tunnels.
 pub const DEFAULT_RUDP_MTU: u16 = 1400;
+
+/// The `--rudp-mtu` values goodput accepts, bytes: the native handshake's
+/// [`MTU_RANGE`].
+pub const RUDP_MTU_RANGE: RangeInclusive<u16> = MTU_RANGE;
 
 /// One goodput case. `Default`: rudp, cubic, p2p at 200 Mbit/s, 4 ms one-way,
 /// 1000-packet queue, no byte limit, no loss, 100 MB, 3 repetitions, seed 42,
@@ -274,9 +282,15 @@ impl GoodputConfig {
         check_range_in("size", self.size_bytes, &(1..=100_000_000_000), "bytes")
             .map_err(out_of_range)?;
         check_range("repetitions", self.repetitions, &(1..=100)).map_err(out_of_range)?;
-        check_range_in("rudp window", self.rudp_window, &(16..=4096), "segments")
+        check_range_in(
+            "rudp window",
+            self.rudp_window,
+            &RUDP_WINDOW_RANGE,
+            "segments",
+        )
+        .map_err(out_of_range)?;
+        check_range_in("rudp mtu", self.rudp_mtu, &RUDP_MTU_RANGE, "bytes")
             .map_err(out_of_range)?;
-        check_range_in("rudp mtu", self.rudp_mtu, &MTU_RANGE, "bytes").map_err(out_of_range)?;
         if self.cc == CongestionKind::None {
             return Err(ConfigError(format!(
                 "cc none is not a congestion controller; use {}",

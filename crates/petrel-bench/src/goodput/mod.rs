@@ -48,7 +48,8 @@ pub use crate::record::goodput::{GoodputRound, RelayFigures, ScenarioExpectation
 
 pub use config::{
     aioquic_congestion, ngtcp2_congestion, tcp_congestion, ConfigError, GoodputConfig,
-    GoodputProfile, GoodputTransport, DEFAULT_RUDP_MTU, DEFAULT_RUDP_WINDOW,
+    GoodputProfile, GoodputTransport, DEFAULT_RUDP_MTU, DEFAULT_RUDP_WINDOW, RUDP_MTU_RANGE,
+    RUDP_WINDOW_RANGE,
 };
 pub use petrel_proto::cc::CongestionKind;
 pub use scenario::{Scenario, ScenarioLink, UnknownScenario};
