@@ -123,6 +123,8 @@ pub(crate) fn endpoint_io(stats: &petrel::EndpointStats, messages: u64) -> Endpo
         syscalls_per_message: ratio(stats.send_syscalls + stats.recv_syscalls, messages),
         bytes_copied_per_message: ratio(stats.bytes_copied, messages),
         driver_wakeups: stats.driver_wakeups,
+        busy_polls: stats.busy_polls,
+        busy_poll_hits: stats.busy_poll_hits,
     }
 }
 

@@ -21,7 +21,10 @@
 //!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
 //!  │    for writability (send_waits) and resend from where the kernel stopped   │
 //!  │ 5. the socket is empty (a read fell short of its batch or would block):    │
-//!  │    clear `awake`, look at the queues once more, then                       │
+//!  │    if the last two idle waits each ended within half of busy_poll and led  │
+//!  │    to a connection's datagrams, poll (yield, look at the socket and the    │
+//!  │    queues) for up to busy_poll: found work goes back to step 1; else       │
+//!  │    clear `awake`, look at the queues once more, and                        │
 //!  │    sleep until the socket is readable or ShardIo::wake_driver is called    │
 //!  │    (marks made while the driver is awake wake nothing: step 5 sees them)   │
 //!  └────────────────────────────────────────────────────────────────────────────┘
@@ -39,7 +42,11 @@
 //! nothing is dropped between the session and the kernel; while it waits it does not
 //! read, which is the backpressure the sending sessions feel through their windows.
 //! Idle connections are in no ready set and the socket has nothing to read, so an
-//! idle endpoint's drivers sleep without wake-ups.
+//! idle endpoint's drivers sleep without wake-ups. Busy polling (step 5) is for
+//! dense traffic of established connections, where the next datagram arrives
+//! sooner than a sleep and its wake-up would cost: an idle endpoint never polls,
+//! sparse traffic rarely (a reply and its ack can make two short waits once in a
+//! while: one futile poll), and datagrams that reach no connection never start it.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -71,6 +78,22 @@ const SEND_BATCH: usize = petrel_sys::batch::MAX_GSO_SEGMENTS;
 /// Shortest run of same-size datagrams to one peer sent by GSO; shorter runs join
 /// the batch's `sendmmsg`, which costs one system call for all of them.
 const GSO_MIN_RUN: usize = 4;
+/// The count of short idle waits in a row after one that lasted `waited`, with
+/// `sent` whether the rounds after it sent any connection's datagrams. A wait is
+/// short if it ended within half of `busy_poll` (the half leaves a busy poll room
+/// to find what the run promises, and keeps a driver whose gaps are near the
+/// limit from polling through all of them) and led to traffic of a connection:
+/// datagrams that reach no connection (junk, spoofed sources, refused
+/// handshakes) and wake-ups with nothing to do end the run, so only traffic of
+/// established peers makes a driver poll.
+fn next_short_waits(run: u32, waited: Duration, sent: bool, busy_poll: Duration) -> u32 {
+    if sent && waited < busy_poll / 2 {
+        run.saturating_add(1)
+    } else {
+        0
+    }
+}
+
 /// How long a driver waits before retrying after `ENOBUFS` (a full device queue,
 /// which no socket readiness reports).
 const ENOBUFS_BACKOFF: Duration = Duration::from_millis(1);
@@ -159,15 +182,37 @@ impl Driver {
         let router = self.router.clone();
         let shard = &router.io.shards[self.shard];
         let ready = &router.ready[self.shard];
+        let busy_poll = router.io.config.busy_poll;
+        // Short idle waits in a row (see `next_short_waits`): two say that traffic
+        // is dense enough to poll for.
+        let mut short_waits = 0u32;
+        // The idle wait that ended last (busy-polled or asleep), and whether the
+        // rounds since it sent any connection's datagrams.
+        let mut last_wait = None;
+        let mut sent = false;
         loop {
             let (received, drained) = self.receive();
             if received > 0 {
                 tokio::task::yield_now().await;
             }
-            self.flush().await;
+            sent |= self.flush().await > 0;
             if received > 0 && !drained {
                 // More may be waiting (a full batch leaves the readiness set).
                 continue;
+            }
+            if let Some(waited) = last_wait.take() {
+                short_waits = next_short_waits(short_waits, waited, sent, busy_poll);
+            }
+            sent = false;
+            if short_waits >= 2 {
+                match self.busy_poll(busy_poll).await {
+                    Some(waited) => {
+                        EndpointCounters::add(&self.counters().busy_poll_hits, 1);
+                        last_wait = Some(waited);
+                        continue;
+                    }
+                    None => short_waits = 0,
+                }
             }
             // About to sleep: from here on, queuing work wakes us. Work queued
             // before this store is seen by the check below.
@@ -176,6 +221,7 @@ impl Driver {
                 shard.set_awake(true);
                 continue;
             }
+            let asleep = Instant::now();
             tokio::select! {
                 ready = shard.socket.readable() => {
                     if ready.is_err() {
@@ -185,8 +231,44 @@ impl Driver {
                 }
                 () = shard.woken() => {}
             }
+            last_wait = Some(asleep.elapsed());
             shard.set_awake(true);
             EndpointCounters::add(&self.counters().driver_wakeups, 1);
+        }
+    }
+
+    /// Polls for up to `limit` instead of sleeping (`EndpointConfig::busy_poll`):
+    /// yields to the runtime, which lets the application tasks run (and, when
+    /// this worker holds the I/O driver, polls the reactor without blocking), then
+    /// looks for a readable socket or queued work. Returns how long it took to
+    /// find some, or `None` if it found none or the runtime is shutting down (the
+    /// sleep that follows then sees the error and ends the driver). The driver
+    /// stays marked awake meanwhile, so work queued now is found here rather than
+    /// by a wake-up.
+    async fn busy_poll(&mut self, limit: Duration) -> Option<Duration> {
+        EndpointCounters::add(&self.counters().busy_polls, 1);
+        let shard = &self.router.io.shards[self.shard];
+        let ready = &self.router.ready[self.shard];
+        let start = Instant::now();
+        loop {
+            tokio::task::yield_now().await;
+            // Readiness as the reactor last saw it (registering this task's waker,
+            // which only wakes it early once it sleeps).
+            let readable = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(match shard.socket.poll_recv_ready(cx) {
+                    std::task::Poll::Ready(Ok(())) => Some(true),
+                    std::task::Poll::Ready(Err(_)) => None,
+                    std::task::Poll::Pending => Some(false),
+                })
+            })
+            .await?;
+            let waited = start.elapsed();
+            if readable || !ready.is_empty() || shard.has_unattached() {
+                return Some(waited);
+            }
+            if waited >= limit {
+                return None;
+            }
         }
     }
 
@@ -283,8 +365,10 @@ impl Driver {
     }
 
     /// Polls every dirty connection of the shard and the queued handshake datagrams
-    /// into send batches and sends them.
-    async fn flush(&mut self) {
+    /// into send batches and sends them. Returns the connections' datagrams sent
+    /// (handshake datagrams not included).
+    async fn flush(&mut self) -> usize {
+        let mut sent = 0;
         self.router.ready[self.shard].take(&mut self.dirty);
         self.router.io.shards[self.shard].take_unattached(&mut self.unattached);
         while let Some((peer, datagram)) = self.unattached.pop_front() {
@@ -309,6 +393,7 @@ impl Driver {
                     self.owners.push(Some(conn.clone()));
                 }
                 self.filled += n;
+                sent += n;
                 if n < room {
                     break;
                 }
@@ -317,6 +402,7 @@ impl Driver {
         if self.filled > 0 {
             self.send_filled().await;
         }
+        sent
     }
 
     /// Sends the filled slots in order, waiting while the socket buffer is full.
@@ -528,6 +614,28 @@ mod tests {
     use std::cell::{Cell, RefCell};
 
     use super::*;
+
+    #[test]
+    fn two_idle_waits_within_half_the_limit_make_traffic_dense() {
+        let limit = Duration::from_micros(50);
+        let short = Duration::from_micros(24);
+        let run = next_short_waits(0, short, true, limit);
+        assert_eq!(next_short_waits(run, short, true, limit), 2);
+        // A wait of half the limit or more ends the run.
+        assert_eq!(
+            next_short_waits(5, Duration::from_micros(25), true, limit),
+            0
+        );
+        assert_eq!(
+            next_short_waits(5, Duration::from_millis(20), true, limit),
+            0
+        );
+        // So does a wait after which no connection sent anything.
+        assert_eq!(next_short_waits(5, short, false, limit), 0);
+        // Zero turns busy polling off: no wait is short.
+        assert_eq!(next_short_waits(5, Duration::ZERO, true, Duration::ZERO), 0);
+        assert_eq!(next_short_waits(u32::MAX, short, true, limit), u32::MAX);
+    }
 
     /// Takes `room` datagrams, then answers `WouldBlock` until `writable` drains it
     /// (which makes room for `per_drain` more). Records every call and datagram.

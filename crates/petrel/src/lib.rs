@@ -65,7 +65,9 @@ mod router;
 pub mod smux;
 mod stats;
 
-pub use config::{ConfigError, EndpointConfig, Mode, MAX_IO_THREADS};
+pub use config::{
+    ConfigError, EndpointConfig, Mode, DEFAULT_BUSY_POLL, MAX_BUSY_POLL, MAX_IO_THREADS,
+};
 pub use connection_handle::Connection;
 pub use endpoint::{Endpoint, StatsReader};
 pub use error::{ConnectError, ConnectionError};

@@ -136,6 +136,11 @@ endpoint_counters! {
     /// Times an I/O driver woke up (datagrams to read, or connections or handshakes
     /// with something to send). Idle connections add nothing here either.
     driver_wakeups,
+    /// Times an I/O driver busy-polled before sleeping (`EndpointConfig::busy_poll`).
+    busy_polls,
+    /// Busy polls that found datagrams to read or work to send, each a sleep and
+    /// wake-up (`driver_wakeups`) that did not happen.
+    busy_poll_hits,
 }
 
 impl EndpointCounters {

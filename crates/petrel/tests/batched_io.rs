@@ -1,6 +1,6 @@
 //! Batched I/O of the runtime on real loopback sockets: content through GSO and
 //! `sendmmsg`, no loss behind small socket buffers, no reordering across socket
-//! shards, and idle drivers that never wake.
+//! shards, idle drivers that never wake, and busy polling only for dense traffic.
 //!
 //! The wait on a full send buffer itself is tested against a simulated socket in
 //! the `driver` module: Linux frees a loopback datagram's send-buffer charge as
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use petrel::{Connection, Endpoint, EndpointConfig, Mode};
+use petrel::{Connection, Endpoint, EndpointConfig, Mode, MAX_BUSY_POLL};
 use petrel_proto::kcp::segment::{segments, Command};
 use tokio::net::UdpSocket;
 
@@ -97,6 +97,98 @@ async fn bulk_echo_arrives_intact_with_gso_on_and_off() {
         assert_eq!(conn.stats().send_errors, 0);
         assert_eq!(server.connection_stats()[0].send_errors, 0);
     }
+}
+
+/// A client and an accepting server on loopback, both with `busy_poll`, and the
+/// client's connection to the server, which echoes.
+async fn echo_pair(busy_poll: Duration) -> (Endpoint, Endpoint, Connection) {
+    let config = |server: bool| EndpointConfig {
+        busy_poll,
+        accept_incoming: server,
+        ..EndpointConfig::default()
+    };
+    let server = Endpoint::bind(localhost(), config(true)).await.unwrap();
+    let client = Endpoint::bind(localhost(), config(false)).await.unwrap();
+    let conn = client.connect(server.local_addr()).await.unwrap();
+    spawn_echo(server.accept().await.unwrap());
+    (server, client, conn)
+}
+
+/// `EndpointConfig::busy_poll`: a bulk echo, whose datagrams arrive far closer
+/// together than the limit (the longest, 10 ms, so that a loaded test machine
+/// still qualifies), is served by busy polls that find work, and arrives intact;
+/// with zero no driver ever busy-polls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dense_traffic_is_busy_polled_and_zero_turns_it_off() {
+    for (busy_poll, expect_polls) in [(MAX_BUSY_POLL, true), (Duration::ZERO, false)] {
+        let (server, client, conn) = echo_pair(busy_poll).await;
+        stream_and_check(&conn, 400, 8000).await;
+        let (c, s) = (client.stats(), server.stats());
+        if expect_polls {
+            assert!(
+                c.busy_poll_hits + s.busy_poll_hits > 0,
+                "no busy poll found work: client {c:?}, server {s:?}"
+            );
+            assert!(c.busy_poll_hits <= c.busy_polls && s.busy_poll_hits <= s.busy_polls);
+        } else {
+            assert_eq!((c.busy_polls, s.busy_polls), (0, 0), "{c:?} {s:?}");
+        }
+    }
+}
+
+/// Sparse traffic, one small message every 5 ms, leaves the drivers sleeping
+/// between messages: a busy poll needs two idle waits in a row shorter than half
+/// the default limit (25 µs), which a reply and the ack after it can give once in
+/// a while, but never every message (always polling would be at least one per
+/// message on each side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sparse_traffic_is_not_busy_polled() {
+    let (server, client, conn) = echo_pair(EndpointConfig::default().busy_poll).await;
+    let messages = 60u32;
+    for i in 0..messages {
+        conn.send(message(i, 100)).await.unwrap();
+        assert_eq!(conn.recv().await.unwrap(), Some(message(i, 100)));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let polls = client.stats().busy_polls + server.stats().busy_polls;
+    assert!(
+        polls <= u64::from(messages / 2),
+        "{polls} busy polls for {messages} sparse messages"
+    );
+}
+
+/// Datagrams that reach no connection never make a driver poll, however dense:
+/// a stranger who sends a junk datagram every few microseconds (far inside the
+/// longest limit, 10 ms) only wakes the drivers, as it did without busy polling,
+/// rather than keeping a core spinning between its datagrams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn junk_traffic_never_starts_a_busy_poll() {
+    let server = Endpoint::bind(
+        localhost(),
+        EndpointConfig {
+            busy_poll: MAX_BUSY_POLL,
+            ..EndpointConfig::server()
+        },
+    )
+    .await
+    .unwrap();
+    let stranger = UdpSocket::bind(localhost()).await.unwrap();
+    for i in 0..3000u32 {
+        // Unknown convs, a bare byte, an empty datagram.
+        let junk = match i % 3 {
+            0 => i.to_be_bytes().repeat(8),
+            1 => vec![0x55],
+            _ => Vec::new(),
+        };
+        stranger.send_to(&junk, server.local_addr()).await.unwrap();
+        if i % 100 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let s = server.stats();
+    assert!(s.datagrams_received > 0, "{s:?}");
+    assert_eq!(s.busy_polls, 0, "{s:?}");
 }
 
 #[tokio::test]
@@ -344,7 +436,7 @@ async fn idle_connections_wake_no_driver() {
     // Let the last acks land (on a loaded machine a retransmission may still be
     // due: wait for a quiet 300 ms, at most 3 s), then watch an idle second
     // (keepalive is 5 s).
-    let wakeups = |s: petrel::EndpointStats| s.driver_wakeups + s.timer_wakeups;
+    let wakeups = |s: petrel::EndpointStats| s.driver_wakeups + s.timer_wakeups + s.busy_polls;
     let total = || wakeups(client.stats()) + wakeups(server.stats());
     for _ in 0..10 {
         let before = total();
@@ -359,7 +451,7 @@ async fn idle_connections_wake_no_driver() {
     assert_eq!(
         wakeups(after.0) + wakeups(after.1),
         wakeups(before.0) + wakeups(before.1),
-        "idle connections woke a driver or timer: before {before:?}, after {after:?}"
+        "idle connections woke (or busy-polled) a driver or timer: before {before:?}, after {after:?}"
     );
 }
 

@@ -39,4 +39,11 @@ pub struct EndpointIo {
     pub bytes_copied_per_message: Option<f64>,
     /// Times the drivers woke up.
     pub driver_wakeups: u64,
+    /// Times a driver busy-polled instead of sleeping at once
+    /// (`EndpointConfig::busy_poll`); 0 in records written before it existed.
+    #[serde(default)]
+    pub busy_polls: u64,
+    /// Busy polls that found work: sleeps and wake-ups saved.
+    #[serde(default)]
+    pub busy_poll_hits: u64,
 }
