@@ -62,19 +62,38 @@ async fn stream_and_check(conn: &Connection, count: u32, len: usize) {
     sender.await.unwrap();
 }
 
+/// A client endpoint with `config`, a server with `config` that accepts and echoes,
+/// and the client's connection to it.
+async fn echo_pair(config: EndpointConfig) -> (Endpoint, Endpoint, Connection) {
+    let server = EndpointConfig {
+        accept_incoming: true,
+        ..config.clone()
+    };
+    let server = Endpoint::bind(localhost(), server).await.unwrap();
+    let client = Endpoint::bind(localhost(), config).await.unwrap();
+    let conn = client.connect(server.local_addr()).await.unwrap();
+    spawn_echo(server.accept().await.unwrap());
+    (server, client, conn)
+}
+
+/// [`echo_pair`] with defaults but `busy_poll`.
+async fn busy_poll_pair(busy_poll: Duration) -> (Endpoint, Endpoint, Connection) {
+    echo_pair(EndpointConfig {
+        busy_poll,
+        ..EndpointConfig::default()
+    })
+    .await
+}
+
 #[tokio::test]
 async fn bulk_echo_arrives_intact_with_gso_on_and_off() {
     for gso in [true, false] {
-        let config = |server: bool| EndpointConfig {
+        let (server, client, conn) = echo_pair(EndpointConfig {
             gso,
             gro: gso,
-            accept_incoming: server,
             ..EndpointConfig::default()
-        };
-        let server = Endpoint::bind(localhost(), config(true)).await.unwrap();
-        let client = Endpoint::bind(localhost(), config(false)).await.unwrap();
-        let conn = client.connect(server.local_addr()).await.unwrap();
-        spawn_echo(server.accept().await.unwrap());
+        })
+        .await;
         // Large messages: every one fills whole MTU-sized segments, so the sessions
         // produce trains of equal-size datagrams to one peer.
         stream_and_check(&conn, 600, 8000).await;
@@ -99,21 +118,6 @@ async fn bulk_echo_arrives_intact_with_gso_on_and_off() {
     }
 }
 
-/// A client and an accepting server on loopback, both with `busy_poll`, and the
-/// client's connection to the server, which echoes.
-async fn echo_pair(busy_poll: Duration) -> (Endpoint, Endpoint, Connection) {
-    let config = |server: bool| EndpointConfig {
-        busy_poll,
-        accept_incoming: server,
-        ..EndpointConfig::default()
-    };
-    let server = Endpoint::bind(localhost(), config(true)).await.unwrap();
-    let client = Endpoint::bind(localhost(), config(false)).await.unwrap();
-    let conn = client.connect(server.local_addr()).await.unwrap();
-    spawn_echo(server.accept().await.unwrap());
-    (server, client, conn)
-}
-
 /// `EndpointConfig::busy_poll`: a bulk echo, whose datagrams arrive far closer
 /// together than the limit (the longest, 10 ms, so that a loaded test machine
 /// still qualifies), is served by busy polls that find work, and arrives intact;
@@ -121,7 +125,7 @@ async fn echo_pair(busy_poll: Duration) -> (Endpoint, Endpoint, Connection) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dense_traffic_is_busy_polled_and_zero_turns_it_off() {
     for (busy_poll, expect_polls) in [(MAX_BUSY_POLL, true), (Duration::ZERO, false)] {
-        let (server, client, conn) = echo_pair(busy_poll).await;
+        let (server, client, conn) = busy_poll_pair(busy_poll).await;
         stream_and_check(&conn, 400, 8000).await;
         let (c, s) = (client.stats(), server.stats());
         if expect_polls {
@@ -143,7 +147,7 @@ async fn dense_traffic_is_busy_polled_and_zero_turns_it_off() {
 /// message on each side).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sparse_traffic_is_not_busy_polled() {
-    let (server, client, conn) = echo_pair(EndpointConfig::default().busy_poll).await;
+    let (server, client, conn) = busy_poll_pair(EndpointConfig::default().busy_poll).await;
     let messages = 60u32;
     for i in 0..messages {
         conn.send(message(i, 100)).await.unwrap();
