@@ -157,15 +157,22 @@ pub struct EndpointConfig {
     /// waking and the woken core (in a VM also an inter-processor interrupt);
     /// under bulk traffic the next datagrams arrive within microseconds, so
     /// polling for them costs less CPU than sleeping. A driver polls only after
-    /// two idle waits in a row that each ended within half of this time and led
-    /// to datagrams of a connection: datagrams that reach no connection never
-    /// start it, an idle endpoint never polls, a single sparse stream (a voice
-    /// call, keepalives, a 200 Mbit/s paced transfer) rarely (a reply and its ack
-    /// can make two short waits: one futile poll). A shard whose many streams
-    /// together keep its waits that short is busy, and polls.
+    /// two idle waits in a row that each ended within half of this time and were
+    /// followed by datagrams of a connection, and after a poll that found nothing
+    /// it needs twice as many (up to 256) before the next: datagrams that reach no
+    /// connection never start it, an idle endpoint never polls, a single sparse
+    /// stream (a voice call, keepalives, a 200 Mbit/s paced transfer) rarely (a
+    /// reply and its ack can make two short waits: one futile poll). A shard
+    /// whose many streams together keep its waits that short is busy, and polls.
+    /// The cost a peer can cause: a connection that sends a datagram every half
+    /// of this time, with every poll finding it, keeps one core per shard busy,
+    /// as a bulk transfer does. A native connection proves its address by the
+    /// cookie handshake; in raw and kcp-go server modes any source (spoofed too)
+    /// gets a connection by its first datagram, which is one more reason those
+    /// modes are for trusted networks.
     /// `EndpointStats::busy_polls` and `busy_poll_hits` count the polls and those
     /// that found work. Default [`DEFAULT_BUSY_POLL`] (50 µs); zero turns it off;
-    /// at most [`MAX_BUSY_POLL`] (10 ms).
+    /// at most [`MAX_BUSY_POLL`] (1 ms).
     pub busy_poll: Duration,
 }
 
@@ -304,9 +311,10 @@ impl EndpointConfig {
 /// at most 50 µs, short next to a scheduler tick.
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// Longest [`EndpointConfig::busy_poll`]: 10 ms, beyond which a driver would spin
-/// through whole application pauses.
-pub const MAX_BUSY_POLL: Duration = Duration::from_millis(10);
+/// Longest [`EndpointConfig::busy_poll`]: 1 ms. Beyond it a driver would poll
+/// through the gaps of ordinary paced streams, and a peer sending 2,000 datagrams
+/// per second could keep a core busy.
+pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
 
 /// Most socket shards an endpoint may ask for ([`EndpointConfig::io_threads`]).
 pub const MAX_IO_THREADS: usize = 64;
@@ -356,7 +364,7 @@ mod tests {
             .validate()
             .map_err(|e| e.to_string());
         assert!(
-            matches!(&err, Err(e) if e.contains("busy_poll") && e.contains("10ms")),
+            matches!(&err, Err(e) if e.contains("busy_poll") && e.contains("1ms")),
             "{err:?}"
         );
     }

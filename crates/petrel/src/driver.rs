@@ -21,9 +21,10 @@
 //!  │    as one GSO sendmsg, the rest in one sendmmsg; EAGAIN / ENOBUFS: wait    │
 //!  │    for writability (send_waits) and resend from where the kernel stopped   │
 //!  │ 5. the socket is empty (a read fell short of its batch or would block):    │
-//!  │    if the last two idle waits each ended within half of busy_poll and led  │
-//!  │    to a connection's datagrams, poll (yield, look at the socket and the    │
-//!  │    queues) for up to busy_poll: found work goes back to step 1; else       │
+//!  │    if the last two idle waits (more after polls that found nothing) each   │
+//!  │    ended within half of busy_poll and were followed by a connection's      │
+//!  │    datagrams, poll (yield, look at the socket and the queues) for up to    │
+//!  │    busy_poll: found work goes back to step 1; else                         │
 //!  │    clear `awake`, look at the queues once more, and                        │
 //!  │    sleep until the socket is readable or ShardIo::wake_driver is called    │
 //!  │    (marks made while the driver is awake wake nothing: step 5 sees them)   │
@@ -82,16 +83,26 @@ const GSO_MIN_RUN: usize = 4;
 /// `sent` whether the rounds after it sent any connection's datagrams. A wait is
 /// short if it ended within half of `busy_poll` (the half leaves a busy poll room
 /// to find what the run promises, and keeps a driver whose gaps are near the
-/// limit from polling through all of them) and led to traffic of a connection:
-/// datagrams that reach no connection (junk, spoofed sources, refused
-/// handshakes) and wake-ups with nothing to do end the run, so only traffic of
-/// established peers makes a driver poll.
+/// limit from polling through all of them) and was followed by datagrams of a
+/// connection: a round that sends nothing (junk, refused handshakes, a wake-up
+/// with nothing to do) ends the run, so only traffic of connections makes a
+/// driver poll.
 fn next_short_waits(run: u32, waited: Duration, sent: bool, busy_poll: Duration) -> u32 {
     if sent && waited < busy_poll / 2 {
         run.saturating_add(1)
     } else {
         0
     }
+}
+
+/// Short idle waits in a row a driver needs before it busy-polls, after `futile`
+/// busy polls in a row that found nothing: 2, doubled by each futile one up to
+/// 256. Bulk traffic's polls find work, so it polls after every second short
+/// wait; a peer that sends two datagrams close together and then pauses, to make
+/// every poll spin its whole limit for nothing, gets one futile poll per 256
+/// datagrams once it has paid for seven.
+fn short_waits_to_poll(futile: u32) -> u32 {
+    2 << futile.min(7)
 }
 
 /// How long a driver waits before retrying after `ENOBUFS` (a full device queue,
@@ -190,6 +201,8 @@ impl Driver {
         // rounds since it sent any connection's datagrams.
         let mut last_wait = None;
         let mut sent = false;
+        // Busy polls in a row that found nothing (see `short_waits_to_poll`).
+        let mut futile = 0u32;
         loop {
             let (received, drained) = self.receive();
             if received > 0 {
@@ -204,14 +217,18 @@ impl Driver {
                 short_waits = next_short_waits(short_waits, waited, sent, busy_poll);
             }
             sent = false;
-            if short_waits >= 2 {
+            if short_waits >= short_waits_to_poll(futile) {
                 match self.busy_poll(busy_poll).await {
                     Some(waited) => {
                         EndpointCounters::add(&self.counters().busy_poll_hits, 1);
+                        futile = 0;
                         last_wait = Some(waited);
                         continue;
                     }
-                    None => short_waits = 0,
+                    None => {
+                        futile = futile.saturating_add(1);
+                        short_waits = 0;
+                    }
                 }
             }
             // About to sleep: from here on, queuing work wakes us. Work queued
@@ -635,6 +652,13 @@ mod tests {
         // Zero turns busy polling off: no wait is short.
         assert_eq!(next_short_waits(5, Duration::ZERO, true, Duration::ZERO), 0);
         assert_eq!(next_short_waits(u32::MAX, short, true, limit), u32::MAX);
+    }
+
+    #[test]
+    fn futile_busy_polls_back_off() {
+        let needed: Vec<u32> = (0..10).map(short_waits_to_poll).collect();
+        assert_eq!(needed, [2, 4, 8, 16, 32, 64, 128, 256, 256, 256]);
+        assert_eq!(short_waits_to_poll(u32::MAX), 256);
     }
 
     /// Takes `room` datagrams, then answers `WouldBlock` until `writable` drains it

@@ -119,7 +119,7 @@ async fn bulk_echo_arrives_intact_with_gso_on_and_off() {
 }
 
 /// `EndpointConfig::busy_poll`: a bulk echo, whose datagrams arrive far closer
-/// together than the limit (the longest, 10 ms, so that a loaded test machine
+/// together than the limit (the longest, 1 ms, so that a loaded test machine
 /// still qualifies), is served by busy polls that find work, and arrives intact;
 /// with zero no driver ever busy-polls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,7 +163,7 @@ async fn sparse_traffic_is_not_busy_polled() {
 
 /// Datagrams that reach no connection never make a driver poll, however dense:
 /// a stranger who sends a junk datagram every few microseconds (far inside the
-/// longest limit, 10 ms) only wakes the drivers, as it did without busy polling,
+/// longest limit, 1 ms) only wakes the drivers, as it did without busy polling,
 /// rather than keeping a core spinning between its datagrams.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn junk_traffic_never_starts_a_busy_poll() {
