@@ -159,7 +159,7 @@ pub struct EndpointConfig {
     /// polling for them costs less CPU than sleeping. A driver polls only after
     /// two idle waits in a row that each ended within half of this time and were
     /// followed by datagrams of a connection, and after a poll that found nothing
-    /// it needs twice as many (up to 256) before the next: datagrams that reach no
+    /// it needs twice as many (up to 16) before the next: datagrams that reach no
     /// connection never start it, an idle endpoint never polls, a single sparse
     /// stream (a voice call, keepalives, a 200 Mbit/s paced transfer) rarely (a
     /// reply and its ack can make two short waits: one futile poll). A shard
