@@ -311,9 +311,10 @@ impl EndpointConfig {
 /// at most 50 µs, short next to a scheduler tick.
 pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 
-/// Longest [`EndpointConfig::busy_poll`]: 1 ms. Beyond it a driver would poll
-/// through the gaps of ordinary paced streams, and a peer sending 2,000 datagrams
-/// per second could keep a core busy.
+/// Longest [`EndpointConfig::busy_poll`]: 1 ms. At this limit a connection that
+/// sends 2,000 datagrams per second already keeps one core per shard polling;
+/// longer limits would let ever fewer do so, and a driver would poll through the
+/// gaps of ordinary paced streams.
 pub const MAX_BUSY_POLL: Duration = Duration::from_millis(1);
 
 /// Most socket shards an endpoint may ask for ([`EndpointConfig::io_threads`]).
