@@ -383,13 +383,13 @@ fn echo_command(args: &EchoArgs) -> Result<bool, Failure> {
     cfg.validate().map_err(|e| Failure::Usage(e.to_string()))?;
     if !(1..=MAX_IO_THREADS).contains(&args.io_threads) {
         return Err(Failure::Usage(format!(
-            "invalid io-threads = {}: must be in 1..={MAX_IO_THREADS}",
+            "invalid --io-threads = {}: must be in 1..={MAX_IO_THREADS}",
             args.io_threads
         )));
     }
     if args.work > MAX_WORK {
         return Err(Failure::Usage(format!(
-            "invalid work = {}: must be in 0..={MAX_WORK}",
+            "invalid --work = {}: must be in 0..={MAX_WORK}",
             args.work
         )));
     }

@@ -17,7 +17,7 @@ mod report;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Fast, reliable, measurable real-time networking over UDP.
 #[derive(Debug, Parser)]
@@ -42,8 +42,29 @@ enum Command {
     Man(man::ManArgs),
 }
 
+/// `cmd` with every flag that takes a value accepting a negative number as that
+/// value, in every subcommand: `--seconds -1` then reaches the flag's own check,
+/// which names its range, instead of reading `-1` as an unknown flag.
+fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|arg| {
+        if arg.get_action().takes_values() && !arg.is_positional() {
+            arg.allow_negative_numbers(true)
+        } else {
+            arg
+        }
+    })
+    .mut_subcommands(negative_numbers_as_values)
+}
+
+/// The command line, parsed (clap's own exit on `--help`, `--version` and usage
+/// errors).
+fn parse() -> Cli {
+    let matches = negative_numbers_as_values(Cli::command()).get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> ExitCode {
-    let outcome = match Cli::parse().command {
+    let outcome = match parse().command {
         Command::Bench(args) => return bench::main(args),
         Command::Report(args) => return report::main(&args),
         Command::Netem(args) => netem::run(*args),

@@ -10,15 +10,21 @@ use std::path::PathBuf;
 
 #[test]
 fn invalid_arguments_exit_with_2_and_name_the_problem() {
-    let cases: [(&[&str], &str); 10] = [
-        (&["--io-threads", "0"], "io-threads"),
-        (&["--payload", "15"], "payload"),
-        (&["--payload", "65508"], "payload"),
-        (&["--clients", "0"], "clients"),
-        (&["--window", "0"], "window"),
-        (&["--seconds", "0"], "seconds"),
-        (&["--seconds=-1"], "seconds"),
-        (&["--rounds", "0"], "rounds"),
+    let cases: [(&[&str], &str); 11] = [
+        (&["--io-threads", "0"], "--io-threads"),
+        (&["--payload", "15"], "--payload"),
+        (&["--payload", "65508"], "--payload"),
+        (&["--clients", "0"], "--clients"),
+        (&["--window", "0"], "--window"),
+        (&["--seconds", "0"], "--seconds"),
+        (&["--seconds=-1"], "--seconds"),
+        // A negative number is the flag's value, checked against its range, not
+        // an unknown flag `-1`.
+        (
+            &["--seconds", "-1"],
+            "'--seconds <SECONDS>': must be in 0..=86400 s",
+        ),
+        (&["--rounds", "0"], "--rounds"),
         (&["--protocol", "carrier-pigeon"], "protocol"),
         (&["--no-such-flag"], "no-such-flag"),
     ];
@@ -28,7 +34,7 @@ fn invalid_arguments_exit_with_2_and_name_the_problem() {
     // In the unit the flag takes, not `0ns` / `1ns..=3600s`.
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("invalid seconds = 0 s: must be in 0.001..=3600 s"),
+            .contains("invalid --seconds = 0 s: must be in 0.001..=3600 s"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -56,9 +56,10 @@ impl Default for EchoConfig {
 
 /// A parameter outside its allowed range.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {field} = {value}: must be in {range}")]
+#[error("invalid --{field} = {value}: must be in {range}")]
 pub struct EchoConfigError {
-    /// The offending field (as named on the command line).
+    /// The offending field, as named on the command line (the message puts
+    /// `--` before it).
     pub field: &'static str,
     /// The value given.
     pub value: String,
@@ -176,7 +177,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid payload = 15 bytes: must be in 16..=65507 bytes"
+            "invalid --payload = 15 bytes: must be in 16..=65507 bytes"
         );
         let err = EchoConfig {
             measured: Duration::ZERO,
@@ -186,7 +187,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid seconds = 0 s: must be in 0.001..=3600 s"
+            "invalid --seconds = 0 s: must be in 0.001..=3600 s"
         );
         let edge = EchoConfig {
             payload: 16,

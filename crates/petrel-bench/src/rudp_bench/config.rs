@@ -174,9 +174,10 @@ pub enum RudpConfigError {
     #[error(transparent)]
     Echo(#[from] EchoConfigError),
     /// Another field is out of range.
-    #[error("invalid {field} = {value}: must be {range}")]
+    #[error("invalid --{field} = {value}: must be {range}")]
     Field {
-        /// The field, as named on the command line.
+        /// The field, as named on the command line (the message puts `--`
+        /// before it).
         field: &'static str,
         /// The value given.
         value: String,
