@@ -83,38 +83,49 @@ impl Connection {
     /// [`ConnectionError::MessageTooLarge`] above [`max_message_size`](Self::max_message_size),
     /// or why the connection ended.
     pub async fn send(&self, msg: Bytes) -> Result<(), ConnectionError> {
+        // Room now (the common case): no waiter is registered, which would take
+        // the `Notify`'s lock twice.
+        if let Some(result) = self.try_send(&msg) {
+            return result;
+        }
         let shared = self.shared();
         loop {
+            // Registered (and counted) before the queue is checked again, so room
+            // made after this check wakes us.
             let notified = shared.writable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             let _waiting = shared.writer_waits();
-            let outcome = shared.with_state(false, |st| {
-                if let Some(end) = &st.end {
-                    return Some(Err(end.clone()));
-                }
-                if st.session.close_requested() {
-                    return Some(Err(ConnectionError::Closed));
-                }
-                let max = st.session.max_message_size();
-                if msg.len() > max {
-                    let len = msg.len();
-                    return Some(Err(ConnectionError::MessageTooLarge { len, max }));
-                }
-                if !st.session.can_send(msg.len()) {
-                    return None;
-                }
-                match st.session.send_bytes(msg.clone()) {
-                    Ok(()) => Some(Ok(())),
-                    Err(SendError::QueueFull) => None,
-                    Err(e) => Some(Err(ConnectionError::from_send(e))),
-                }
-            });
-            match outcome {
+            match self.try_send(&msg) {
                 Some(result) => return result,
                 None => notified.await,
             }
         }
+    }
+
+    /// Queues `msg` if the send queue has room: `None` when it must wait.
+    fn try_send(&self, msg: &Bytes) -> Option<Result<(), ConnectionError>> {
+        self.shared().with_state(false, |st| {
+            if let Some(end) = &st.end {
+                return Some(Err(end.clone()));
+            }
+            if st.session.close_requested() {
+                return Some(Err(ConnectionError::Closed));
+            }
+            let max = st.session.max_message_size();
+            if msg.len() > max {
+                let len = msg.len();
+                return Some(Err(ConnectionError::MessageTooLarge { len, max }));
+            }
+            if !st.session.can_send(msg.len()) {
+                return None;
+            }
+            match st.session.send_bytes(msg.clone()) {
+                Ok(()) => Some(Ok(())),
+                Err(SendError::QueueFull) => None,
+                Err(e) => Some(Err(ConnectionError::from_send(e))),
+            }
+        })
     }
 
     /// Receives the next message in order (stream mode: the next piece of the stream,
@@ -124,27 +135,39 @@ impl Connection {
     /// `Ok(None)` means the peer closed the connection gracefully and every message it sent
     /// has been received. `Err` says why the connection ended otherwise.
     pub async fn recv(&self) -> Result<Option<Bytes>, ConnectionError> {
+        // A message ready now (the common case under load): no waiter is
+        // registered, which would take the `Notify`'s lock twice.
+        if let Some(result) = self.try_recv() {
+            return result;
+        }
         let shared = self.shared();
         loop {
+            // Registered before the state is checked again, so a message that
+            // completes after this check wakes us.
             let notified = shared.readable.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let outcome = shared.with_state(false, |st| {
-                if let Some(msg) = st.session.recv() {
-                    return Some(Ok(Some(msg)));
-                }
-                match &st.end {
-                    Some(ConnectionError::Closed) => Some(Ok(None)),
-                    Some(err) => Some(Err(err.clone())),
-                    None if st.session.peer_closing() => Some(Ok(None)),
-                    None => None,
-                }
-            });
-            match outcome {
+            match self.try_recv() {
                 Some(result) => return result,
                 None => notified.await,
             }
         }
+    }
+
+    /// The next message, the end of the connection, or `None` when nothing is
+    /// ready yet.
+    fn try_recv(&self) -> Option<Result<Option<Bytes>, ConnectionError>> {
+        self.shared().with_state(false, |st| {
+            if let Some(msg) = st.session.recv() {
+                return Some(Ok(Some(msg)));
+            }
+            match &st.end {
+                Some(ConnectionError::Closed) => Some(Ok(None)),
+                Some(err) => Some(Err(err.clone())),
+                None if st.session.peer_closing() => Some(Ok(None)),
+                None => None,
+            }
+        })
     }
 
     /// Closes gracefully: waits until everything sent was acknowledged, tells the peer, and
