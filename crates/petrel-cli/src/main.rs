@@ -59,8 +59,9 @@ fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
 /// The command line, parsed (clap's own exit on `--help`, `--version` and usage
 /// errors).
 fn parse() -> Cli {
-    let matches = negative_numbers_as_values(Cli::command()).get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+    let mut cmd = negative_numbers_as_values(Cli::command());
+    let matches = cmd.get_matches_mut();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut cmd).exit())
 }
 
 fn main() -> ExitCode {
